@@ -1,0 +1,302 @@
+//! The scenario: the script that decides how the fake behaves (run timeline, answer,
+//! sources, streaming switches, auth, /search results). Parsed strictly from JSON:
+//! unknown fields and wrongly typed values are errors, `null` means "use the default".
+
+use serde_json::{Map, Value};
+
+/// Upper bound for every millisecond field (about 31 years), so instant arithmetic
+/// can never overflow.
+const MAX_MS: u64 = 1_000_000_000_000;
+/// Upper bound for item counts (`search_batches`, `fetch_pages`).
+const MAX_ITEMS: u64 = 100_000;
+
+/// A parsed scenario with every default filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Scenario {
+    pub duration_ms: u64,
+    /// `None` = `min(50, duration_ms / 10)`.
+    pub queued_ms: Option<u64>,
+    pub final_status: String,
+    /// The `output_text` parts of the final message (`[answer]` or `answer_parts`).
+    pub answer_parts: Vec<String>,
+    pub sources: Vec<Value>,
+    pub search_batches: usize,
+    pub fetch_pages: usize,
+    /// `None` = a `failed` run's `error` has no `message`.
+    pub error_message: Option<String>,
+    pub final_response: Option<Map<String, Value>>,
+    pub status_sequence: Option<Vec<Value>>,
+    pub create_response: Option<Value>,
+    pub stream: bool,
+    pub stream_drop_after: Option<u64>,
+    pub resume: bool,
+    pub stream_terminal_full: bool,
+    pub cancel_delay_ms: u64,
+    pub cancel_unknown_status: u16,
+    pub expected_key: Option<String>,
+    pub search_results: Option<Vec<Value>>,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            duration_ms: 300,
+            queued_ms: None,
+            final_status: "completed".to_owned(),
+            answer_parts: vec!["Fake answer.".to_owned()],
+            sources: default_sources(),
+            search_batches: 1,
+            fetch_pages: 1,
+            error_message: Some("fake failure".to_owned()),
+            final_response: None,
+            status_sequence: None,
+            create_response: None,
+            stream: true,
+            stream_drop_after: None,
+            resume: true,
+            stream_terminal_full: true,
+            cancel_delay_ms: 100,
+            cancel_unknown_status: 400,
+            expected_key: None,
+            search_results: None,
+        }
+    }
+}
+
+fn default_sources() -> Vec<Value> {
+    vec![
+        serde_json::json!({"title": "Example One", "url": "https://example.org/one"}),
+        serde_json::json!({"title": "Example Two", "url": "https://example.org/two"}),
+    ]
+}
+
+impl Scenario {
+    /// Parses a scenario. `null` and `{}` give the defaults.
+    pub(crate) fn from_json(value: &Value) -> Result<Scenario, String> {
+        let mut s = Scenario::default();
+        let obj = match value {
+            Value::Null => return Ok(s),
+            Value::Object(obj) => obj,
+            other => {
+                return Err(format!(
+                    "scenario must be a JSON object, got {}",
+                    kind(other)
+                ));
+            }
+        };
+        let mut answer: Option<String> = None;
+        let mut answer_parts: Option<Vec<String>> = None;
+        for (key, v) in obj {
+            // `error_message: null` is meaningful (an error without a message).
+            if key == "error_message" {
+                s.error_message = match v {
+                    Value::Null => None,
+                    Value::String(m) => Some(m.clone()),
+                    other => return Err(type_err(key, "a string or null", other)),
+                };
+                continue;
+            }
+            if v.is_null() {
+                if !KNOWN_FIELDS.contains(&key.as_str()) {
+                    return Err(unknown_field(key));
+                }
+                continue;
+            }
+            match key.as_str() {
+                "duration_ms" => s.duration_ms = ms(key, v)?,
+                "queued_ms" => s.queued_ms = Some(ms(key, v)?),
+                "final_status" => s.final_status = string(key, v)?,
+                "answer" => answer = Some(string(key, v)?),
+                "answer_parts" => {
+                    let arr = array(key, v)?;
+                    let mut parts = Vec::with_capacity(arr.len());
+                    for p in arr {
+                        match p {
+                            Value::String(t) => parts.push(t.clone()),
+                            other => return Err(type_err("answer_parts[]", "a string", other)),
+                        }
+                    }
+                    answer_parts = Some(parts);
+                }
+                "sources" => s.sources = array(key, v)?.clone(),
+                "search_batches" => s.search_batches = count(key, v)?,
+                "fetch_pages" => s.fetch_pages = count(key, v)?,
+                "final_response" => match v {
+                    Value::Object(m) => s.final_response = Some(m.clone()),
+                    other => return Err(type_err(key, "a JSON object", other)),
+                },
+                "status_sequence" => {
+                    let arr = array(key, v)?;
+                    s.status_sequence = if arr.is_empty() {
+                        None
+                    } else {
+                        Some(arr.clone())
+                    };
+                }
+                "create_response" => s.create_response = Some(v.clone()),
+                "stream" => s.stream = boolean(key, v)?,
+                "stream_drop_after" => s.stream_drop_after = Some(uint(key, v)?),
+                "resume" => s.resume = boolean(key, v)?,
+                "stream_terminal_full" => s.stream_terminal_full = boolean(key, v)?,
+                "cancel_delay_ms" => s.cancel_delay_ms = ms(key, v)?,
+                "cancel_unknown_status" => {
+                    let n = uint(key, v)?;
+                    if !(100..=999).contains(&n) {
+                        return Err(format!("`{key}` must be an HTTP status (100-999), got {n}"));
+                    }
+                    s.cancel_unknown_status = n as u16;
+                }
+                "expected_key" => s.expected_key = Some(string(key, v)?),
+                "search_results" => s.search_results = Some(array(key, v)?.clone()),
+                _ => return Err(unknown_field(key)),
+            }
+        }
+        if let Some(parts) = answer_parts {
+            s.answer_parts = parts;
+        } else if let Some(a) = answer {
+            s.answer_parts = vec![a];
+        }
+        Ok(s)
+    }
+}
+
+const KNOWN_FIELDS: &[&str] = &[
+    "duration_ms",
+    "queued_ms",
+    "final_status",
+    "answer",
+    "answer_parts",
+    "sources",
+    "search_batches",
+    "fetch_pages",
+    "error_message",
+    "final_response",
+    "status_sequence",
+    "create_response",
+    "stream",
+    "stream_drop_after",
+    "resume",
+    "stream_terminal_full",
+    "cancel_delay_ms",
+    "cancel_unknown_status",
+    "expected_key",
+    "search_results",
+];
+
+fn unknown_field(key: &str) -> String {
+    format!(
+        "unknown scenario field `{key}` (known: {})",
+        KNOWN_FIELDS.join(", ")
+    )
+}
+
+/// A short name of a JSON value's type, for error messages.
+pub(crate) fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+pub(crate) fn type_err(key: &str, want: &str, got: &Value) -> String {
+    format!("`{key}` must be {want}, got {}", kind(got))
+}
+
+pub(crate) fn uint(key: &str, v: &Value) -> Result<u64, String> {
+    v.as_u64()
+        .ok_or_else(|| type_err(key, "a non-negative integer", v))
+}
+
+pub(crate) fn ms(key: &str, v: &Value) -> Result<u64, String> {
+    let n = uint(key, v)?;
+    if n > MAX_MS {
+        return Err(format!("`{key}` is too large (max {MAX_MS})"));
+    }
+    Ok(n)
+}
+
+fn count(key: &str, v: &Value) -> Result<usize, String> {
+    let n = uint(key, v)?;
+    if n > MAX_ITEMS {
+        return Err(format!("`{key}` is too large (max {MAX_ITEMS})"));
+    }
+    Ok(n as usize)
+}
+
+pub(crate) fn string(key: &str, v: &Value) -> Result<String, String> {
+    v.as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| type_err(key, "a string", v))
+}
+
+pub(crate) fn boolean(key: &str, v: &Value) -> Result<bool, String> {
+    v.as_bool().ok_or_else(|| type_err(key, "a boolean", v))
+}
+
+fn array<'a>(key: &str, v: &'a Value) -> Result<&'a Vec<Value>, String> {
+    v.as_array().ok_or_else(|| type_err(key, "an array", v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_from_null_and_empty_object() {
+        assert_eq!(
+            Scenario::from_json(&Value::Null).unwrap(),
+            Scenario::default()
+        );
+        assert_eq!(
+            Scenario::from_json(&json!({})).unwrap(),
+            Scenario::default()
+        );
+    }
+
+    #[test]
+    fn fields_parse() {
+        let s = Scenario::from_json(&json!({
+            "duration_ms": 1000, "queued_ms": 5, "final_status": "failed",
+            "answer_parts": ["a", "b"], "answer": "ignored", "error_message": null,
+            "status_sequence": ["queued", 7], "stream": false, "cancel_unknown_status": 404,
+            "final_response": {"x": 1}, "create_response": [1], "sources": [1, "two"],
+            "queued_ms": null
+        }))
+        .unwrap();
+        assert_eq!(s.duration_ms, 1000);
+        assert_eq!(s.queued_ms, None);
+        assert_eq!(s.final_status, "failed");
+        assert_eq!(s.answer_parts, vec!["a", "b"]);
+        assert_eq!(s.error_message, None);
+        assert_eq!(s.status_sequence, Some(vec![json!("queued"), json!(7)]));
+        assert!(!s.stream);
+        assert_eq!(s.cancel_unknown_status, 404);
+        assert_eq!(s.create_response, Some(json!([1])));
+        assert_eq!(s.sources, vec![json!(1), json!("two")]);
+    }
+
+    #[test]
+    fn invalid_scenarios_are_rejected() {
+        for bad in [
+            json!([1]),
+            json!({"duration": 5}),
+            json!({"duration_ms": -1}),
+            json!({"duration_ms": "5"}),
+            json!({"answer_parts": [1]}),
+            json!({"final_response": [1]}),
+            json!({"cancel_unknown_status": 42}),
+            json!({"stream": "yes"}),
+            json!({"nope": null}),
+        ] {
+            assert!(
+                Scenario::from_json(&bad).is_err(),
+                "{bad} should be rejected"
+            );
+        }
+    }
+}

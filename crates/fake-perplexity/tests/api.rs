@@ -1,0 +1,839 @@
+//! Black-box tests of the fake's Agent API, Search API, auth and scenario fields, over
+//! real HTTP with the raw client in `common`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{KEY, api, send, send_until};
+use fake_perplexity::FakePerplexity;
+use serde_json::{Value, json};
+
+fn create(fake: &FakePerplexity) -> String {
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["id"].as_str().unwrap().to_owned()
+}
+
+fn get(fake: &FakePerplexity, id: &str) -> Value {
+    let r = api(fake.addr(), "GET", &format!("/v1/agent/{id}"), None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+/// Polls until the run's status is terminal (timeline view); returns the last object
+/// and every status seen.
+fn poll_to_end(fake: &FakePerplexity, id: &str) -> (Value, Vec<String>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    loop {
+        let v = get(fake, id);
+        let s = v["status"].as_str().unwrap_or("?").to_owned();
+        if seen.last() != Some(&s) {
+            seen.push(s.clone());
+        }
+        if ["completed", "failed", "incomplete", "cancelled"].contains(&s.as_str()) {
+            return (v, seen);
+        }
+        assert!(Instant::now() < deadline, "run never ended: {seen:?}");
+        std::thread::sleep(Duration::from_millis(15));
+    }
+}
+
+fn types(events: &[(String, Value)]) -> Vec<String> {
+    events.iter().map(|(t, _)| t.clone()).collect()
+}
+
+fn assert_sequence(events: &[(String, Value)], first: u64) {
+    for (i, (ty, data)) in events.iter().enumerate() {
+        assert_eq!(&data["type"], ty, "event field matches data.type");
+        assert_eq!(
+            data["sequence_number"],
+            json!(first + i as u64),
+            "{events:?}"
+        );
+    }
+}
+
+const FULL: [&str; 6] = [
+    "response.created",
+    "response.in_progress",
+    "response.reasoning.search_results",
+    "response.reasoning.fetch_url_results",
+    "response.output_text.delta",
+    "response.completed",
+];
+
+#[test]
+fn create_json_mode_returns_a_queued_run_and_records_the_request() {
+    let fake = FakePerplexity::start();
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "What?", "preset": "medium"})),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let v = r.json();
+    let id = v["id"].as_str().unwrap();
+    assert!(id.starts_with("resp_") && id.len() == 29, "{id}");
+    assert!(id[5..].chars().all(|c| c.is_ascii_alphanumeric()));
+    assert_eq!(v["object"], "response");
+    assert_eq!(v["model"], "fake/model");
+    assert_eq!(v["status"], "queued");
+    assert_eq!(v["output"], json!([]));
+    assert!(v["created_at"].as_u64().unwrap() > 1_600_000_000);
+    assert!(v.get("usage").is_none());
+
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 1);
+    let q = &reqs[0];
+    assert_eq!(q.method, "POST");
+    assert_eq!(q.path, "/v1/agent");
+    assert_eq!(q.query, None);
+    assert_eq!(q.headers["authorization"], format!("Bearer {KEY}"));
+    assert_eq!(q.headers["content-type"], "application/json");
+    assert_eq!(
+        q.body_json,
+        Some(json!({"input": "What?", "preset": "medium"}))
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(q.at_ms <= now && q.at_ms + 10_000 > now);
+    let runs = fake.runs();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].id, id);
+}
+
+#[test]
+fn create_rejects_bad_bodies_with_400() {
+    let fake = FakePerplexity::start();
+    let auth = format!("Bearer {KEY}");
+    for body in [
+        &b"{not json"[..],
+        b"[1,2]",
+        b"{\"preset\":\"x\"}",
+        b"{\"input\":null}",
+        b"",
+    ] {
+        let r = send(
+            fake.addr(),
+            "POST",
+            "/v1/agent",
+            &[("Authorization", &auth)],
+            Some(body),
+        )
+        .unwrap();
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(body));
+        assert_eq!(r.json()["error"]["type"], "invalid_request");
+        assert_eq!(r.json()["error"]["code"], 400);
+    }
+    assert!(fake.runs().is_empty());
+    assert_eq!(fake.requests().len(), 5);
+}
+
+#[test]
+fn get_follows_the_timeline_to_completed() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 300, "queued_ms": 60}));
+    let id = create(&fake);
+    let (done, seen) = poll_to_end(&fake, &id);
+    assert_eq!(seen.first().map(String::as_str), Some("queued"));
+    assert_eq!(seen.last().map(String::as_str), Some("completed"));
+    assert!(
+        seen.iter()
+            .all(|s| ["queued", "in_progress", "completed"].contains(&s.as_str())),
+        "{seen:?}"
+    );
+    let out = done["output"].as_array().unwrap();
+    let kinds: Vec<_> = out.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["search_results", "fetch_url_results", "message"]);
+    let results = out[0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for (i, r) in results.iter().enumerate() {
+        for k in [
+            "id",
+            "url",
+            "title",
+            "snippet",
+            "date",
+            "last_updated",
+            "source",
+        ] {
+            assert!(r.get(k).is_some(), "result lacks {k}: {r}");
+        }
+        assert_eq!(r["id"], json!(i + 1));
+        assert_eq!(r["source"], "web");
+    }
+    assert_eq!(results[0]["url"], "https://example.org/one");
+    assert!(out[0]["queries"].is_array());
+    let c = &out[1]["contents"][0];
+    assert!(c["url"].is_string() && c["title"].is_string() && c["snippet"].is_string());
+    assert_eq!(out[2]["role"], "assistant");
+    assert_eq!(
+        out[2]["content"][0],
+        json!({"type": "output_text", "text": "Fake answer.", "annotations": []})
+    );
+    assert!(done["usage"].is_object());
+
+    let runs = fake.runs();
+    assert_eq!(runs[0].status, json!("completed"));
+    let t = runs[0].terminal_at_ms.expect("terminal_at_ms");
+    assert!(
+        t >= runs[0].created_at_ms + 299 && t <= runs[0].created_at_ms + 301,
+        "{runs:?}"
+    );
+
+    let r = api(fake.addr(), "GET", "/v1/agent/resp_nope", None);
+    assert_eq!(r.status, 404);
+    assert_eq!(
+        r.json(),
+        json!({"error": {"message": "response not found", "type": "not_found", "code": 404}})
+    );
+}
+
+#[test]
+fn output_fills_progressively() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 800, "queued_ms": 150, "search_batches": 3, "fetch_pages": 2,
+        "sources": [{"title": "A", "url": "https://a.example/"}, {"url": "https://b.example/", "snippet": "own"}, "odd", 7]
+    }));
+    let id = create(&fake);
+    let mut max_items = 0;
+    let mut last_len = 0;
+    let (done, _) = loop {
+        let v = get(&fake, &id);
+        let len = v["output"].as_array().unwrap().len();
+        assert!(len >= last_len, "output never shrinks");
+        last_len = len;
+        if v["status"] == "completed" {
+            break (v, ());
+        }
+        max_items = max_items.max(len);
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(
+        max_items, 5,
+        "3 search + 2 fetch items appear before the end"
+    );
+    let out = done["output"].as_array().unwrap();
+    assert_eq!(out.len(), 6);
+    // round-robin: batch 0 gets sources 0 and 3, batch 1 source 1, batch 2 source 2
+    assert_eq!(out[0]["results"][0]["title"], "A");
+    assert_eq!(out[0]["results"][1], json!(7));
+    assert_eq!(out[1]["results"][0]["snippet"], "own");
+    assert_eq!(out[1]["results"][0]["id"], 2);
+    assert_eq!(out[2]["results"], json!(["odd"]));
+    assert_eq!(out[3]["contents"][0]["url"], "https://a.example/");
+    assert_eq!(out[4]["contents"][0]["url"], "https://b.example/");
+}
+
+#[test]
+fn sse_stream_emits_every_event_in_order_live() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 400}));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q", "stream": true})),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    assert!(r.complete);
+    assert!(
+        r.elapsed >= Duration::from_millis(390),
+        "stream lasted {:?}",
+        r.elapsed
+    );
+    let ev = r.events();
+    assert_eq!(types(&ev), FULL);
+    assert_sequence(&ev, 0);
+    let id = ev[0].1["response"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(ev[0].1["response"]["status"], "queued");
+    assert_eq!(ev[1].1["response"]["status"], "in_progress");
+    assert_eq!(ev[2].1["results"].as_array().unwrap().len(), 2);
+    assert_eq!(ev[3].1["contents"].as_array().unwrap().len(), 1);
+    assert_eq!(ev[4].1["delta"], "Fake answer.");
+    let fin = &ev[5].1["response"];
+    assert_eq!(fin["id"], id.as_str());
+    assert_eq!(fin["status"], "completed");
+    assert_eq!(fin["output"].as_array().unwrap().len(), 3);
+    assert_eq!(fin, &get(&fake, &id));
+}
+
+#[test]
+fn sse_first_event_arrives_before_the_run_ends() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 800}));
+    let (_s, raw, took) = send_until(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q", "stream": true})),
+        "response.created",
+    );
+    assert!(
+        took < Duration::from_millis(500),
+        "first event took {took:?}"
+    );
+    assert!(!String::from_utf8_lossy(&raw).contains("response.completed"));
+}
+
+#[test]
+fn stream_false_scenario_answers_json() {
+    let fake = FakePerplexity::start_with(json!({"stream": false}));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q", "stream": true})),
+    );
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.json()["status"], "queued");
+}
+
+#[test]
+fn resume_replays_after_starting_after_then_follows_live() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 300}));
+    let id = create(&fake);
+    // Live: started right away, it follows the run to the end.
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/agent/{id}?stream=true&starting_after=0"),
+        None,
+    );
+    assert!(r.complete);
+    let ev = r.events();
+    assert_eq!(types(&ev), FULL[1..]);
+    assert_sequence(&ev, 1);
+    // Replay of a finished run.
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/agent/{id}?stream=true&starting_after=2"),
+        None,
+    );
+    assert!(r.elapsed < Duration::from_millis(200));
+    let ev = r.events();
+    assert_eq!(types(&ev), FULL[3..]);
+    assert_sequence(&ev, 3);
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/agent/{id}?stream=true"),
+        None,
+    );
+    assert_eq!(types(&r.events()), FULL);
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/agent/{id}?stream=true&starting_after=5"),
+        None,
+    );
+    assert!(r.complete && r.events().is_empty());
+
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/agent/{id}?stream=true&starting_after=x"),
+        None,
+    );
+    assert_eq!(r.status, 400);
+    let r = api(
+        fake.addr(),
+        "GET",
+        "/v1/agent/resp_unknown?stream=true",
+        None,
+    );
+    assert_eq!(r.status, 404);
+    fake.set_scenario(json!({"resume": false}));
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/agent/{id}?stream=true"),
+        None,
+    );
+    assert_eq!(r.status, 404);
+    // stream=false is a plain GET
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/agent/{id}?stream=false"),
+        None,
+    );
+    assert_eq!(r.json()["status"], "completed");
+}
+
+#[test]
+fn stream_drop_after_cuts_the_create_stream_and_resume_finishes_it() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 300, "stream_drop_after": 2}));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q", "stream": true})),
+    );
+    assert_eq!(r.status, 200);
+    assert!(!r.complete, "the chunked body must not be terminated");
+    let ev = r.events();
+    assert_eq!(types(&ev), FULL[..2]);
+    assert!(
+        r.elapsed < Duration::from_millis(250),
+        "cut right after event 2: {:?}",
+        r.elapsed
+    );
+    let id = ev[0].1["response"]["id"].as_str().unwrap().to_owned();
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/agent/{id}?stream=true&starting_after=1"),
+        None,
+    );
+    assert!(r.complete);
+    let ev = r.events();
+    assert_eq!(types(&ev), FULL[2..]);
+    assert_sequence(&ev, 2);
+    // More than there are events: the stream ends normally.
+    fake.set_scenario(json!({"duration_ms": 50, "stream_drop_after": 6}));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q", "stream": true})),
+    );
+    assert!(r.complete);
+    assert_eq!(r.events().len(), 6);
+}
+
+#[test]
+fn cancel_moves_a_running_run_to_cancelled() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 5000, "cancel_delay_ms": 300}));
+    let id = create(&fake);
+    let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.json(),
+        json!({"id": id, "object": "response", "status": "cancelling"})
+    );
+    assert_eq!(get(&fake, &id)["status"], "cancelling");
+    assert_eq!(fake.runs()[0].status, json!("cancelling"));
+    assert_eq!(fake.runs()[0].terminal_at_ms, None);
+    // Cancelling again while cancelling is still a 200.
+    let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
+    assert_eq!(r.status, 200);
+    let (done, seen) = poll_to_end(&fake, &id);
+    assert_eq!(seen.last().map(String::as_str), Some("cancelled"));
+    assert!(done.get("usage").is_none());
+    assert!(
+        done["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["type"] != "message")
+    );
+    let info = &fake.runs()[0];
+    let t = info.terminal_at_ms.expect("terminal");
+    assert!(
+        t >= info.created_at_ms + 150 && t < info.created_at_ms + 2000,
+        "{info:?}"
+    );
+
+    let terminal = json!({"error": {"message": "the run is already terminal and cannot be cancelled", "type": "invalid_request", "code": 400}});
+    let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
+    assert_eq!((r.status, r.json()), (400, terminal.clone()));
+    let r = api(fake.addr(), "POST", "/v1/agent/resp_unknown/cancel", None);
+    assert_eq!((r.status, r.json()), (400, terminal));
+    fake.set_scenario(json!({"cancel_unknown_status": 404}));
+    let r = api(fake.addr(), "POST", "/v1/agent/resp_unknown/cancel", None);
+    assert_eq!(r.status, 404);
+
+    // A completed run cannot be cancelled either.
+    fake.set_scenario(json!({"duration_ms": 20}));
+    let id = create(&fake);
+    poll_to_end(&fake, &id);
+    let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
+    assert_eq!(r.status, 400);
+    assert_eq!(get(&fake, &id)["status"], "completed");
+}
+
+#[test]
+fn cancel_during_a_live_stream_ends_it_with_response_cancelled() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 3000, "cancel_delay_ms": 100}));
+    let addr = fake.addr();
+    let streamer = std::thread::spawn(move || {
+        api(
+            addr,
+            "POST",
+            "/v1/agent",
+            Some(&json!({"input": "q", "stream": true})),
+        )
+    });
+    let id = loop {
+        if let Some(r) = fake.runs().first() {
+            break r.id.clone();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let r = api(addr, "POST", &format!("/v1/agent/{id}/cancel"), None);
+    assert_eq!(r.status, 200);
+    let r = streamer.join().unwrap();
+    assert!(r.complete);
+    assert!(r.elapsed < Duration::from_millis(2000), "{:?}", r.elapsed);
+    let ev = r.events();
+    assert_sequence(&ev, 0);
+    let last = ev.last().unwrap();
+    assert_eq!(last.0, "response.cancelled");
+    assert_eq!(last.1["response"]["status"], "cancelled");
+    assert!(!types(&ev).contains(&"response.output_text.delta".to_owned()));
+    // A resume afterwards replays the same cancelled timeline.
+    let again = api(addr, "GET", &format!("/v1/agent/{id}?stream=true"), None).events();
+    assert_eq!(types(&again), types(&ev));
+}
+
+#[test]
+fn status_sequence_overrides_status_per_get() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 100, "status_sequence": ["in_progress", "weird", null]
+    }));
+    let id = create(&fake);
+    assert_eq!(get(&fake, &id)["status"], "in_progress");
+    assert_eq!(get(&fake, &id)["status"], "weird");
+    std::thread::sleep(Duration::from_millis(150));
+    let v = get(&fake, &id);
+    assert_eq!(v["status"], Value::Null);
+    assert_eq!(
+        v["output"].as_array().unwrap().len(),
+        3,
+        "output follows the timeline"
+    );
+    assert_eq!(
+        get(&fake, &id)["status"],
+        Value::Null,
+        "the last value repeats"
+    );
+    // Control view is the timeline's.
+    assert_eq!(fake.runs()[0].status, json!("completed"));
+}
+
+#[test]
+fn final_status_variants() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 30, "final_status": "failed"}));
+    let (v, _) = poll_to_end(&fake, &create(&fake));
+    assert_eq!(v["error"]["message"], "fake failure");
+    assert!(
+        v["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["type"] != "message")
+    );
+
+    fake.set_scenario(json!({"duration_ms": 30, "final_status": "failed", "error_message": null}));
+    let (v, _) = poll_to_end(&fake, &create(&fake));
+    assert!(v["error"].is_object() && v["error"].get("message").is_none());
+
+    fake.set_scenario(json!({"duration_ms": 30, "final_status": "incomplete", "answer_parts": ["Part one. ", "Part two."]}));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q", "stream": true})),
+    );
+    let ev = r.events();
+    assert_eq!(ev.last().unwrap().0, "response.incomplete");
+    let deltas: Vec<_> = ev
+        .iter()
+        .filter(|(t, _)| t == "response.output_text.delta")
+        .map(|(_, d)| d["delta"].clone())
+        .collect();
+    assert_eq!(deltas, [json!("Part one. "), json!("Part two.")]);
+    let msg = ev.last().unwrap().1["response"]["output"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(msg["type"], "message");
+    assert_eq!(msg["content"].as_array().unwrap().len(), 2);
+
+    fake.set_scenario(json!({"duration_ms": 30, "final_status": "requires_action", "answer": "x"}));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q", "stream": true})),
+    );
+    let last = r.events().last().unwrap().clone();
+    assert_eq!(last.0, "response.completed");
+    assert_eq!(last.1["response"]["status"], "requires_action");
+
+    fake.set_scenario(json!({"duration_ms": 30, "final_status": "cancelled"}));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q", "stream": true})),
+    );
+    let last = r.events().last().unwrap().clone();
+    assert_eq!(last.0, "response.cancelled");
+    assert!(last.1["response"].get("usage").is_none());
+}
+
+#[test]
+fn final_response_create_response_and_terminal_shape() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 30,
+        "final_response": {"id": "ignored", "status": "completed", "output": "not an array"},
+        "create_response": {"weird": true}
+    }));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q"})),
+    );
+    assert_eq!(r.json(), json!({"weird": true}));
+    let id = fake.runs()[0].id.clone();
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(
+        get(&fake, &id),
+        json!({"id": id, "status": "completed", "output": "not an array"})
+    );
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q", "stream": true})),
+    );
+    let ev = r.events();
+    let last = &ev.last().unwrap().1["response"];
+    assert_eq!(last["output"], "not an array");
+    assert_eq!(last["id"], ev[0].1["response"]["id"]);
+
+    fake.set_scenario(json!({"duration_ms": 30, "stream_terminal_full": false}));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q", "stream": true})),
+    );
+    let ev = r.events();
+    let id = ev[0].1["response"]["id"].clone();
+    assert_eq!(
+        ev.last().unwrap().1["response"],
+        json!({"id": id, "status": "completed"})
+    );
+    assert!(
+        ev[0].1["response"]["output"].is_array(),
+        "created stays full"
+    );
+}
+
+#[test]
+fn auth_is_required() {
+    let fake = FakePerplexity::start();
+    let body = br#"{"input":"q"}"#;
+    let unauthorized = json!({"error": {"message": "Invalid API key", "code": 401}});
+    for headers in [
+        vec![],
+        vec![("Authorization", "Bearer ")],
+        vec![("Authorization", "Basic abc")],
+        vec![("Authorization", "Bearer")],
+    ] {
+        let r = send(fake.addr(), "POST", "/v1/agent", &headers, Some(body)).unwrap();
+        assert_eq!(
+            (r.status, r.json()),
+            (401, unauthorized.clone()),
+            "{headers:?}"
+        );
+    }
+    for path in ["/v1/agent/resp_x", "/v1/agent/resp_x?stream=true"] {
+        let r = send(fake.addr(), "GET", path, &[], None).unwrap();
+        assert_eq!(r.status, 401);
+    }
+    let r = send(
+        fake.addr(),
+        "POST",
+        "/search",
+        &[],
+        Some(br#"{"query":"q"}"#),
+    )
+    .unwrap();
+    assert_eq!(r.status, 401);
+    assert!(fake.runs().is_empty());
+    assert_eq!(
+        fake.requests().len(),
+        7,
+        "rejected requests are recorded too"
+    );
+
+    fake.set_scenario(json!({"expected_key": "pplx-right"}));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q"})),
+    );
+    assert_eq!(r.status, 401);
+    let r = send(
+        fake.addr(),
+        "POST",
+        "/v1/agent",
+        &[("Authorization", "Bearer pplx-right")],
+        Some(body),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn search_returns_scenario_or_default_results() {
+    let fake = FakePerplexity::start();
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/search",
+        Some(&json!({"query": "rust"})),
+    );
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert!(v["id"].as_str().unwrap().starts_with("search_"));
+    let t = v["server_time"].as_str().unwrap();
+    assert!(
+        t.len() == 20 && t.ends_with('Z') && t.as_bytes()[10] == b'T',
+        "{t}"
+    );
+    assert_eq!(v["results"].as_array().unwrap().len(), 3);
+    for r in v["results"].as_array().unwrap() {
+        assert!(r["url"].is_string() && r["title"].is_string() && r["snippet"].is_string());
+    }
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/search",
+        Some(&json!({"query": ["a", "b"], "max_results": 2})),
+    );
+    assert_eq!(r.json()["results"].as_array().unwrap().len(), 2);
+
+    fake.set_scenario(json!({"search_results": [{"url": "u1"}, 5, {"url": "u3"}]}));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/search",
+        Some(&json!({"query": "q", "max_results": 2})),
+    );
+    assert_eq!(r.json()["results"], json!([{"url": "u1"}, 5]));
+
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/search",
+        Some(&json!({"max_results": 2})),
+    );
+    assert_eq!(r.status, 422);
+    assert!(r.json()["detail"].is_array());
+    let auth = format!("Bearer {KEY}");
+    let r = send(
+        fake.addr(),
+        "POST",
+        "/search",
+        &[("Authorization", &auth)],
+        Some(b"nope"),
+    )
+    .unwrap();
+    assert_eq!(r.status, 400);
+}
+
+#[test]
+fn unknown_routes_get_404_json() {
+    let fake = FakePerplexity::start();
+    for (m, p) in [
+        ("GET", "/"),
+        ("GET", "/v1/agent"),
+        ("POST", "/v1/agents"),
+        ("DELETE", "/v1/agent/x"),
+        ("GET", "/search"),
+        ("GET", "/v1/agent/x/cancel"),
+    ] {
+        let r = api(fake.addr(), m, p, None);
+        assert_eq!(r.status, 404, "{m} {p}");
+        assert_eq!(r.json()["error"]["code"], 404);
+    }
+    assert_eq!(fake.requests().len(), 6);
+}
+
+#[test]
+fn large_bodies_and_repeated_headers_are_recorded_in_full() {
+    let fake = FakePerplexity::start();
+    let big = "a".repeat(64 * 1024 * 1024 + 10);
+    let body = format!(r#"{{"input":"{big}"}}"#);
+    let auth = format!("Bearer {KEY}");
+    let r = send(
+        fake.addr(),
+        "POST",
+        "/v1/agent?x=1",
+        &[("Authorization", &auth), ("X-Dup", "a"), ("x-dup", "b")],
+        Some(body.as_bytes()),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200);
+    let reqs = fake.requests();
+    assert_eq!(reqs[0].body.len(), body.len());
+    assert_eq!(
+        reqs[0].body_json.as_ref().unwrap()["input"]
+            .as_str()
+            .unwrap()
+            .len(),
+        big.len()
+    );
+    assert_eq!(reqs[0].headers["x-dup"], "a, b");
+    assert_eq!(reqs[0].query.as_deref(), Some("x=1"));
+    assert_eq!(reqs[0].path, "/v1/agent");
+}
+
+#[test]
+fn dropping_the_fake_stops_the_server() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 10_000}));
+    let addr = fake.addr();
+    assert_eq!(fake.base_url(), format!("http://127.0.0.1:{}", addr.port()));
+    // A live stream must not keep the server alive.
+    let (_stream, _, _) = send_until(
+        addr,
+        "POST",
+        "/v1/agent",
+        Some(&json!({"input": "q", "stream": true})),
+        "response.created",
+    );
+    let t = Instant::now();
+    drop(fake);
+    assert!(t.elapsed() < Duration::from_secs(2));
+    assert!(std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usable_and_droppable_inside_a_tokio_runtime() {
+    let fake = FakePerplexity::start();
+    let addr = fake.addr();
+    let r = tokio::task::spawn_blocking(move || {
+        api(addr, "POST", "/v1/agent", Some(&json!({"input": "q"})))
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200);
+    drop(fake);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn droppable_inside_a_current_thread_runtime() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    assert_eq!(fake.runs().len(), 0);
+    drop(fake);
+}

@@ -1,0 +1,216 @@
+//! The human command line: argument parsing, and the `ask` / `result` / `cancel`
+//! commands. They call the same operations as the MCP tools (`tools::research`), so
+//! behaviour cannot drift; only the rendering differs: progress on stderr, a clean
+//! answer on stdout (so `> answer.md` works), spotlighting off unless asked.
+//!
+//! Touches: stdout/stderr, and the network only through `tools::`/`perplexity::`.
+
+mod output;
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, MAX_WAIT_SECONDS};
+use crate::perplexity::PerplexityClient;
+use crate::perplexity::agent::RECENCY_VALUES;
+use crate::tools::research::{self, MAX_DOMAINS, ResearchRequest, check_run_id, keep_domains};
+use crate::tools::{RunIds, Tools};
+use output::{CliProgress, Exit, Style};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "perplexity-agent",
+    version,
+    about = "Perplexity's research APIs for AI agents and people: an MCP server (stdio) and a command line.",
+    long_about = "Perplexity's research APIs for AI agents and people.\n\nWith no command, runs the MCP server on stdio (what MCP clients launch). \
+                  The API key is read from PERPLEXITY_API_KEY."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the MCP server on stdio (the default when no command is given).
+    Serve(ServeArgs),
+    /// Research a question and print the cited answer.
+    Ask(AskArgs),
+    /// Check on, or wait for, a run started earlier.
+    Result(ResultArgs),
+    /// Ask Perplexity to stop a run.
+    Cancel(CancelArgs),
+}
+
+#[derive(Debug, Args, Default)]
+pub struct ServeArgs {
+    /// Tools to offer: a comma list of names and groups (overrides PERPLEXITY_TOOLS).
+    #[arg(long, value_name = "LIST")]
+    pub tools: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The question (several words are joined with spaces).
+    #[arg(value_name = "QUESTION")]
+    pub question: Vec<String>,
+    /// Research depth: fast, low, medium (default), high, xhigh, wide-research…
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Only sources published within: hour, day, week, month or year.
+    #[arg(long)]
+    pub recency: Option<String>,
+    /// Comma-separated domains to allow, or (prefixed with '-') to exclude.
+    #[arg(long, value_name = "LIST")]
+    pub domains: Option<String>,
+    /// Seconds to wait for the answer (at most 1800); the run keeps going after that.
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub timeout: Option<i64>,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Wrap the answer in the untrusted-content delimiter (as MCP clients get it).
+    #[arg(long)]
+    pub spotlight: bool,
+    /// Start the run, print its id and exit (exit code 3).
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResultArgs {
+    /// The id printed by `ask`.
+    pub response_id: String,
+    /// Seconds to wait for the run to finish (0 = check once; at most 1800).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub wait: u64,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long)]
+    pub spotlight: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The id printed by `ask`.
+    pub response_id: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs a CLI command; returns the process exit code.
+pub async fn run(command: Command, config: Config) -> i32 {
+    let client = match PerplexityClient::new(&config.api) {
+        Ok(c) => Arc::new(c),
+        Err(e) => return output::fail(Exit::Config, &e),
+    };
+    match command {
+        Command::Ask(args) => ask(args, &client).await,
+        Command::Result(args) => result(args, &client).await,
+        Command::Cancel(args) => cancel(args, &client, config.wait_seconds).await,
+        Command::Serve(_) => {
+            let tools = Arc::new(Tools::new(&config, client));
+            let dispatcher = Arc::new(crate::mcp::dispatch::Dispatcher::new(tools));
+            crate::mcp::stdio::serve(dispatcher).await
+        }
+    }
+}
+
+fn usage_error(message: &str) -> i32 {
+    output::fail(Exit::Usage, message)
+}
+
+fn progress_for(json: bool) -> CliProgress {
+    CliProgress::new(std::io::stderr().is_terminal() && !json)
+}
+
+async fn ask(args: AskArgs, client: &PerplexityClient) -> i32 {
+    let request = match ask_request(&args) {
+        Ok(r) => r,
+        Err(message) => return usage_error(&message),
+    };
+    let timeout = match args.timeout {
+        None => DEFAULT_CLI_TIMEOUT_SECONDS,
+        Some(t) if t <= 0 => return usage_error("--timeout must be a positive number of seconds."),
+        Some(t) => (t as u64).min(MAX_WAIT_SECONDS),
+    };
+    let progress = progress_for(args.json);
+    let ids = RunIds::default();
+    let outcome = research::research(
+        client,
+        &request,
+        Duration::from_secs(timeout),
+        Some(&progress),
+        &ids,
+    )
+    .await;
+    progress.finish();
+    output::outcome(&outcome, Style::new(args.json, args.spotlight), timeout)
+}
+
+/// The `ask` flags as a research request: absent preset → the default, a blank one is
+/// an error (never silently a billed `medium` run).
+fn ask_request(args: &AskArgs) -> Result<ResearchRequest, String> {
+    let query = args.question.join(" ");
+    let query = query.trim();
+    if query.is_empty() {
+        return Err("A query is required.".to_owned());
+    }
+    let preset = match &args.preset {
+        None => research::DEFAULT_PRESET.to_owned(),
+        Some(p) if p.trim().is_empty() => return Err("--preset must not be empty.".to_owned()),
+        Some(p) => p.trim().to_owned(),
+    };
+    let recency = match &args.recency {
+        None => None,
+        Some(r) => {
+            let r = r.trim();
+            if !RECENCY_VALUES.contains(&r) {
+                return Err("--recency must be one of: day, hour, month, week, year.".to_owned());
+            }
+            Some(r.to_owned())
+        }
+    };
+    let domains = keep_domains(
+        args.domains
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim),
+    );
+    if domains.len() > MAX_DOMAINS {
+        return Err(format!("--domains accepts at most {MAX_DOMAINS} entries."));
+    }
+    Ok(ResearchRequest {
+        query: query.to_owned(),
+        preset,
+        recency,
+        domains,
+        wait: !args.no_wait,
+    })
+}
+
+async fn result(args: ResultArgs, client: &PerplexityClient) -> i32 {
+    let id = match check_run_id(&args.response_id) {
+        Ok(id) => id,
+        Err(message) => return usage_error(&message),
+    };
+    let wait = args.wait.min(MAX_WAIT_SECONDS);
+    let progress = progress_for(args.json);
+    let sink = (wait > 0).then_some(&progress as &dyn crate::perplexity::wait::ProgressSink);
+    let outcome = research::collect(client, &id, wait, MAX_WAIT_SECONDS, sink).await;
+    progress.finish();
+    output::outcome(&outcome, Style::new(args.json, args.spotlight), wait)
+}
+
+async fn cancel(args: CancelArgs, client: &PerplexityClient, wait: u64) -> i32 {
+    let id = match check_run_id(&args.response_id) {
+        Ok(id) => id,
+        Err(message) => return usage_error(&message),
+    };
+    let outcome = research::cancel(client, &id, wait).await;
+    output::cancel(&id, outcome, args.json)
+}

@@ -1,0 +1,239 @@
+//! CLI rendering: answers on stdout, everything else on stderr, and the exit codes of
+//! SPEC §2 (0 success, 1 failed/cancelled, 2 usage, 3 still running, 4 config/key).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+use crate::guard::spotlight::spotlight;
+use crate::perplexity::ApiError;
+use crate::perplexity::agent::CancelOutcome;
+use crate::perplexity::wait::{ProgressSink, WaitError, WaitErrorKind};
+use crate::tools::render;
+use crate::tools::research::ResearchOutcome;
+
+const PREFIX: &str = "[perplexity-agent]";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Success = 0,
+    Failed = 1,
+    Usage = 2,
+    StillRunning = 3,
+    Config = 4,
+}
+
+pub fn fail(exit: Exit, message: &str) -> i32 {
+    eprintln!("perplexity-agent: {message}");
+    exit as i32
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    json: bool,
+    spotlight: bool,
+}
+
+impl Style {
+    pub fn new(json: bool, spotlight: bool) -> Self {
+        Style { json, spotlight }
+    }
+}
+
+/// Progress on stderr: a spinner on a terminal, plain `[perplexity-agent] …` lines
+/// otherwise (logs, pipes, CI).
+pub struct CliProgress {
+    spinner: Option<ProgressBar>,
+    quiet: Mutex<bool>,
+}
+
+impl CliProgress {
+    pub fn new(terminal: bool) -> Self {
+        let spinner = terminal.then(|| {
+            let bar = ProgressBar::new_spinner();
+            if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}") {
+                bar.set_style(style);
+            }
+            bar.set_message("starting research…");
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        CliProgress {
+            spinner,
+            quiet: Mutex::new(false),
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.spinner {
+            bar.finish_and_clear();
+        }
+        if let Ok(mut quiet) = self.quiet.lock() {
+            *quiet = true;
+        }
+    }
+}
+
+impl ProgressSink for CliProgress {
+    fn progress(&self, _elapsed: f64, summary: &str) {
+        if self.quiet.lock().map(|q| *q).unwrap_or(true) {
+            return;
+        }
+        match &self.spinner {
+            Some(bar) => bar.set_message(summary.to_owned()),
+            None => eprintln!("{PREFIX} {summary}"),
+        }
+    }
+}
+
+/// Prints an outcome and returns the exit code. `waited` is the wait in seconds.
+pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
+    match outcome {
+        ResearchOutcome::Finished { id, run } => {
+            let status = run.status().unwrap_or("unknown");
+            match status {
+                "completed" | "incomplete" => {
+                    let body = render::answer_body(run);
+                    let body = if style.spotlight {
+                        spotlight(&body)
+                    } else {
+                        body
+                    };
+                    if style.json {
+                        let mut doc = json!({
+                            "response_id": id,
+                            "status": status,
+                            "answer": render::answer_text(run).unwrap_or_default(),
+                            "sources": render::sources(run),
+                        });
+                        if style.spotlight {
+                            doc["answer"] = Value::String(spotlight(
+                                doc["answer"].as_str().unwrap_or_default(),
+                            ));
+                        }
+                        println!("{doc}");
+                    } else {
+                        if status == "incomplete" {
+                            eprintln!("{}", render::INCOMPLETE_NOTE);
+                        }
+                        println!("{body}");
+                    }
+                    Exit::Success as i32
+                }
+                _ => {
+                    let message = if status == "failed" {
+                        render::failed_text(run)
+                    } else {
+                        render::CANCELLED_TEXT.to_owned()
+                    };
+                    if style.json {
+                        println!(
+                            "{}",
+                            json!({"response_id": id, "status": status, "error": message})
+                        );
+                    } else {
+                        eprintln!("{message}");
+                    }
+                    Exit::Failed as i32
+                }
+            }
+        }
+        ResearchOutcome::Running { id, progress } => {
+            let progress_text = outcome.progress_text().unwrap_or_default();
+            if style.json {
+                let status = progress
+                    .as_ref()
+                    .and_then(|(p, _)| p.status.clone())
+                    .unwrap_or_else(|| "submitted".to_owned());
+                println!(
+                    "{}",
+                    json!({"response_id": id, "status": status, "still_running": true, "progress": progress_text})
+                );
+            } else {
+                println!("{id}");
+                if progress.is_none() {
+                    eprintln!("Started research run {id}.");
+                } else {
+                    eprintln!(
+                        "Waited {waited}s; research run {id} is still running on Perplexity's side and will finish whether or not anyone collects it ({progress_text})."
+                    );
+                }
+                eprintln!("Collect it with: perplexity-agent result {id} --wait 300");
+                eprintln!("Stop it with:    perplexity-agent cancel {id}");
+            }
+            Exit::StillRunning as i32
+        }
+        ResearchOutcome::Failed(error) => {
+            let message = error_text(error);
+            if style.json {
+                println!(
+                    "{}",
+                    json!({"response_id": error.run_id, "status": "error", "error": message})
+                );
+            } else {
+                eprintln!("perplexity-agent: {message}");
+            }
+            if render::is_key_error(error) {
+                Exit::Config as i32
+            } else {
+                Exit::Failed as i32
+            }
+        }
+    }
+}
+
+/// A wait error phrased for a shell user (commands instead of tool names).
+fn error_text(error: &WaitError) -> String {
+    let mut text = match &error.kind {
+        WaitErrorKind::Api(ApiError::MissingKey) => {
+            "PERPLEXITY_API_KEY is not set. Export it in your shell (export PERPLEXITY_API_KEY=…) and try again."
+                .to_owned()
+        }
+        kind => kind.to_string(),
+    };
+    if let Some(id) = &error.run_id {
+        text.push_str(&format!(
+            " \u{2014} run {id} may still be running; collect it with `perplexity-agent result {id}` or stop it with `perplexity-agent cancel {id}`."
+        ));
+    } else if error.run_may_exist_unnamed() {
+        text.push_str(
+            " A research run may have been started anyway, but Perplexity did not say which.",
+        );
+    }
+    text
+}
+
+pub fn cancel(id: &str, outcome: Result<CancelOutcome, ApiError>, json: bool) -> i32 {
+    let rendered = crate::tools::research::render_cancel(id, outcome.clone());
+    let text = match &outcome {
+        Err(ApiError::MissingKey) => error_text(&WaitError {
+            kind: WaitErrorKind::Api(ApiError::MissingKey),
+            run_id: None,
+        }),
+        _ => rendered
+            .text
+            .replace("perplexity_agent_result", "`perplexity-agent result`"),
+    };
+    if json {
+        let status = match &outcome {
+            Ok(CancelOutcome::Requested) => "cancellation_requested",
+            Ok(CancelOutcome::NotRunning) => "not_running",
+            Err(_) => "error",
+        };
+        println!(
+            "{}",
+            json!({"response_id": id, "status": status, "message": text})
+        );
+    } else if rendered.is_error {
+        eprintln!("perplexity-agent: {text}");
+    } else {
+        println!("{text}");
+    }
+    match &outcome {
+        Ok(_) => Exit::Success as i32,
+        Err(e) if e.is_key_problem() => Exit::Config as i32,
+        Err(_) => Exit::Failed as i32,
+    }
+}

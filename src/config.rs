@@ -1,0 +1,325 @@
+//! Environment and flags → one typed [`Config`]. Every default lives here.
+//!
+//! Touches: the process environment (read once at startup, except the API key, which
+//! `perplexity::key` reads at call time and this module never sees).
+
+use std::fmt;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use reqwest::Url;
+
+use crate::tools::catalogue::ToolSelection;
+
+/// The wait budget when `PERPLEXITY_AGENT_WAIT_SECONDS` is unset or unusable: it leaves
+/// 5 s of Claude Desktop's fixed 60 s tool-call timeout for the last round trip.
+pub const DEFAULT_WAIT_SECONDS: u64 = 55;
+/// Ceiling for the wait budget, so an extra zero cannot make a call hang for hours.
+pub const MAX_WAIT_SECONDS: u64 = 1800;
+/// The only host the API key may ever be sent to.
+pub const PERPLEXITY_BASE: &str = "https://api.perplexity.ai";
+/// CLI `ask` waits this long by default: a person at a terminal has no 60 s limit.
+pub const DEFAULT_CLI_TIMEOUT_SECONDS: u64 = 300;
+/// Tool calls handled at once on one connection; more get an `isError` "busy" result
+/// instead of queueing behind the reader (which must stay free for cancellations).
+pub const MAX_CALLS_IN_FLIGHT: usize = 64;
+
+const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 * 1024 * 1024;
+const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+
+/// Everything the front ends need, resolved once at startup.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `W`: the wait budget in seconds (schema maximum of `wait_seconds`, deadline of calls).
+    pub wait_seconds: u64,
+    pub tools: ToolSelection,
+    pub api: ApiConfig,
+}
+
+/// How we talk to the Perplexity API. The key is deliberately not here (read per call).
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    pub base: Url,
+    pub attempt_timeout: Duration,
+    pub max_response_bytes: u64,
+    pub max_attempts: u32,
+    /// Explicit proxy for the Perplexity API only; `HTTP(S)_PROXY` are never used.
+    pub proxy: Option<Url>,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            base: default_base(),
+            attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            proxy: None,
+        }
+    }
+}
+
+fn default_base() -> Url {
+    // A constant that parses; a failure here is a programming error caught by every test.
+    Url::parse(PERPLEXITY_BASE).unwrap_or_else(|_| unreachable!("constant base URL parses"))
+}
+
+/// A setting that cannot be used. The process refuses to start rather than guess,
+/// because most of these settings bound where the key may go or how much we read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub problem: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.variable, self.problem)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Reads the process environment. `tools_flag` (from `--tools`) overrides `PERPLEXITY_TOOLS`.
+    pub fn from_env(tools_flag: Option<&str>) -> Result<Config, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok(), tools_flag)
+    }
+
+    /// Same as [`Config::from_env`] with an injectable environment (unit tests).
+    pub fn from_lookup(
+        env: impl Fn(&str) -> Option<String>,
+        tools_flag: Option<&str>,
+    ) -> Result<Config, ConfigError> {
+        let tools_raw = tools_flag
+            .map(str::to_owned)
+            .or_else(|| env("PERPLEXITY_TOOLS"));
+        let tools =
+            ToolSelection::parse(tools_raw.as_deref().unwrap_or("all")).map_err(|problem| {
+                ConfigError {
+                    variable: if tools_flag.is_some() {
+                        "--tools"
+                    } else {
+                        "PERPLEXITY_TOOLS"
+                    },
+                    problem,
+                }
+            })?;
+        Ok(Config {
+            wait_seconds: wait_seconds_from(env("PERPLEXITY_AGENT_WAIT_SECONDS").as_deref()),
+            tools,
+            api: ApiConfig {
+                base: api_base_from(env("PERPLEXITY_API_BASE").as_deref())?,
+                attempt_timeout: Duration::from_secs(bounded_int(
+                    "PERPLEXITY_TIMEOUT",
+                    env("PERPLEXITY_TIMEOUT").as_deref(),
+                    DEFAULT_ATTEMPT_TIMEOUT.as_secs(),
+                    1,
+                    300,
+                )?),
+                max_response_bytes: bounded_int(
+                    "PERPLEXITY_MAX_RESPONSE_BYTES",
+                    env("PERPLEXITY_MAX_RESPONSE_BYTES").as_deref(),
+                    DEFAULT_MAX_RESPONSE_BYTES,
+                    1024,
+                    1 << 30,
+                )?,
+                max_attempts: bounded_int(
+                    "PERPLEXITY_MAX_RETRIES",
+                    env("PERPLEXITY_MAX_RETRIES").as_deref(),
+                    u64::from(DEFAULT_MAX_ATTEMPTS),
+                    1,
+                    10,
+                )? as u32,
+                proxy: proxy_from(env("PERPLEXITY_PROXY").as_deref())?,
+            },
+        })
+    }
+}
+
+/// The wait budget `W`, read from `PERPLEXITY_AGENT_WAIT_SECONDS`: unset, empty,
+/// unparsable, zero or negative → 55; otherwise clamped to 1800. Accepts what Python's
+/// `int()` accepts (`+30`, `1_000`) for drop-in compatibility with the reference peer.
+pub fn wait_seconds_from(raw: Option<&str>) -> u64 {
+    match raw.and_then(parse_python_int) {
+        Some(n) if n > 0 => {
+            u64::try_from(n.min(i128::from(MAX_WAIT_SECONDS))).unwrap_or(DEFAULT_WAIT_SECONDS)
+        }
+        _ => DEFAULT_WAIT_SECONDS,
+    }
+}
+
+/// Python `int(str)` for base 10: surrounding whitespace, an optional sign, digits with
+/// single underscores between them. Saturates instead of overflowing.
+pub fn parse_python_int(raw: &str) -> Option<i128> {
+    let s = raw.trim();
+    let (negative, digits) = match s.as_bytes().first()? {
+        b'+' => (false, &s[1..]),
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.starts_with('_') || digits.ends_with('_') {
+        return None;
+    }
+    let mut value: i128 = 0;
+    let mut previous_underscore = false;
+    for c in digits.chars() {
+        match c {
+            '_' if !previous_underscore => previous_underscore = true,
+            '0'..='9' => {
+                previous_underscore = false;
+                value = value
+                    .saturating_mul(10)
+                    .saturating_add(i128::from(c as u8 - b'0'));
+            }
+            _ => return None,
+        }
+    }
+    Some(if negative { -value } else { value })
+}
+
+/// `PERPLEXITY_API_BASE` may only point at this machine over plain http (tests and
+/// local fakes). Anything else is refused: the key must never go anywhere but
+/// `https://api.perplexity.ai`, and an env var is exactly what an attacker who can
+/// edit a client config would change.
+pub fn api_base_from(raw: Option<&str>) -> Result<Url, ConfigError> {
+    let Some(raw) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(default_base());
+    };
+    let refuse = |why: &str| ConfigError {
+        variable: "PERPLEXITY_API_BASE",
+        problem: format!(
+            "{why}. Only http:// on a loopback address (127.0.0.0/8, ::1 or localhost) is accepted, \
+             for tests and local fakes; unset it to use {PERPLEXITY_BASE}."
+        ),
+    };
+    let url = Url::parse(raw).map_err(|_| refuse("not a valid URL"))?;
+    if url.scheme() != "http" {
+        return Err(refuse("the scheme must be http"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(refuse("credentials in the URL are not allowed"));
+    }
+    if url.query().is_some() || url.fragment().is_some() || !matches!(url.path(), "" | "/") {
+        return Err(refuse("a path, query or fragment is not allowed"));
+    }
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+        Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+        None => false,
+    };
+    if !loopback {
+        return Err(refuse("the host is not a loopback address"));
+    }
+    Ok(url)
+}
+
+fn proxy_from(raw: Option<&str>) -> Result<Option<Url>, ConfigError> {
+    let Some(raw) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let url = Url::parse(raw)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .ok_or_else(|| ConfigError {
+            variable: "PERPLEXITY_PROXY",
+            problem: "must be an http:// or https:// proxy URL".to_owned(),
+        })?;
+    Ok(Some(url))
+}
+
+fn bounded_int(
+    variable: &'static str,
+    raw: Option<&str>,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, ConfigError> {
+    let Some(raw) = raw.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(default);
+    };
+    raw.parse::<u64>()
+        .ok()
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| ConfigError {
+            variable,
+            problem: format!("must be a whole number from {min} to {max}"),
+        })
+}
+
+/// Strips credentials from a proxy URL so it can be logged.
+pub fn redacted_proxy(url: &Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_budget_rules() {
+        assert_eq!(wait_seconds_from(None), 55);
+        assert_eq!(wait_seconds_from(Some("")), 55);
+        assert_eq!(wait_seconds_from(Some("soon")), 55);
+        assert_eq!(wait_seconds_from(Some("30.5")), 55);
+        assert_eq!(wait_seconds_from(Some("0")), 55);
+        assert_eq!(wait_seconds_from(Some("-5")), 55);
+        assert_eq!(wait_seconds_from(Some(" 120 ")), 120);
+        assert_eq!(wait_seconds_from(Some("+30")), 30);
+        assert_eq!(wait_seconds_from(Some("1_000")), 1000);
+        assert_eq!(wait_seconds_from(Some("1__0")), 55);
+        assert_eq!(wait_seconds_from(Some("_10")), 55);
+        assert_eq!(wait_seconds_from(Some("99999")), 1800);
+        assert_eq!(
+            wait_seconds_from(Some("999999999999999999999999999999999999999999")),
+            1800
+        );
+    }
+
+    #[test]
+    fn api_base_only_loopback_http() {
+        assert_eq!(
+            api_base_from(None).unwrap().as_str(),
+            "https://api.perplexity.ai/"
+        );
+        for ok in [
+            "http://127.0.0.1:8080",
+            "http://127.9.9.9",
+            "http://[::1]:1/",
+            "http://localhost:3000",
+        ] {
+            assert!(api_base_from(Some(ok)).is_ok(), "{ok}");
+        }
+        for bad in [
+            "https://127.0.0.1",
+            "http://10.0.0.1",
+            "http://evil.example",
+            "http://localhost.evil.example",
+            "https://api.perplexity.ai",
+            "http://user:pw@127.0.0.1",
+            "http://127.0.0.1/v1",
+            "ftp://127.0.0.1",
+            "127.0.0.1:80",
+        ] {
+            assert!(api_base_from(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bounded_settings() {
+        let cfg = Config::from_lookup(|_| None, None).unwrap();
+        assert_eq!(cfg.api.max_attempts, 3);
+        assert_eq!(cfg.api.max_response_bytes, 33_554_432);
+        assert_eq!(cfg.api.attempt_timeout, Duration::from_secs(30));
+        let bad = Config::from_lookup(
+            |k| (k == "PERPLEXITY_MAX_RETRIES").then(|| "0".to_owned()),
+            None,
+        );
+        assert_eq!(bad.unwrap_err().variable, "PERPLEXITY_MAX_RETRIES");
+    }
+}

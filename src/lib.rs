@@ -1,0 +1,17 @@
+//! perplexity-agent: Perplexity's research APIs for AI agents and people, safely.
+//!
+//! Where things live (each module's header says what it may touch):
+//! - [`config`]: environment and flags → one typed config; every default.
+//! - [`perplexity`]: the only code that holds the API key or talks to Perplexity.
+//! - [`tools`]: the tool catalogue, shared by every front end.
+//! - [`guard`]: controls every call passes through (spotlighting so far).
+//! - [`mcp`]: the MCP server (both eras; stdio).
+//! - [`cli`]: the human command line.
+
+pub mod cli;
+pub mod config;
+pub mod guard;
+pub mod mcp;
+pub mod perplexity;
+pub mod text;
+pub mod tools;

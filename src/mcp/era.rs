@@ -1,0 +1,190 @@
+//! The protocol-era rules, decided per request with nothing carried over between
+//! requests: which era serves a request, the modern `_meta` checks, and modern result
+//! shaping. Hand-written because rmcp fixes one lifecycle per connection, while a
+//! dual-era stdio server must switch per request (legacy → modern → legacy on one
+//! process gives clean shapes each time).
+
+use serde_json::{Map, Value, json};
+
+use super::protocol::{
+    CACHE_TTL_MS, LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION,
+    META_SERVER_INFO, RpcError, SUPPORTED_VERSIONS, code, server_info,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2025-11-25 and earlier: `initialize`, plain results.
+    Legacy,
+    /// 2026-07-28: per-request `_meta`, shaped results.
+    Modern,
+}
+
+/// The request's `_meta`, when it is an object.
+pub fn request_meta(params: &Map<String, Value>) -> Option<&Map<String, Value>> {
+    params.get("_meta").and_then(Value::as_object)
+}
+
+/// stdio rules, in order: `initialize` is always legacy (even with modern `_meta`);
+/// `server/discover` is always modern (even with no `_meta`: it is the dual-era probe,
+/// and a client that gets an error there decides "legacy-only" for good); anything else
+/// is modern iff `_meta` holds the protocol-version key, whatever its value.
+pub fn stdio_era(method: &str, params: &Map<String, Value>) -> Era {
+    match method {
+        "initialize" => Era::Legacy,
+        "server/discover" => Era::Modern,
+        _ if request_meta(params).is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION)) => {
+            Era::Modern
+        }
+        _ => Era::Legacy,
+    }
+}
+
+/// Checks a modern request's `_meta` (after the notification check, before any
+/// handler). Only required keys are checked: unknown keys are never rejected or
+/// stripped (filtering `_meta` once silently dropped `progressToken`).
+pub fn validate_modern_meta(method: &str, params: &Map<String, Value>) -> Result<(), RpcError> {
+    let Some(meta) = request_meta(params).filter(|m| m.contains_key(META_PROTOCOL_VERSION)) else {
+        // Only a bare `server/discover` gets here (any other request without the
+        // version key is legacy); it is answered without validation.
+        debug_assert_eq!(method, "server/discover");
+        return Ok(());
+    };
+    let version = &meta[META_PROTOCOL_VERSION];
+    if !version
+        .as_str()
+        .is_some_and(|v| SUPPORTED_VERSIONS.contains(&v))
+    {
+        // The schema types `requested` as a string: echo strings as they are and send
+        // the JSON text of anything else.
+        let requested = match version {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        return Err(RpcError::new(
+            code::UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version.",
+        )
+        .with_data(json!({"supported": SUPPORTED_VERSIONS, "requested": requested})));
+    }
+    if !meta
+        .get(META_CLIENT_CAPABILITIES)
+        .is_some_and(Value::is_object)
+    {
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            format!("Malformed request: {META_CLIENT_CAPABILITIES} is required on every 2026-07-28 request and must be an object."),
+        )
+        .with_data(json!({"missing": [META_CLIENT_CAPABILITIES]})));
+    }
+    if let Some(level) = meta.get(META_LOG_LEVEL)
+        && !level.as_str().is_some_and(|l| LOG_LEVELS.contains(&l))
+    {
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            format!(
+                "Malformed request: {META_LOG_LEVEL} must be one of: {}.",
+                LOG_LEVELS.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a method's result may be cached by a modern client.
+pub fn is_cacheable(method: &str) -> bool {
+    matches!(method, "server/discover" | "tools/list")
+}
+
+/// Modern shaping, applied to a result the caller owns (never to shared data such as
+/// the tool list, or `resultType` would leak into later legacy replies): `resultType`
+/// when absent, a fresh `_meta` with only our serverInfo (the request `_meta` is never
+/// echoed), and caching hints on cacheable results only.
+pub fn shape_modern(method: &str, mut result: Value) -> Value {
+    if let Value::Object(map) = &mut result {
+        map.entry("resultType").or_insert_with(|| json!("complete"));
+        map.insert(
+            "_meta".to_owned(),
+            json!({ META_SERVER_INFO: server_info() }),
+        );
+        if is_cacheable(method) {
+            map.insert("ttlMs".to_owned(), json!(CACHE_TTL_MS));
+            map.insert("cacheScope".to_owned(), json!("private"));
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn era_rules() {
+        let modern = params(json!({"_meta": {META_PROTOCOL_VERSION: "x"}}));
+        assert_eq!(stdio_era("initialize", &modern), Era::Legacy);
+        assert_eq!(stdio_era("tools/list", &modern), Era::Modern);
+        assert_eq!(stdio_era("server/discover", &Map::new()), Era::Modern);
+        let caps_only = params(json!({"_meta": {META_CLIENT_CAPABILITIES: {}}}));
+        assert_eq!(stdio_era("tools/list", &caps_only), Era::Legacy);
+        assert_eq!(
+            stdio_era("tools/list", &params(json!({"_meta": 5}))),
+            Era::Legacy
+        );
+    }
+
+    #[test]
+    fn meta_validation() {
+        let ok = params(
+            json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}, "progressToken": 1, "x/y": 2}}),
+        );
+        assert!(validate_modern_meta("tools/list", &ok).is_ok());
+        let legacy_version = params(
+            json!({"_meta": {META_PROTOCOL_VERSION: "2025-06-18", META_CLIENT_CAPABILITIES: {}}}),
+        );
+        assert!(validate_modern_meta("tools/list", &legacy_version).is_ok());
+        let bad_version = params(
+            json!({"_meta": {META_PROTOCOL_VERSION: 20260728, META_CLIENT_CAPABILITIES: 5}}),
+        );
+        let e = validate_modern_meta("tools/list", &bad_version).unwrap_err();
+        assert_eq!(e.code, -32022);
+        assert_eq!(e.data.unwrap()["requested"], "20260728");
+        let no_caps = params(
+            json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: []}}),
+        );
+        let e = validate_modern_meta("tools/list", &no_caps).unwrap_err();
+        assert_eq!(e.code, -32602);
+        assert_eq!(
+            e.data.unwrap()["missing"],
+            json!([META_CLIENT_CAPABILITIES])
+        );
+        let bad_level = params(
+            json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}, META_LOG_LEVEL: "loud"}}),
+        );
+        assert_eq!(
+            validate_modern_meta("tools/list", &bad_level)
+                .unwrap_err()
+                .code,
+            -32602
+        );
+        assert!(validate_modern_meta("server/discover", &Map::new()).is_ok());
+    }
+
+    #[test]
+    fn shaping() {
+        let shaped = shape_modern("tools/list", json!({"tools": []}));
+        assert_eq!(shaped["resultType"], "complete");
+        assert_eq!(shaped["ttlMs"], 300000);
+        assert_eq!(shaped["cacheScope"], "private");
+        assert_eq!(
+            shaped["_meta"][META_SERVER_INFO]["name"],
+            "perplexity-agent"
+        );
+        let call = shape_modern("tools/call", json!({"content": [], "isError": true}));
+        assert!(call.get("ttlMs").is_none() && call.get("cacheScope").is_none());
+        assert_eq!(call["resultType"], "complete");
+    }
+}

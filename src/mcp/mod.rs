@@ -1,0 +1,13 @@
+//! The MCP server adapter: both protocol eras, decided per request, over stdio (and,
+//! later, Streamable HTTP). rmcp supplies the protocol model (tool definitions,
+//! serverInfo); the framing, the per-request era rules and the concurrent serve loop
+//! are ours, because rmcp's loop fixes one lifecycle per connection, drops unparsable
+//! lines silently and stops answering at EOF.
+//!
+//! Touches: stdin/stdout (stdio.rs only), the tool catalogue. No network of its own.
+
+pub mod dispatch;
+pub mod era;
+pub mod framing;
+pub mod protocol;
+pub mod stdio;

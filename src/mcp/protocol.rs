@@ -1,0 +1,99 @@
+//! Protocol constants and frame builders shared by every transport.
+
+use serde_json::{Value, json};
+
+/// The revision without a handshake.
+pub const MODERN_VERSION: &str = "2026-07-28";
+/// Handshake revisions we negotiate through `initialize`, newest first.
+pub const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// What `server/discover` advertises and -32022 lists: an ordered constant, newest first
+/// (never built from a hash set, whose order can change between runs).
+pub const SUPPORTED_VERSIONS: [&str; 4] =
+    [MODERN_VERSION, "2025-11-25", "2025-06-18", "2025-03-26"];
+
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// How long a modern client may cache `tools/list` and `server/discover`: our only
+/// invalidation channel, since we advertise no `listChanged`.
+pub const CACHE_TTL_MS: u64 = 300_000;
+
+/// Line cap of the stdio framing (and the HTTP body cap): 8 Mi characters.
+pub const MAX_LINE_CHARS: usize = 8 * 1024 * 1024;
+
+pub const INSTRUCTIONS: &str = "Research runs are asynchronous. perplexity_agent starts a run and returns the answer if it finishes within the wait budget; otherwise it returns a response_id that you can collect later with perplexity_agent_result or stop with perplexity_agent_cancel. Answers list their sources and are wrapped in a delimiter that marks them as untrusted web content.";
+
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+}
+
+/// `serverInfo`, through rmcp's model type.
+pub fn server_info() -> Value {
+    let mut info = rmcp::model::Implementation::new("perplexity-agent", env!("CARGO_PKG_VERSION"));
+    info.title = Some("Perplexity Agent".to_owned());
+    serde_json::to_value(info).unwrap_or(Value::Null)
+}
+
+/// A JSON-RPC error. `data` appears only when there is some (never `"data": null`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    pub fn method_not_found(method: &str) -> Self {
+        RpcError::new(
+            code::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )
+    }
+}
+
+pub fn result_frame(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+pub fn error_frame(id: &Value, error: &RpcError) -> Value {
+    let mut body = json!({"code": error.code, "message": error.message});
+    if let Some(data) = &error.data {
+        body["data"] = data.clone();
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": body})
+}
+
+pub fn notification(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "method": method, "params": params})
+}

@@ -1,0 +1,244 @@
+//! The stdio MCP server: one reader, concurrent tool calls, one writer.
+//!
+//! - stdout belongs to the protocol: only the writer task touches it, one compact JSON
+//!   object per line, flushed per frame, so concurrent replies never interleave.
+//! - The reader never waits for a tool call, so `ping`, `tools/list` and
+//!   `notifications/cancelled` are handled while research runs are awaited.
+//! - At EOF every request already read is answered (each bounded by its own deadline),
+//!   then the process exits 0. SIGTERM/SIGINT end local waits at once (never the
+//!   upstream runs) and exit promptly.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::dispatch::{Action, CallJob, Dispatcher};
+use super::framing::{Line, LineReader};
+use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, notification};
+use crate::config::MAX_CALLS_IN_FLIGHT;
+use crate::perplexity::wait::ProgressSink;
+use crate::tools::{CallContext, ToolOutput};
+
+/// Frames waiting for the writer. Progress notifications are dropped rather than
+/// block when it is full; replies wait.
+const OUTBOX: usize = 1024;
+/// After SIGTERM, how long abandoned calls get to log their run ids.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+type InFlight = Arc<Mutex<HashMap<String, (u64, CancellationToken)>>>;
+
+/// Serves MCP on stdin/stdout until EOF or a termination signal. Returns the exit code.
+pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
+    let (outbox, frames) = mpsc::channel::<Value>(OUTBOX);
+    let writer = tokio::spawn(write_frames(frames));
+    let shutdown = CancellationToken::new();
+    watch_signals(shutdown.clone());
+
+    let in_flight: InFlight = Arc::default();
+    let permits = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
+    let mut calls = JoinSet::new();
+    let mut next_seq = 0u64;
+    let mut reader = LineReader::new(
+        tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin()),
+        MAX_LINE_CHARS,
+    );
+
+    loop {
+        let line = tokio::select! {
+            line = reader.next_line() => line,
+            () = shutdown.cancelled() => break,
+        };
+        let action = match line {
+            // A read error is the client going away: treat it as EOF.
+            Ok(Line::Eof) | Err(_) => break,
+            Ok(Line::TooLong) => Action::Reply(error_frame(
+                &Value::Null,
+                &RpcError::new(
+                    code::INVALID_REQUEST,
+                    format!("Line exceeds the {MAX_LINE_CHARS}-character limit."),
+                ),
+            )),
+            Ok(Line::Complete(bytes)) => {
+                let trimmed = bytes.trim_ascii();
+                if trimmed.is_empty() {
+                    continue;
+                }
+                dispatcher.handle_line(trimmed)
+            }
+        };
+        match action {
+            Action::Nothing => {}
+            Action::Reply(frame) => send(&outbox, frame).await,
+            Action::Cancel(id) => {
+                let key = id.to_string();
+                if let Some((_, token)) = in_flight.lock().ok().and_then(|mut m| m.remove(&key)) {
+                    token.cancel();
+                }
+            }
+            Action::Call(job) => {
+                let Ok(permit) = permits.clone().try_acquire_owned() else {
+                    let busy = ToolOutput::error(format!(
+                        "This server is already handling {MAX_CALLS_IN_FLIGHT} tool calls. Retry when one of them has finished."
+                    ));
+                    send(&outbox, dispatcher.call_reply(&job, &busy)).await;
+                    continue;
+                };
+                next_seq += 1;
+                let token = shutdown.child_token();
+                if let Ok(mut map) = in_flight.lock() {
+                    map.insert(job.id.to_string(), (next_seq, token.clone()));
+                }
+                let call = run_call(
+                    dispatcher.clone(),
+                    job,
+                    token,
+                    next_seq,
+                    in_flight.clone(),
+                    outbox.clone(),
+                );
+                calls.spawn(async move {
+                    call.await;
+                    drop(permit);
+                });
+            }
+        }
+        while calls.try_join_next().is_some() {}
+    }
+
+    if !shutdown.is_cancelled() {
+        // EOF: answer everything already read, unless a signal cuts it short.
+        tokio::select! {
+            () = async { while calls.join_next().await.is_some() {} } => {}
+            () = shutdown.cancelled() => {}
+        }
+    }
+    if shutdown.is_cancelled() {
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            while calls.join_next().await.is_some() {}
+        })
+        .await;
+    }
+    drop(outbox);
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+    0
+}
+
+async fn run_call(
+    dispatcher: Arc<Dispatcher>,
+    job: CallJob,
+    token: CancellationToken,
+    seq: u64,
+    in_flight: InFlight,
+    outbox: mpsc::Sender<Value>,
+) {
+    let ctx = CallContext {
+        progress: job.progress_token.clone().map(|token| {
+            Arc::new(ProgressNotifier {
+                token,
+                outbox: outbox.clone(),
+                last: Mutex::new(None),
+            }) as Arc<dyn ProgressSink>
+        }),
+        ..CallContext::default()
+    };
+    let tools = dispatcher.tools().clone();
+    let output = tokio::select! {
+        output = tools.call(&job.tool, &job.arguments, &ctx) => Some(output),
+        () = token.cancelled() => None,
+    };
+    if let Ok(mut map) = in_flight.lock() {
+        let key = job.id.to_string();
+        if map.get(&key).is_some_and(|(s, _)| *s == seq) {
+            map.remove(&key);
+        }
+    }
+    match output {
+        Some(output) => send(&outbox, dispatcher.call_reply(&job, &output)).await,
+        None => {
+            // The client cancelled (or we are shutting down): no reply. The run keeps
+            // going upstream; say which one, so it can still be collected.
+            for id in ctx.run_ids.take() {
+                tracing::warn!(
+                    tool = %job.tool,
+                    response_id = %id,
+                    "stopped waiting for research run {id}; it may still be running. Collect it with perplexity_agent_result or stop it with perplexity_agent_cancel"
+                );
+            }
+        }
+    }
+}
+
+async fn send(outbox: &mpsc::Sender<Value>, frame: Value) {
+    // Fails only when the writer is gone, i.e. the process is ending anyway.
+    let _ = outbox.send(frame).await;
+}
+
+/// The only code that writes to stdout.
+async fn write_frames(mut frames: mpsc::Receiver<Value>) {
+    let mut stdout = tokio::io::stdout();
+    while let Some(frame) = frames.recv().await {
+        let mut line = frame.to_string();
+        line.push('\n');
+        if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+            // EPIPE: the client is gone. Nothing left to serve; end quietly.
+            std::process::exit(0);
+        }
+    }
+}
+
+/// Sends `notifications/progress` for one call: counts only, strictly increasing
+/// `progress`, never a `total`, never shaped.
+struct ProgressNotifier {
+    token: Value,
+    outbox: mpsc::Sender<Value>,
+    last: Mutex<Option<f64>>,
+}
+
+impl ProgressSink for ProgressNotifier {
+    fn progress(&self, elapsed: f64, summary: &str) {
+        let Ok(mut last) = self.last.lock() else {
+            return;
+        };
+        let value = match *last {
+            Some(prev) if elapsed <= prev => prev + 0.001,
+            _ => elapsed,
+        };
+        *last = Some(value);
+        let frame = notification(
+            "notifications/progress",
+            json!({"progressToken": self.token, "progress": value, "message": summary}),
+        );
+        // Best effort: a full outbox drops a progress update rather than stall the call.
+        let _ = self.outbox.try_send(frame);
+    }
+}
+
+fn watch_signals(shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        shutdown.cancel();
+    });
+}

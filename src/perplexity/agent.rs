@@ -1,0 +1,401 @@
+//! The Agent API: typed create/retrieve/cancel requests, and tolerant reading of the
+//! response object (live responses carry ~25 undocumented fields, unknown item types,
+//! non-string statuses; none of that may fail a call).
+
+use reqwest::Method;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use super::client::{Expect, PerplexityClient, Request, Success};
+use super::error::ApiError;
+
+const CREATE_PATH: &str = "/v1/agent";
+
+/// Recency windows the web_search tool accepts.
+pub const RECENCY_VALUES: [&str; 5] = ["hour", "day", "week", "month", "year"];
+
+/// `POST /v1/agent` body of the research-lifecycle tools. Field order is the wire order.
+/// Never sent: `model(s)`, `store` (background needs the default `true`),
+/// `max_output_tokens`, `reasoning`, `instructions`, `previous_response_id`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CreateRun {
+    pub input: String,
+    pub preset: String,
+    /// Always true: one code path for every preset (`wide-research` requires it), and a
+    /// stored background run survives our wait ending.
+    pub background: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    pub tools: Vec<WebSearchTool>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WebSearchTool {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Omitted entirely when no filter is set (never `"filters": {}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filters: Option<SearchFilters>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SearchFilters {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search_recency_filter: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search_domain_filter: Option<Vec<String>>,
+}
+
+impl CreateRun {
+    pub fn new(query: &str, preset: &str, recency: Option<&str>, domains: &[String]) -> Self {
+        let filters = SearchFilters {
+            search_recency_filter: recency.map(str::to_owned),
+            search_domain_filter: (!domains.is_empty()).then(|| domains.to_vec()),
+        };
+        let filters = (filters.search_recency_filter.is_some()
+            || filters.search_domain_filter.is_some())
+        .then_some(filters);
+        CreateRun {
+            input: query.to_owned(),
+            preset: preset.to_owned(),
+            background: true,
+            stream: None,
+            tools: vec![WebSearchTool {
+                kind: "web_search",
+                filters,
+            }],
+        }
+    }
+
+    pub(crate) fn body(&self) -> Vec<u8> {
+        // Serializing plain strings and bools cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// The id pattern `\A[A-Za-z0-9_-]{1,128}\z`, guarding every id put into a URL path
+/// (including the one create returns) against traversal and injection.
+pub fn valid_run_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// What create returned, when it is not usable as a run id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateError {
+    Api(ApiError),
+    NoId,
+    MalformedId,
+}
+
+/// The id of a created run, validated.
+pub fn run_id_of(response: &Map<String, Value>) -> Result<String, CreateError> {
+    match response.get("id").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() => {
+            if valid_run_id(id) {
+                Ok(id.to_owned())
+            } else {
+                Err(CreateError::MalformedId)
+            }
+        }
+        _ => Err(CreateError::NoId),
+    }
+}
+
+impl PerplexityClient {
+    /// Creates a run (JSON mode) and returns its id.
+    pub async fn create_run(
+        &self,
+        run: &CreateRun,
+        deadline: Instant,
+    ) -> Result<String, CreateError> {
+        let body = run.body();
+        let request = Request {
+            method: Method::POST,
+            path: CREATE_PATH,
+            query: None,
+            body: Some(&body),
+            expect: Expect::Object,
+        };
+        match self.send(&request, deadline).await {
+            Ok(Success::Object(map)) => run_id_of(&map),
+            Ok(_) => Err(CreateError::NoId),
+            Err(e) => Err(CreateError::Api(e)),
+        }
+    }
+
+    /// Creates a run asking for its event stream; the server may answer JSON instead.
+    pub(crate) async fn create_run_streaming(
+        &self,
+        run: &CreateRun,
+        deadline: Instant,
+    ) -> Result<Success, ApiError> {
+        let mut run = run.clone();
+        run.stream = Some(true);
+        let body = run.body();
+        let request = Request {
+            method: Method::POST,
+            path: CREATE_PATH,
+            query: None,
+            body: Some(&body),
+            expect: Expect::EventStream,
+        };
+        self.send(&request, deadline).await
+    }
+
+    /// `GET /v1/agent/{id}`. The id must have passed [`valid_run_id`].
+    pub async fn retrieve_run(&self, id: &str, deadline: Instant) -> Result<RunSnapshot, ApiError> {
+        let path = run_path(id, "");
+        let request = Request {
+            method: Method::GET,
+            path: &path,
+            query: None,
+            body: None,
+            expect: Expect::Object,
+        };
+        match self.send(&request, deadline).await? {
+            Success::Object(map) => Ok(RunSnapshot::new(Value::Object(map))),
+            _ => Err(ApiError::InvalidJson(200)),
+        }
+    }
+
+    /// Resumes a run's event stream after sequence number `after`.
+    pub(crate) async fn resume_stream(
+        &self,
+        id: &str,
+        after: Option<u64>,
+        deadline: Instant,
+    ) -> Result<Success, ApiError> {
+        let path = run_path(id, "");
+        let query = match after {
+            Some(n) => format!("stream=true&starting_after={n}"),
+            None => "stream=true".to_owned(),
+        };
+        let request = Request {
+            method: Method::GET,
+            path: &path,
+            query: Some(&query),
+            body: None,
+            expect: Expect::EventStream,
+        };
+        self.send(&request, deadline).await
+    }
+
+    /// `POST /v1/agent/{id}/cancel`. A 400 means "not running now" and is decided by
+    /// the status code only: live, a finished run and a never-issued id both answer it,
+    /// and matching message text once read a 401 "already revoked" as success.
+    pub async fn cancel_run(&self, id: &str, deadline: Instant) -> Result<CancelOutcome, ApiError> {
+        let path = run_path(id, "/cancel");
+        let request = Request {
+            method: Method::POST,
+            path: &path,
+            query: None,
+            body: None,
+            expect: Expect::Nothing,
+        };
+        match self.send(&request, deadline).await {
+            Ok(_) => Ok(CancelOutcome::Requested),
+            Err(ApiError::Status { code: 400, .. }) => Ok(CancelOutcome::NotRunning),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn run_path(id: &str, suffix: &str) -> String {
+    debug_assert!(valid_run_id(id));
+    format!("{CREATE_PATH}/{id}{suffix}")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    Requested,
+    NotRunning,
+}
+
+/// A source of an answer: a search result with a string URL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Source {
+    pub title: String,
+    pub url: String,
+}
+
+/// A run as one GET (or a lifecycle event) saw it. Reads only what it needs; anything
+/// missing or mistyped counts as absent.
+#[derive(Debug, Clone)]
+pub struct RunSnapshot {
+    raw: Value,
+}
+
+/// Statuses after which a run never changes again.
+pub const TERMINAL_STATUSES: [&str; 4] = ["completed", "failed", "incomplete", "cancelled"];
+
+impl RunSnapshot {
+    pub fn new(raw: Value) -> Self {
+        RunSnapshot { raw }
+    }
+
+    /// The status, when it is a string (a non-string status is "unknown", not terminal).
+    pub fn status(&self) -> Option<&str> {
+        self.raw.get("status").and_then(Value::as_str)
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        self.status()
+            .is_some_and(|s| TERMINAL_STATUSES.contains(&s))
+    }
+
+    fn output(&self) -> impl Iterator<Item = &Map<String, Value>> {
+        self.raw
+            .get("output")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object)
+    }
+
+    fn items<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Map<String, Value>> + 'a {
+        self.output()
+            .filter(move |item| item.get("type").and_then(Value::as_str) == Some(kind))
+    }
+
+    /// All `output_text` texts of all `message` items, in order, with no separator.
+    /// There is no top-level `output_text` in the HTTP response.
+    pub fn answer_text(&self) -> String {
+        let mut text = String::new();
+        for item in self.items("message") {
+            let parts = item.get("content").and_then(Value::as_array);
+            for part in parts.into_iter().flatten() {
+                if part.get("type").and_then(Value::as_str) == Some("output_text")
+                    && let Some(t) = part.get("text").and_then(Value::as_str)
+                {
+                    text.push_str(t);
+                }
+            }
+        }
+        text
+    }
+
+    /// Sources from `search_results` items (not `citations`, which is Sonar's shape):
+    /// flattened in order, string URLs only, deduplicated on the full URL, first wins.
+    /// The title falls back to the URL when missing or not a string.
+    pub fn sources(&self) -> Vec<Source> {
+        let mut seen = std::collections::HashSet::new();
+        let mut sources = Vec::new();
+        for result in self.search_results() {
+            let Some(url) = result.get("url").and_then(Value::as_str) else {
+                continue;
+            };
+            if !seen.insert(url) {
+                continue;
+            }
+            let title = result.get("title").and_then(Value::as_str).unwrap_or(url);
+            sources.push(Source {
+                title: title.to_owned(),
+                url: url.to_owned(),
+            });
+        }
+        sources
+    }
+
+    fn search_results(&self) -> impl Iterator<Item = &Value> {
+        self.items("search_results")
+            .filter_map(|item| item.get("results").and_then(Value::as_array))
+            .flatten()
+    }
+
+    /// Search results gathered so far (not deduplicated).
+    pub fn search_result_count(&self) -> usize {
+        self.search_results().count()
+    }
+
+    /// `fetch_url_results` items so far.
+    pub fn fetched_page_count(&self) -> usize {
+        self.items("fetch_url_results").count()
+    }
+
+    /// `error.message` of a failed run, when it is a string.
+    pub fn error_message(&self) -> Option<&str> {
+        self.raw
+            .get("error")
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+    }
+
+    pub fn raw(&self) -> &Value {
+        &self.raw
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn create_body_shape() {
+        let plain = CreateRun::new("q", "medium", None, &[]);
+        assert_eq!(
+            String::from_utf8(plain.body()).unwrap(),
+            r#"{"input":"q","preset":"medium","background":true,"tools":[{"type":"web_search"}]}"#
+        );
+        let filtered = CreateRun::new(
+            "q",
+            "fast",
+            Some("week"),
+            &["a.org".into(), "-b.com".into()],
+        );
+        assert_eq!(
+            String::from_utf8(filtered.body()).unwrap(),
+            r#"{"input":"q","preset":"fast","background":true,"tools":[{"type":"web_search","filters":{"search_recency_filter":"week","search_domain_filter":["a.org","-b.com"]}}]}"#
+        );
+    }
+
+    #[test]
+    fn run_ids() {
+        assert!(valid_run_id("resp_abc-DEF_123"));
+        assert!(valid_run_id(&"a".repeat(128)));
+        assert!(!valid_run_id(&"a".repeat(129)));
+        assert!(!valid_run_id(""));
+        assert!(!valid_run_id("../etc/passwd"));
+        assert!(!valid_run_id("a b"));
+        assert!(!valid_run_id("ä"));
+    }
+
+    #[test]
+    fn tolerant_reading() {
+        let run = RunSnapshot::new(json!({
+            "status": "completed",
+            "output": [
+                5,
+                {"type": "search_results", "results": [
+                    {"url": "https://a", "title": "A"},
+                    {"url": "https://b"},
+                    {"url": 7, "title": "skipped"},
+                    {"url": "https://a", "title": "dup"},
+                    {"url": "https://c", "title": ""}
+                ]},
+                {"type": "fetch_url_results", "contents": []},
+                {"type": "message", "content": [
+                    {"type": "output_text", "text": "Hello "},
+                    {"type": "other", "text": "no"},
+                    {"type": "output_text", "text": 5}
+                ]},
+                {"type": "message", "content": [{"type": "output_text", "text": "world"}]},
+                {"type": "mystery"}
+            ]
+        }));
+        assert!(run.is_terminal());
+        assert_eq!(run.answer_text(), "Hello world");
+        let sources = run.sources();
+        assert_eq!(sources.len(), 3);
+        assert_eq!(sources[1].title, "https://b");
+        assert_eq!(sources[2].title, "");
+        assert_eq!(run.search_result_count(), 5);
+        assert_eq!(run.fetched_page_count(), 1);
+        assert!(!RunSnapshot::new(json!({"status": 5})).is_terminal());
+        assert!(!RunSnapshot::new(json!({"status": "cancelling"})).is_terminal());
+    }
+}

@@ -1,0 +1,359 @@
+//! The one HTTP client for the Perplexity API: where the key goes, how long we wait,
+//! how often we retry and how much we read.
+//!
+//! Security decisions enforced here (each is tested in `tests/client.rs`):
+//! - The key is read per attempt and put into the `Authorization` header only, marked
+//!   sensitive; never into a URL, body, log line or error text.
+//! - Requests go only to `base` (Perplexity, or a loopback fake accepted by `config`);
+//!   paths come from constants plus run ids that passed [`super::agent::valid_run_id`].
+//! - Redirects are refused, never followed: a generic client would carry the
+//!   `Authorization` header to wherever a 3xx points, even plain http.
+//! - No ambient proxy (`HTTP(S)_PROXY` could silently reroute the key); only an explicit
+//!   `PERPLEXITY_PROXY`, used as a CONNECT tunnel so TLS stays end to end.
+//! - Bodies are capped while reading (Content-Length pre-check plus a running count);
+//!   the overflow is decided before the retry decision, so it is never retried.
+//! - Our loop is the only retry: reqwest's own transport retries are off, so a create
+//!   cannot be sent twice behind our back.
+
+use std::time::Duration;
+
+use reqwest::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER, USER_AGENT,
+};
+use reqwest::{Method, Response, StatusCode, Url};
+use secrecy::ExposeSecret;
+use secrecy::zeroize::Zeroizing;
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use super::error::{ApiError, MAX_ERROR_MESSAGE_CHARS, NetworkKind};
+use super::key::{self, Scrubber};
+use crate::config::{ApiConfig, redacted_proxy};
+use crate::text::cap_chars;
+
+/// Every attempt gets at least this long, even past the deadline, so a call whose
+/// budget is spent still makes one bounded request instead of none.
+const MIN_ATTEMPT: Duration = Duration::from_secs(1);
+/// A numeric `Retry-After` is honoured up to this long (and never past the deadline).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+pub struct PerplexityClient {
+    http: reqwest::Client,
+    base: Url,
+    config: ApiConfig,
+    user_agent: HeaderValue,
+}
+
+/// What a request expects back on success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// A JSON object.
+    Object,
+    /// Anything: the status is the answer (cancel).
+    Nothing,
+    /// An event stream, or a JSON object when the server ignores `stream: true`.
+    EventStream,
+}
+
+pub(crate) struct Request<'a> {
+    pub method: Method,
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub body: Option<&'a [u8]>,
+    pub expect: Expect,
+}
+
+pub(crate) enum Success {
+    Object(Map<String, Value>),
+    Nothing,
+    /// A 2xx `text/event-stream` response whose body has not been read yet, with the
+    /// scrubber its events must pass through.
+    Stream(Response, Scrubber),
+}
+
+struct Failure {
+    error: ApiError,
+    retry_after: Option<Duration>,
+}
+
+impl From<ApiError> for Failure {
+    fn from(error: ApiError) -> Self {
+        Failure {
+            error,
+            retry_after: None,
+        }
+    }
+}
+
+impl PerplexityClient {
+    pub fn new(config: &ApiConfig) -> Result<Self, String> {
+        // ring is our TLS crypto provider; installing it twice is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .retry(reqwest::retry::never())
+            .referer(false)
+            .http1_only()
+            .pool_idle_timeout(Duration::from_secs(60));
+        builder = match &config.proxy {
+            Some(proxy) => {
+                tracing::info!(
+                    proxy = %redacted_proxy(proxy),
+                    "using PERPLEXITY_PROXY for the Perplexity API"
+                );
+                let proxy = reqwest::Proxy::all(proxy.as_str())
+                    .map_err(|_| "PERPLEXITY_PROXY is not a usable proxy URL".to_owned())?;
+                builder.proxy(proxy)
+            }
+            None => builder.no_proxy(),
+        };
+        let http = builder
+            .build()
+            .map_err(|_| "could not build the HTTP client (TLS setup failed)".to_owned())?;
+        let user_agent =
+            HeaderValue::from_static(concat!("perplexity-agent/", env!("CARGO_PKG_VERSION")));
+        Ok(PerplexityClient {
+            http,
+            base: config.base.clone(),
+            config: config.clone(),
+            user_agent,
+        })
+    }
+
+    pub fn config(&self) -> &ApiConfig {
+        &self.config
+    }
+
+    /// Sends `request` with retries, all inside `deadline`.
+    pub(crate) async fn send(
+        &self,
+        request: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<Success, ApiError> {
+        let attempts = self.config.max_attempts.max(1);
+        let mut attempt = 1;
+        loop {
+            let timeout = self.attempt_timeout(deadline);
+            let failure = match self.attempt(request, timeout).await {
+                Ok(success) => return Ok(success),
+                Err(failure) => failure,
+            };
+            if !failure.error.is_retryable() {
+                return Err(failure.error);
+            }
+            if attempt >= attempts {
+                return Err(ApiError::AttemptsExhausted {
+                    last: Box::new(failure.error),
+                    attempts,
+                });
+            }
+            let pause = failure
+                .retry_after
+                .map(|d| d.min(MAX_RETRY_AFTER))
+                .unwrap_or_else(|| backoff(attempt));
+            // Never sleep past the deadline: give up now, with what we know.
+            if Instant::now() + pause >= deadline {
+                return Err(ApiError::DeadlineExceeded(Box::new(failure.error)));
+            }
+            tracing::debug!(attempt, ?pause, error = %failure.error, "retrying Perplexity request");
+            tokio::time::sleep(pause).await;
+            attempt += 1;
+        }
+    }
+
+    /// `min(per-attempt timeout, max(1 s, time left))`.
+    pub(crate) fn attempt_timeout(&self, deadline: Instant) -> Duration {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(MIN_ATTEMPT)
+            .min(self.config.attempt_timeout)
+    }
+
+    async fn attempt(&self, request: &Request<'_>, timeout: Duration) -> Result<Success, Failure> {
+        let key = key::read()?;
+        let authorization = authorization_header(&key)?;
+        let scrubber = Scrubber::new(&key);
+        drop(key);
+        let mut url = self.base.clone();
+        url.set_path(request.path);
+        url.set_query(request.query);
+        let accept = match request.expect {
+            Expect::EventStream => "text/event-stream",
+            _ => "application/json",
+        };
+        let mut builder = self
+            .http
+            .request(request.method.clone(), url)
+            .header(AUTHORIZATION, authorization)
+            .header(USER_AGENT, self.user_agent.clone())
+            .header(ACCEPT, accept);
+        builder = match request.body {
+            Some(body) => builder
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.to_vec()),
+            // A bodiless POST still says `Content-Length: 0`.
+            None if request.method == Method::POST => builder.header(CONTENT_LENGTH, "0"),
+            None => builder,
+        };
+        let max = self.config.max_response_bytes;
+        let exchange = async {
+            let mut response = builder.send().await.map_err(network_error)?;
+            let status = response.status();
+            if status.is_redirection() {
+                return Err(ApiError::Redirect(status.as_u16()).into());
+            }
+            if !status.is_success() {
+                let retry_after = retry_after(&response);
+                let body = scrubber.bytes(read_capped(&mut response, max).await?);
+                return Err(Failure {
+                    error: ApiError::Status {
+                        code: status.as_u16(),
+                        message: error_message(&body),
+                    },
+                    retry_after,
+                });
+            }
+            if request.expect == Expect::EventStream && is_event_stream(&response) {
+                return Ok(Success::Stream(response, scrubber));
+            }
+            let body = scrubber.bytes(read_capped(&mut response, max).await?);
+            if request.expect == Expect::Nothing {
+                return Ok(Success::Nothing);
+            }
+            parse_object(&body, status)
+                .map(Success::Object)
+                .map_err(Failure::from)
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(ApiError::Network(NetworkKind::Timeout).into()),
+        }
+    }
+}
+
+/// `Bearer <key>`, marked sensitive so it never shows in debug output. The formatted
+/// copy is zeroized when dropped.
+fn authorization_header(key: &secrecy::SecretString) -> Result<HeaderValue, ApiError> {
+    let text = Zeroizing::new(format!("Bearer {}", key.expose_secret()));
+    let mut value = HeaderValue::from_str(&text).map_err(|_| ApiError::UnsendableKey)?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// Before attempt n+1: `2^(n-1) + U[0,1)` seconds, i.e. [1, 2) s then [2, 3) s.
+fn backoff(attempt: u32) -> Duration {
+    let base = 2f64.powi(attempt.saturating_sub(1).min(16) as i32);
+    Duration::from_secs_f64(base + unit_random())
+}
+
+fn unit_random() -> f64 {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        return 0.5;
+    }
+    (u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn retry_after(response: &Response) -> Option<Duration> {
+    let value = response.headers().get(RETRY_AFTER)?.to_str().ok()?;
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+pub(crate) fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        })
+}
+
+/// Reads the whole body, refusing more than `max` bytes (exactly `max` is fine).
+async fn read_capped(response: &mut Response, max: u64) -> Result<Vec<u8>, ApiError> {
+    if response.content_length().is_some_and(|len| len > max) {
+        return Err(ApiError::TooLarge(max));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(network_kind)? {
+        if body.len() as u64 + chunk.len() as u64 > max {
+            return Err(ApiError::TooLarge(max));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn parse_object(body: &[u8], status: StatusCode) -> Result<Map<String, Value>, ApiError> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(ApiError::InvalidJson(status.as_u16())),
+    }
+}
+
+/// `error.message` of an error body, when it is a non-empty string (capped).
+/// `error.code` is never read: it is an integer live and a string in the OpenAPI.
+fn error_message(body: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let message = value.get("error")?.get("message")?.as_str()?;
+    (!message.is_empty()).then(|| cap_chars(message, MAX_ERROR_MESSAGE_CHARS))
+}
+
+fn network_error(error: reqwest::Error) -> Failure {
+    network_kind(error).into()
+}
+
+/// Classifies a transport failure by kind only: its message could echo headers.
+pub(crate) fn network_kind(error: reqwest::Error) -> ApiError {
+    let kind = if error.is_timeout() {
+        NetworkKind::Timeout
+    } else if is_tls(&error) {
+        NetworkKind::Tls
+    } else if error.is_connect() {
+        NetworkKind::Connect
+    } else {
+        NetworkKind::Io
+    };
+    ApiError::Network(kind)
+}
+
+fn is_tls(error: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<rustls::Error>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_schedule() {
+        for _ in 0..100 {
+            let first = backoff(1).as_secs_f64();
+            let second = backoff(2).as_secs_f64();
+            assert!((1.0..2.0).contains(&first), "{first}");
+            assert!((2.0..3.0).contains(&second), "{second}");
+        }
+    }
+
+    #[test]
+    fn error_messages_are_capped_and_typed() {
+        assert_eq!(
+            error_message(br#"{"error":{"message":"Invalid API key","code":401}}"#).as_deref(),
+            Some("Invalid API key")
+        );
+        assert_eq!(error_message(br#"{"error":{"message":""}}"#), None);
+        assert_eq!(error_message(br#"{"error":{"message":5}}"#), None);
+        assert_eq!(error_message(b"<html>"), None);
+        let long = format!(r#"{{"error":{{"message":"{}"}}}}"#, "x".repeat(900));
+        assert_eq!(error_message(long.as_bytes()).unwrap().chars().count(), 500);
+    }
+}

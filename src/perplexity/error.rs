@@ -1,0 +1,119 @@
+//! What can go wrong talking to Perplexity, and the exact texts users see for it.
+//!
+//! Texts are wire strings that clients and the reference peer's tests depend on; keep
+//! them byte-for-byte. A network failure is reported by its kind only, never by the
+//! transport's message, which could echo request headers.
+
+use std::fmt;
+
+/// Upstream error messages are echoed, but bounded.
+pub const MAX_ERROR_MESSAGE_CHARS: usize = 500;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkKind {
+    Timeout,
+    Connect,
+    Tls,
+    Io,
+}
+
+impl NetworkKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkKind::Timeout => "timeout",
+            NetworkKind::Connect => "connect",
+            NetworkKind::Tls => "tls",
+            NetworkKind::Io => "io",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    /// `PERPLEXITY_API_KEY` unset or blank. Front ends phrase the fix for their setting.
+    MissingKey,
+    /// The key holds bytes that cannot go into an HTTP header (e.g. a stray newline).
+    UnsendableKey,
+    Redirect(u16),
+    Status {
+        code: u16,
+        message: Option<String>,
+    },
+    Network(NetworkKind),
+    TooLarge(u64),
+    /// A 2xx body that is not a JSON object.
+    InvalidJson(u16),
+    AttemptsExhausted {
+        last: Box<ApiError>,
+        attempts: u32,
+    },
+    DeadlineExceeded(Box<ApiError>),
+}
+
+impl ApiError {
+    /// 429/500/502/503/504 and network failures are worth another attempt; nothing else
+    /// (a redirect, an oversized or invalid body, a 4xx) would go differently next time.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ApiError::Status { code, .. } => matches!(code, 429 | 500 | 502 | 503 | 504),
+            ApiError::Network(_) => true,
+            _ => false,
+        }
+    }
+
+    /// The HTTP status behind this error, looking through retry wrappers.
+    pub fn http_status(&self) -> Option<u16> {
+        match self {
+            ApiError::Status { code, .. } | ApiError::Redirect(code) => Some(*code),
+            ApiError::InvalidJson(code) => Some(*code),
+            ApiError::AttemptsExhausted { last, .. } | ApiError::DeadlineExceeded(last) => {
+                last.http_status()
+            }
+            _ => None,
+        }
+    }
+
+    /// True when the problem is the key itself (missing, unsendable, or refused).
+    pub fn is_key_problem(&self) -> bool {
+        matches!(self, ApiError::MissingKey | ApiError::UnsendableKey)
+            || matches!(self.http_status(), Some(401 | 403))
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::MissingKey => f.write_str(
+                "PERPLEXITY_API_KEY is not set. Add it to the 'env' block of this server's entry in your MCP client configuration.",
+            ),
+            ApiError::UnsendableKey => f.write_str(
+                "PERPLEXITY_API_KEY contains characters that cannot be sent in an HTTP header. Check it for stray quotes, spaces or line breaks.",
+            ),
+            ApiError::Redirect(code) => write!(
+                f,
+                "Perplexity returned an HTTP {code} redirect, which this server refuses to follow."
+            ),
+            ApiError::Status {
+                message: Some(m), ..
+            } => f.write_str(m),
+            ApiError::Status {
+                code,
+                message: None,
+            } => write!(f, "Perplexity returned HTTP {code}."),
+            ApiError::Network(kind) => write!(f, "network error ({})", kind.as_str()),
+            ApiError::TooLarge(limit) => {
+                write!(f, "Perplexity response exceeded the {limit}-byte limit.")
+            }
+            ApiError::InvalidJson(code) => write!(
+                f,
+                "Perplexity returned a response that is not valid JSON (HTTP {code})."
+            ),
+            ApiError::AttemptsExhausted { last, attempts } => {
+                write!(f, "{last} (after {attempts} attempts)")
+            }
+            ApiError::DeadlineExceeded(last) => write!(f, "{last} (deadline exceeded)"),
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}

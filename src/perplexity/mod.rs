@@ -1,0 +1,24 @@
+//! The Perplexity API client. **This is the only code that holds the API key or talks to
+//! the Perplexity host.** An auditor asking "where can my key go?" reads this folder and
+//! nothing else:
+//!
+//! - `key.rs` reads `PERPLEXITY_API_KEY` at call time into a secret type;
+//! - `client.rs` puts it into exactly one header (`Authorization`) of requests to the one
+//!   configured base URL (`https://api.perplexity.ai`, or a loopback `http://` fake), with
+//!   redirects refused, no ambient proxy, deadlines, retries and a body cap;
+//! - `agent.rs` and `search.rs`… build typed requests and read responses tolerantly;
+//! - `stream.rs` reads a run's server-sent events under the same cap and deadline;
+//! - `wait.rs` learns when a run finishes (stream first, polling as the fallback).
+//!
+//! Nothing here writes to stdout, and no error text ever carries the key or a raw
+//! transport error message (which could echo headers).
+
+pub mod agent;
+pub mod client;
+pub mod error;
+mod key;
+pub mod stream;
+pub mod wait;
+
+pub use client::PerplexityClient;
+pub use error::{ApiError, NetworkKind};

@@ -1,0 +1,115 @@
+//! Which tools a server offers: `PERPLEXITY_TOOLS` / `--tools`, a comma list of tool
+//! names and groups (SPEC §1). `lifecycle` alone makes the server a drop-in for
+//! zalez/perplexity-agent-mcp: the same three tools, in the same order.
+
+/// Every tool this build implements, in `tools/list` order, with its group.
+pub const TOOLS: [(&str, &str); 3] = [
+    ("perplexity_agent", "lifecycle"),
+    ("perplexity_agent_result", "lifecycle"),
+    ("perplexity_agent_cancel", "lifecycle"),
+];
+
+/// Group names of the product's catalogue. A group whose tools this build does not
+/// implement yet selects nothing (and says so at startup).
+pub const GROUPS: [&str; 10] = [
+    "lifecycle",
+    "search",
+    "ask",
+    "research",
+    "responses",
+    "finance",
+    "fetch",
+    "admin",
+    "gateway",
+    "all",
+];
+
+/// The enabled tools, in catalogue order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSelection {
+    names: Vec<&'static str>,
+}
+
+impl ToolSelection {
+    pub fn all() -> Self {
+        ToolSelection {
+            names: TOOLS.iter().map(|(name, _)| *name).collect(),
+        }
+    }
+
+    /// Parses a comma list; blank entries are ignored, a blank list means `all`.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let entries: Vec<&str> = raw
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if entries.is_empty() {
+            return Ok(Self::all());
+        }
+        let mut wanted = vec![false; TOOLS.len()];
+        for entry in &entries {
+            let mut matched = false;
+            for (i, (name, group)) in TOOLS.iter().enumerate() {
+                if *entry == "all" || entry == name || entry == group {
+                    wanted[i] = true;
+                    matched = true;
+                }
+            }
+            if !matched && !GROUPS.contains(entry) {
+                let mut accepted: Vec<&str> = GROUPS.to_vec();
+                accepted.extend(TOOLS.iter().map(|(name, _)| *name));
+                return Err(format!(
+                    "unknown tool or group '{entry}'. Accepted: {}.",
+                    accepted.join(", ")
+                ));
+            }
+        }
+        Ok(ToolSelection {
+            names: TOOLS
+                .iter()
+                .zip(wanted)
+                .filter_map(|((name, _), on)| on.then_some(*name))
+                .collect(),
+        })
+    }
+
+    pub fn names(&self) -> &[&'static str] {
+        &self.names
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.names.contains(&name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles() {
+        assert_eq!(ToolSelection::parse("").unwrap(), ToolSelection::all());
+        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 3);
+        assert_eq!(
+            ToolSelection::parse(" lifecycle ").unwrap().names(),
+            [
+                "perplexity_agent",
+                "perplexity_agent_result",
+                "perplexity_agent_cancel"
+            ]
+        );
+        assert_eq!(
+            ToolSelection::parse("perplexity_agent_cancel,perplexity_agent")
+                .unwrap()
+                .names(),
+            ["perplexity_agent", "perplexity_agent_cancel"]
+        );
+        assert!(ToolSelection::parse("search").unwrap().names().is_empty());
+        let err = ToolSelection::parse("lifecycle,bogus").unwrap_err();
+        assert!(
+            err.contains("'bogus'") && err.contains("lifecycle"),
+            "{err}"
+        );
+    }
+}

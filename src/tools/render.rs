@@ -1,0 +1,153 @@
+//! Turning runs into the texts models and people read. Every upstream string is
+//! bounded, visibly; the MCP texts are wire strings kept byte-for-byte with the
+//! reference peer (see `reference/agent-tools-behaviour.md` §10).
+
+use crate::perplexity::agent::RunSnapshot;
+use crate::perplexity::error::MAX_ERROR_MESSAGE_CHARS;
+use crate::perplexity::wait::{WaitError, WaitErrorKind};
+use crate::text::{cap_chars, cap_keep_ends};
+
+pub const MAX_ANSWER_CHARS: usize = 60_000;
+pub const MAX_TITLE_CHARS: usize = 300;
+pub const MAX_URL_CHARS: usize = 2_000;
+pub const MAX_SOURCES: usize = 50;
+
+pub const NO_ANSWER_TEXT: &str = "(Perplexity returned no answer text.)";
+pub const INCOMPLETE_NOTE: &str =
+    "NOTE: Perplexity marked this run INCOMPLETE; the answer below may be partial.";
+pub const CANCELLED_TEXT: &str = "The research run was cancelled.";
+
+/// A source as shown: title and URL, both bounded.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ShownSource {
+    pub title: String,
+    pub url: String,
+}
+
+/// The run's answer text (bounded), or `None` when it has none.
+pub fn answer_text(run: &RunSnapshot) -> Option<String> {
+    let text = run.answer_text();
+    (!text.is_empty()).then(|| cap_chars(&text, MAX_ANSWER_CHARS))
+}
+
+/// Sources, deduplicated on the full URL before truncation, at most 50.
+pub fn sources(run: &RunSnapshot) -> Vec<ShownSource> {
+    run.sources()
+        .into_iter()
+        .take(MAX_SOURCES)
+        .map(|s| ShownSource {
+            title: cap_chars(&s.title, MAX_TITLE_CHARS),
+            url: cap_keep_ends(&s.url, MAX_URL_CHARS),
+        })
+        .collect()
+}
+
+/// ```text
+/// <answer text, or "(Perplexity returned no answer text.)">
+///
+/// Sources:
+/// [1] <title> — <url>
+/// ```
+pub fn answer_body(run: &RunSnapshot) -> String {
+    let mut body = answer_text(run).unwrap_or_else(|| NO_ANSWER_TEXT.to_owned());
+    let sources = sources(run);
+    if !sources.is_empty() {
+        body.push_str("\n\nSources:");
+        for (n, s) in sources.iter().enumerate() {
+            body.push_str(&format!("\n[{}] {} \u{2014} {}", n + 1, s.title, s.url));
+        }
+    }
+    body
+}
+
+/// `The research run failed: <message>` (no colon, no period without a message).
+pub fn failed_text(run: &RunSnapshot) -> String {
+    match run.error_message() {
+        Some(m) => format!(
+            "The research run failed: {}",
+            cap_chars(m, MAX_ERROR_MESSAGE_CHARS)
+        ),
+        None => "The research run failed".to_owned(),
+    }
+}
+
+/// The still-running text of the MCP tools. Not spotlighted: no retrieved content.
+pub fn still_running(id: &str, progress: &str) -> String {
+    format!(
+        "Research run {id} is still running.\nProgress: {progress}\n\n\
+         Collect it with perplexity_agent_result(response_id=\"{id}\"). Pass wait_seconds to block until it finishes, or call it again later. \
+         If you no longer need it, stop it with perplexity_agent_cancel(response_id=\"{id}\")."
+    )
+}
+
+/// An MCP tool error. Once a run exists its id is always in the text with what to do,
+/// so a billable run can still be collected or stopped (the peer lost it here).
+pub fn wait_error(error: &WaitError) -> String {
+    let mut text = error.kind.to_string();
+    if is_unsent(error) {
+        return text;
+    }
+    if let Some(id) = &error.run_id {
+        text.push_str(&format!(
+            " \u{2014} run {id} may still be running; collect it with perplexity_agent_result(response_id=\"{id}\") or stop it with perplexity_agent_cancel(response_id=\"{id}\")."
+        ));
+    } else if error.run_may_exist_unnamed() {
+        text.push_str(
+            " A research run may have been started anyway, but Perplexity did not say which.",
+        );
+    }
+    text
+}
+
+/// True when the request never left (the key is missing or unsendable): no suffix,
+/// the text is the fix.
+fn is_unsent(error: &WaitError) -> bool {
+    matches!(
+        &error.kind,
+        WaitErrorKind::Api(
+            crate::perplexity::ApiError::MissingKey | crate::perplexity::ApiError::UnsendableKey
+        )
+    )
+}
+
+/// True when the key is missing, unsendable or refused (CLI exit code 4).
+pub fn is_key_error(error: &WaitError) -> bool {
+    matches!(&error.kind, WaitErrorKind::Api(e) if e.is_key_problem())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn body_with_sources() {
+        let run = RunSnapshot::new(json!({"status":"completed","output":[
+            {"type":"search_results","results":[{"url":"https://a.org","title":"A"},{"url":"https://b.org"}]},
+            {"type":"message","content":[{"type":"output_text","text":"Answer."}]}]}));
+        assert_eq!(
+            answer_body(&run),
+            "Answer.\n\nSources:\n[1] A \u{2014} https://a.org\n[2] https://b.org \u{2014} https://b.org"
+        );
+        let empty = RunSnapshot::new(json!({"status":"completed","output":[]}));
+        assert_eq!(answer_body(&empty), NO_ANSWER_TEXT);
+    }
+
+    #[test]
+    fn sources_capped_at_fifty() {
+        let results: Vec<_> = (0..70)
+            .map(|i| json!({"url": format!("https://x/{i}")}))
+            .collect();
+        let run = RunSnapshot::new(json!({"output":[{"type":"search_results","results":results}]}));
+        assert_eq!(sources(&run).len(), 50);
+    }
+
+    #[test]
+    fn failure_texts() {
+        let run =
+            RunSnapshot::new(json!({"status":"failed","error":{"message":"boom","code":500}}));
+        assert_eq!(failed_text(&run), "The research run failed: boom");
+        let run = RunSnapshot::new(json!({"status":"failed"}));
+        assert_eq!(failed_text(&run), "The research run failed");
+    }
+}

@@ -1,0 +1,528 @@
+//! The research-lifecycle tools — `perplexity_agent`, `perplexity_agent_result`,
+//! `perplexity_agent_cancel` — as a drop-in superset of zalez/perplexity-agent-mcp:
+//! schemas, validation order and texts, and the operations the CLI shares.
+//!
+//! Touches: the Perplexity API through `perplexity::` only.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::args::{Args, optional, required_text};
+use super::render;
+use super::{CallContext, ToolOutput};
+use crate::guard::spotlight::spotlight;
+use crate::perplexity::agent::{
+    CancelOutcome, CreateRun, RECENCY_VALUES, RunSnapshot, valid_run_id,
+};
+use crate::perplexity::wait::{
+    PollPlan, ProgressSink, RunIdSink, RunProgress, WaitError, Waited, create_and_wait, poll,
+};
+use crate::perplexity::{ApiError, PerplexityClient};
+
+pub const DEFAULT_PRESET: &str = "medium";
+pub const MAX_DOMAINS: usize = 20;
+/// A plain check (`wait_seconds: 0`) still gets this long for its retries, so one
+/// 429/503 does not become an error (never more than the wait budget).
+const PLAIN_CHECK_WINDOW: Duration = Duration::from_secs(5);
+
+pub const AGENT_ARGS: [&str; 5] = ["query", "preset", "recency", "domains", "wait"];
+pub const RESULT_ARGS: [&str; 2] = ["response_id", "wait_seconds"];
+pub const CANCEL_ARGS: [&str; 1] = ["response_id"];
+
+const MALFORMED_ID: &str =
+    "Malformed response_id. Expected the identifier returned by perplexity_agent.";
+const RESPONSE_ID_REQUIRED: &str = "'response_id' is required and must be a non-empty string.";
+
+/// Tool definitions, in catalogue order. `wait` is the wait budget `W`: the schema
+/// maximum of `wait_seconds` and the number in its description both follow it.
+pub fn definitions(wait: u64) -> Vec<(&'static str, rmcp::model::Tool)> {
+    use rmcp::model::{Tool, ToolAnnotations};
+    let schema = |v: Value| match v {
+        Value::Object(map) => std::sync::Arc::new(map),
+        _ => unreachable!("schemas are objects"),
+    };
+    vec![
+        (
+            "perplexity_agent",
+            Tool::new(
+                "perplexity_agent",
+                "Research a question with Perplexity's Agent API, which searches the web in several steps and returns one synthesized answer with numbered sources. Best for deep or multi-hop questions. By default the call waits for the answer; if the run outlasts this server's wait budget you get a response_id instead, to collect later with perplexity_agent_result.",
+                schema(json!({"type":"object",
+                    "properties":{
+                        "query":{"type":"string","minLength":1,"description":"The question to research."},
+                        "preset":{"type":"string","default":"medium","description":"Research depth: fast, low, medium, high, xhigh or wide-research. Deeper presets take longer."},
+                        "recency":{"type":"string","enum":["hour","day","week","month","year"],"description":"Use only sources published within this window."},
+                        "domains":{"type":"array","items":{"type":"string"},"maxItems":20,"description":"Limit sources to these domains; prefix a domain with '-' to exclude it instead. An allowlist or a denylist, not both."},
+                        "wait":{"type":"boolean","default":true,"description":"Wait for the answer. Set false to get a response_id at once, for example to start several deep runs in parallel and collect them later."}},
+                    "required":["query"],
+                    "additionalProperties":false})),
+            )
+            .with_title("Perplexity Agent Research")
+            // Not read-only: it creates billable, cancellable state upstream. The spec
+            // default for destructiveHint becomes true once readOnlyHint is false.
+            .with_annotations(
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(false)
+                    .idempotent(false)
+                    .open_world(true),
+            ),
+        ),
+        (
+            "perplexity_agent_result",
+            Tool::new(
+                "perplexity_agent_result",
+                "Collect the result of a research run started with perplexity_agent. If the run is still going, reports what it has done so far and how to check again.",
+                schema(json!({"type":"object",
+                    "properties":{
+                        "response_id":{"type":"string","description":"The response_id returned by perplexity_agent."},
+                        "wait_seconds":{"type":"integer","minimum":0,"maximum":wait,"default":0,
+                            "description":format!("Seconds to wait for the run to finish; 0 checks once. A larger value is silently CLAMPED to this server's wait budget ({wait}s here; raise it with PERPLEXITY_AGENT_WAIT_SECONDS), never rejected.")}},
+                    "required":["response_id"],
+                    "additionalProperties":false})),
+            )
+            .with_title("Collect Perplexity Research")
+            .with_annotations(ToolAnnotations::new().read_only(true).open_world(true)),
+        ),
+        (
+            "perplexity_agent_cancel",
+            Tool::new(
+                "perplexity_agent_cancel",
+                "Ask Perplexity to stop a research run you no longer need. Perplexity reports no usage for cancelled runs, so this cannot tell whether cancelling changed your bill.",
+                schema(json!({"type":"object",
+                    "properties":{
+                        "response_id":{"type":"string","description":"The response_id returned by perplexity_agent."}},
+                    "required":["response_id"],
+                    "additionalProperties":false})),
+            )
+            .with_title("Cancel Perplexity Research")
+            .with_annotations(
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(true)
+                    .idempotent(false)
+                    .open_world(true),
+            ),
+        ),
+    ]
+}
+
+/// A validated research request, whichever front end it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResearchRequest {
+    pub query: String,
+    pub preset: String,
+    pub recency: Option<String>,
+    /// Entries blank after trimming are dropped; the survivors are sent untrimmed.
+    pub domains: Vec<String>,
+    pub wait: bool,
+}
+
+impl ResearchRequest {
+    /// Validates `perplexity_agent` arguments, in the reference order and texts.
+    pub fn from_args(args: &Args) -> Result<Self, String> {
+        let query = required_text(
+            args,
+            "query",
+            "'query' is required and must be a non-empty string.",
+        )?;
+        let preset = match optional(args, "preset") {
+            None => DEFAULT_PRESET,
+            Some(v) => v
+                .as_str()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .ok_or("'preset' must be a non-empty string.")?,
+        };
+        let recency = match optional(args, "recency") {
+            None => None,
+            Some(v) => Some(
+                v.as_str()
+                    .filter(|s| RECENCY_VALUES.contains(s))
+                    .ok_or("'recency' must be one of: day, hour, month, week, year.")?
+                    .to_owned(),
+            ),
+        };
+        let domains = match optional(args, "domains") {
+            None => Vec::new(),
+            Some(v) => {
+                let items = v
+                    .as_array()
+                    .filter(|items| items.iter().all(Value::is_string))
+                    .ok_or("'domains' must be an array of strings.")?;
+                if items.len() > MAX_DOMAINS {
+                    return Err("'domains' accepts at most 20 entries.".to_owned());
+                }
+                keep_domains(items.iter().filter_map(Value::as_str))
+            }
+        };
+        let wait = match optional(args, "wait") {
+            None => true,
+            Some(v) => v.as_bool().ok_or("'wait' must be a boolean.")?,
+        };
+        Ok(ResearchRequest {
+            query: query.to_owned(),
+            preset: preset.to_owned(),
+            recency,
+            domains,
+            wait,
+        })
+    }
+
+    fn create_body(&self) -> CreateRun {
+        CreateRun::new(
+            &self.query,
+            &self.preset,
+            self.recency.as_deref(),
+            &self.domains,
+        )
+    }
+}
+
+/// Drops entries that are blank after trimming; keeps the others as given.
+pub fn keep_domains<'a>(entries: impl Iterator<Item = &'a str>) -> Vec<String> {
+    entries
+        .filter(|d| !d.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A validated `response_id`: trimmed, non-empty, and matching the id pattern (checked
+/// before any network access; it also stops path traversal such as `../etc/passwd`).
+pub fn response_id_from(args: &Args) -> Result<String, String> {
+    let id = required_text(args, "response_id", RESPONSE_ID_REQUIRED)?;
+    check_run_id(id)
+}
+
+pub fn check_run_id(id: &str) -> Result<String, String> {
+    let id = id.trim();
+    if id.is_empty() {
+        return Err(RESPONSE_ID_REQUIRED.to_owned());
+    }
+    if !valid_run_id(id) {
+        return Err(MALFORMED_ID.to_owned());
+    }
+    Ok(id.to_owned())
+}
+
+/// `wait_seconds`: default 0 (also for `null`); a JSON integer ≥ 0 — not a boolean,
+/// not a float (even `5.0`). Integers beyond u64 arrive as floats from the JSON
+/// parser and are rejected (the peer clamps them; documented difference).
+pub fn wait_seconds_from(args: &Args) -> Result<u64, String> {
+    match optional(args, "wait_seconds") {
+        None => Ok(0),
+        Some(v) => v
+            .as_u64()
+            .filter(|_| !v.is_f64())
+            .ok_or_else(|| "'wait_seconds' must be a non-negative integer.".to_owned()),
+    }
+}
+
+/// How a research call ended, for any front end to render.
+#[derive(Debug, Clone)]
+pub enum ResearchOutcome {
+    Finished {
+        id: String,
+        run: RunSnapshot,
+    },
+    Running {
+        id: String,
+        /// `None`: just submitted (no status seen yet).
+        progress: Option<(RunProgress, f64)>,
+    },
+    Failed(WaitError),
+}
+
+impl ResearchOutcome {
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            ResearchOutcome::Finished { id, .. } | ResearchOutcome::Running { id, .. } => Some(id),
+            ResearchOutcome::Failed(e) => e.run_id.as_deref(),
+        }
+    }
+
+    /// The progress line of a still-running outcome.
+    pub fn progress_text(&self) -> Option<String> {
+        match self {
+            ResearchOutcome::Running { progress: None, .. } => Some("just submitted".to_owned()),
+            ResearchOutcome::Running {
+                progress: Some((p, elapsed)),
+                ..
+            } => Some(p.summary(*elapsed)),
+            _ => None,
+        }
+    }
+}
+
+/// Starts a run and (unless `wait` is false) waits for it within `budget`, one deadline
+/// for create and every wait step. A run that outlasts the budget is handed back, never
+/// cancelled.
+pub async fn research(
+    client: &PerplexityClient,
+    request: &ResearchRequest,
+    budget: Duration,
+    progress: Option<&dyn ProgressSink>,
+    ids: &dyn RunIdSink,
+) -> ResearchOutcome {
+    let started = Instant::now();
+    let deadline = started + budget;
+    let body = request.create_body();
+    if !request.wait {
+        return match client.create_run(&body, deadline).await {
+            Ok(id) => {
+                ids.run_id(&id);
+                ResearchOutcome::Running { id, progress: None }
+            }
+            Err(e) => ResearchOutcome::Failed(WaitError {
+                kind: e.into(),
+                run_id: None,
+            }),
+        };
+    }
+    match create_and_wait(client, &body, deadline, progress, ids).await {
+        Ok((id, Waited::Terminal(run))) => ResearchOutcome::Finished { id, run },
+        Ok((id, Waited::Running(p))) => ResearchOutcome::Running {
+            id,
+            progress: Some((p, started.elapsed().as_secs_f64())),
+        },
+        Err(e) => ResearchOutcome::Failed(e),
+    }
+}
+
+/// Checks (`wait_seconds` 0) or waits up to `min(wait_seconds, W)` for a run.
+pub async fn collect(
+    client: &PerplexityClient,
+    id: &str,
+    wait_seconds: u64,
+    wait_budget: u64,
+    progress: Option<&dyn ProgressSink>,
+) -> ResearchOutcome {
+    let budget = Duration::from_secs(wait_seconds.min(wait_budget));
+    let now = Instant::now();
+    let window = budget.max(PLAIN_CHECK_WINDOW.min(Duration::from_secs(wait_budget)));
+    let plan = PollPlan {
+        budget,
+        request_deadline: now + window,
+        origin: now,
+    };
+    match poll(client, id, plan, progress).await {
+        Ok(Waited::Terminal(run)) => ResearchOutcome::Finished {
+            id: id.to_owned(),
+            run,
+        },
+        // Reported as the clamped wait, not measured time: `after 0s` for a plain check.
+        Ok(Waited::Running(p)) => ResearchOutcome::Running {
+            id: id.to_owned(),
+            progress: Some((p, budget.as_secs_f64())),
+        },
+        Err(e) => ResearchOutcome::Failed(e),
+    }
+}
+
+/// Asks Perplexity to stop a run, retries bounded by the wait budget.
+pub async fn cancel(
+    client: &PerplexityClient,
+    id: &str,
+    wait_budget: u64,
+) -> Result<CancelOutcome, ApiError> {
+    let deadline = Instant::now() + Duration::from_secs(wait_budget);
+    client.cancel_run(id, deadline).await
+}
+
+/// The MCP rendering of an outcome: answers spotlighted, failures as `isError`.
+pub fn render_outcome(outcome: &ResearchOutcome) -> ToolOutput {
+    match outcome {
+        ResearchOutcome::Finished { run, .. } => match run.status() {
+            Some("completed") => ToolOutput::ok(spotlight(&render::answer_body(run))),
+            Some("incomplete") => ToolOutput::ok(spotlight(&format!(
+                "{}\n\n{}",
+                render::INCOMPLETE_NOTE,
+                render::answer_body(run)
+            ))),
+            Some("failed") => ToolOutput::error(render::failed_text(run)),
+            _ => ToolOutput::error(render::CANCELLED_TEXT),
+        },
+        ResearchOutcome::Running { id, .. } => ToolOutput::ok(render::still_running(
+            id,
+            &outcome.progress_text().unwrap_or_default(),
+        )),
+        ResearchOutcome::Failed(e) => ToolOutput::error(render::wait_error(e)),
+    }
+}
+
+pub fn render_cancel(id: &str, outcome: Result<CancelOutcome, ApiError>) -> ToolOutput {
+    match outcome {
+        Ok(CancelOutcome::Requested) => ToolOutput::ok(format!(
+            "Cancellation requested for {id}. The run stops shortly after; check with perplexity_agent_result if you need its terminal status."
+        )),
+        // Live, a finished run and a never-issued id answer the same 400: never claim
+        // a cancellation happened. And never mention billing: nobody can know.
+        Ok(CancelOutcome::NotRunning) => ToolOutput::ok(format!(
+            "Run {id} is not running now \u{2014} Perplexity returns this same response whether the run already finished or the id never existed. If you expected it to still be active, verify with perplexity_agent_result before assuming this cancelled it."
+        )),
+        Err(e) => ToolOutput::error(e.to_string()),
+    }
+}
+
+/// `tools/call` entry points (arguments already checked for unknown keys).
+pub async fn call_agent(
+    client: &PerplexityClient,
+    wait: u64,
+    args: &Args,
+    ctx: &CallContext,
+) -> ToolOutput {
+    let request = match ResearchRequest::from_args(args) {
+        Ok(r) => r,
+        Err(message) => return ToolOutput::error(message),
+    };
+    let outcome = research(
+        client,
+        &request,
+        Duration::from_secs(wait),
+        ctx.progress(),
+        &*ctx.run_ids,
+    )
+    .await;
+    render_outcome(&outcome)
+}
+
+pub async fn call_result(
+    client: &PerplexityClient,
+    wait: u64,
+    args: &Args,
+    ctx: &CallContext,
+) -> ToolOutput {
+    let (id, wait_seconds) =
+        match response_id_from(args).and_then(|id| Ok((id, wait_seconds_from(args)?))) {
+            Ok(v) => v,
+            Err(message) => return ToolOutput::error(message),
+        };
+    ctx.run_ids.run_id(&id);
+    let progress = if wait_seconds > 0 {
+        ctx.progress()
+    } else {
+        None
+    };
+    render_outcome(&collect(client, &id, wait_seconds, wait, progress).await)
+}
+
+pub async fn call_cancel(client: &PerplexityClient, wait: u64, args: &Args) -> ToolOutput {
+    let id = match response_id_from(args) {
+        Ok(id) => id,
+        Err(message) => return ToolOutput::error(message),
+    };
+    render_cancel(&id, cancel(client, &id, wait).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: Value) -> Args {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn agent_validation_order_and_texts() {
+        let err = |v| ResearchRequest::from_args(&args(v)).unwrap_err();
+        assert_eq!(
+            err(json!({})),
+            "'query' is required and must be a non-empty string."
+        );
+        assert_eq!(
+            err(json!({"query": "  "})),
+            "'query' is required and must be a non-empty string."
+        );
+        assert_eq!(
+            err(json!({"query": null})),
+            "'query' is required and must be a non-empty string."
+        );
+        assert_eq!(
+            err(json!({"query": "q", "preset": ""})),
+            "'preset' must be a non-empty string."
+        );
+        assert_eq!(
+            err(json!({"query": "q", "preset": 5})),
+            "'preset' must be a non-empty string."
+        );
+        assert_eq!(
+            err(json!({"query": "q", "recency": "Week"})),
+            "'recency' must be one of: day, hour, month, week, year."
+        );
+        assert_eq!(
+            err(json!({"query": "q", "recency": " week"})),
+            "'recency' must be one of: day, hour, month, week, year."
+        );
+        assert_eq!(
+            err(json!({"query": "q", "domains": "a.org"})),
+            "'domains' must be an array of strings."
+        );
+        assert_eq!(
+            err(json!({"query": "q", "domains": ["a", 1]})),
+            "'domains' must be an array of strings."
+        );
+        let many: Vec<&str> = std::iter::repeat_n("", 21).collect();
+        assert_eq!(
+            err(json!({"query": "q", "domains": many})),
+            "'domains' accepts at most 20 entries."
+        );
+        assert_eq!(
+            err(json!({"query": "q", "wait": "yes"})),
+            "'wait' must be a boolean."
+        );
+        assert_eq!(
+            err(json!({"query": "q", "preset": "", "recency": "x"})),
+            "'preset' must be a non-empty string."
+        );
+
+        let ok = ResearchRequest::from_args(&args(json!({
+            "query": "  q  ", "preset": null, "recency": null, "domains": [" a.org ", "  ", ""], "wait": null
+        })))
+        .unwrap();
+        assert_eq!(ok.query, "q");
+        assert_eq!(ok.preset, "medium");
+        assert_eq!(ok.domains, vec![" a.org ".to_owned()]);
+        assert!(ok.wait);
+        let custom =
+            ResearchRequest::from_args(&args(json!({"query": "q", "preset": " wide-research "})))
+                .unwrap();
+        assert_eq!(custom.preset, "wide-research");
+    }
+
+    #[test]
+    fn result_validation() {
+        let id = |v| response_id_from(&args(v));
+        assert_eq!(id(json!({})).unwrap_err(), RESPONSE_ID_REQUIRED);
+        assert_eq!(
+            id(json!({"response_id": 5})).unwrap_err(),
+            RESPONSE_ID_REQUIRED
+        );
+        assert_eq!(
+            id(json!({"response_id": "../etc/passwd"})).unwrap_err(),
+            MALFORMED_ID
+        );
+        assert_eq!(id(json!({"response_id": " resp_1 "})).unwrap(), "resp_1");
+        let ws = |v| wait_seconds_from(&args(v));
+        assert_eq!(ws(json!({})).unwrap(), 0);
+        assert_eq!(ws(json!({"wait_seconds": null})).unwrap(), 0);
+        assert_eq!(ws(json!({"wait_seconds": 99999})).unwrap(), 99999);
+        for bad in [json!(true), json!(5.0), json!(-1), json!("5"), json!(1.5)] {
+            assert_eq!(
+                ws(json!({"wait_seconds": bad})).unwrap_err(),
+                "'wait_seconds' must be a non-negative integer."
+            );
+        }
+    }
+
+    #[test]
+    fn cancel_texts_never_mention_billing() {
+        for outcome in [Ok(CancelOutcome::Requested), Ok(CancelOutcome::NotRunning)] {
+            let text = render_cancel("resp_1", outcome).text.to_lowercase();
+            for word in ["bill", "cost", "charge", "refund", "money", "save"] {
+                assert!(!text.contains(word), "{word} in {text}");
+            }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The command line as a subprocess: answer on stdout, progress on stderr, exit codes.
+
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+fn run(args: &[&str], env: &[(String, String)]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run perplexity-agent")
+}
+
+fn out(o: &Output) -> (String, String, i32) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        o.status.code().unwrap_or(-1),
+    )
+}
+
+#[test]
+fn ask_prints_a_clean_answer_and_progress_on_stderr() {
+    let fake = FakePerplexity::start_with(
+        json!({"duration_ms": 2500, "answer": "The answer.", "sources": [{"title": "T", "url": "https://t.example"}]}),
+    );
+    let (stdout, stderr, code) = out(&run(
+        &[
+            "ask",
+            "what",
+            "is",
+            "it?",
+            "--preset",
+            "fast",
+            "--recency",
+            " day ",
+            "--domains",
+            "a.org, -b.org,,",
+        ],
+        &env_for(&fake),
+    ));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout,
+        "The answer.\n\nSources:\n[1] T \u{2014} https://t.example\n"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("[perplexity-agent] status ")),
+        "{stderr}"
+    );
+    let create = fake.requests()[0].body_json.clone().unwrap();
+    assert_eq!(create["input"], "what is it?");
+    assert_eq!(create["preset"], "fast");
+    assert_eq!(
+        create["tools"][0]["filters"],
+        json!({"search_recency_filter": "day", "search_domain_filter": ["a.org", "-b.org"]})
+    );
+}
+
+#[test]
+fn ask_json_and_spotlight() {
+    let fake = FakePerplexity::start_with(
+        json!({"duration_ms": 100, "answer": "A.", "sources": [{"title": "T", "url": "https://t.example"}]}),
+    );
+    let (stdout, _, code) = out(&run(&["ask", "q", "--json"], &env_for(&fake)));
+    assert_eq!(code, 0);
+    let doc: Value = serde_json::from_str(stdout.trim()).expect("one JSON document");
+    assert_eq!(doc["status"], "completed");
+    assert_eq!(doc["answer"], "A.");
+    assert_eq!(
+        doc["sources"],
+        json!([{"title": "T", "url": "https://t.example"}])
+    );
+    assert!(doc["response_id"].as_str().unwrap().starts_with("resp_"));
+
+    let (stdout, _, _) = out(&run(&["ask", "q", "--spotlight"], &env_for(&fake)));
+    assert!(unwrap_spotlight(stdout.trim_end_matches('\n')).starts_with("A."));
+}
+
+#[test]
+fn ask_exit_codes() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 30000}));
+    let env = env_for(&fake);
+
+    let (stdout, stderr, code) = out(&run(&["ask", "q", "--no-wait"], &env));
+    assert_eq!(code, 3);
+    let id = stdout.trim();
+    assert!(id.starts_with("resp_"), "{stdout}");
+    assert!(stderr.contains(&format!("perplexity-agent result {id}")));
+
+    let (stdout, stderr, code) = out(&run(&["ask", "q", "--timeout", "1"], &env));
+    assert_eq!(code, 3, "{stderr}");
+    let id = stdout.trim();
+    assert!(
+        stderr.contains("still running") && stderr.contains(id),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("perplexity-agent cancel {id}")),
+        "{stderr}"
+    );
+
+    let (_, stderr, code) = out(&run(&["result", id], &env));
+    assert_eq!(code, 3, "{stderr}");
+    let (stdout, _, code) = out(&run(&["cancel", id], &env));
+    assert_eq!(code, 0);
+    assert!(
+        stdout.starts_with(&format!("Cancellation requested for {id}.")),
+        "{stdout}"
+    );
+
+    fake.set_scenario(
+        json!({"duration_ms": 100, "final_status": "failed", "error_message": "nope"}),
+    );
+    let (_, stderr, code) = out(&run(&["ask", "q"], &env));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("The research run failed: nope"));
+
+    for (args, message) in [
+        (vec!["ask"], "A query is required."),
+        (vec!["ask", "   "], "A query is required."),
+        (
+            vec!["ask", "q", "--preset", " "],
+            "--preset must not be empty.",
+        ),
+        (vec!["ask", "q", "--timeout", "0"], "--timeout"),
+        (vec!["ask", "q", "--timeout", "-5"], "--timeout"),
+        (vec!["ask", "q", "--recency", "decade"], "--recency"),
+        (vec!["result", "../etc"], "Malformed response_id"),
+        (vec!["ask", "q", "--bogus"], "--bogus"),
+    ] {
+        let (_, stderr, code) = out(&run(&args, &env));
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+    let many = (0..21)
+        .map(|i| format!("d{i}.org"))
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(out(&run(&["ask", "q", "--domains", &many], &env)).2, 2);
+
+    let no_key = vec![("PERPLEXITY_API_BASE".to_owned(), fake.base_url())];
+    let (_, stderr, code) = out(&run(&["ask", "q"], &no_key));
+    assert_eq!(code, 4);
+    assert!(stderr.contains("PERPLEXITY_API_KEY is not set"), "{stderr}");
+    let bad_base = vec![(
+        "PERPLEXITY_API_BASE".to_owned(),
+        "http://example.com".to_owned(),
+    )];
+    assert_eq!(out(&run(&["ask", "q"], &bad_base)).2, 4);
+
+    fake.push_fault(json!({"route": "create", "status": 401, "json": {"error": {"message": "Invalid API key"}}}));
+    assert_eq!(out(&run(&["ask", "q"], &env)).2, 4);
+    assert!(fake.requests().iter().all(|r| {
+        r.headers
+            .get("authorization")
+            .is_some_and(|a| a != "Bearer ")
+    }));
+}
+
+#[test]
+fn result_waits_for_a_finished_answer() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 1500, "answer": "Later."}));
+    let env = env_for(&fake);
+    let (stdout, _, code) = out(&run(&["ask", "q", "--no-wait"], &env));
+    assert_eq!(code, 3);
+    let (stdout, stderr, code) = out(&run(&["result", stdout.trim(), "--wait", "10"], &env));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("Later."));
+}
+
+#[test]
+fn help_and_version() {
+    let (stdout, _, code) = out(&run(&["--help"], &[]));
+    assert_eq!(code, 0);
+    for word in ["serve", "ask", "result", "cancel"] {
+        assert!(stdout.contains(word), "{stdout}");
+    }
+    let (stdout, _, code) = out(&run(&["--version"], &[]));
+    assert_eq!(code, 0);
+    assert!(stdout.contains(env!("CARGO_PKG_VERSION")));
+}

@@ -1,0 +1,390 @@
+//! Test harness: the real binary as a subprocess (stdio lines in → lines out), the fake
+//! upstream on a loopback port, and the official MCP JSON schemas.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub use fake_perplexity::FakePerplexity;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_perplexity-agent");
+pub const V_MODERN: &str = "2026-07-28";
+pub const V_LEGACY: &str = "2025-11-25";
+/// A recognisable key: tests scan every output for it.
+pub const KEY: &str = "pplx-TESTKEY-7f3a9c1e5b2d4086";
+
+/// A base environment: nothing inherited but PATH, a planted key, the fake upstream.
+pub fn env_for(fake: &FakePerplexity) -> Vec<(String, String)> {
+    vec![
+        ("PERPLEXITY_API_KEY".into(), KEY.into()),
+        ("PERPLEXITY_API_BASE".into(), fake.base_url()),
+    ]
+}
+
+pub struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    /// Every stdout line seen, for leak scans.
+    pub seen: Vec<String>,
+    /// Frames received while waiting for something else.
+    pending: Vec<Value>,
+}
+
+impl Server {
+    pub fn start(env: &[(String, String)]) -> Server {
+        Self::start_with_args(&[], env)
+    }
+
+    pub fn start_with_args(args: &[&str], env: &[(String, String)]) -> Server {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn perplexity-agent");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send(l).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut err_pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        let stdin = child.stdin.take();
+        Server {
+            child,
+            stdin,
+            lines,
+            stderr,
+            seen: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.send_raw(line.as_bytes());
+    }
+
+    /// The next stdout line as JSON (every stdout line must be one JSON object).
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Value> {
+        if !self.pending.is_empty() {
+            return Some(self.pending.remove(0));
+        }
+        match self.lines.recv_timeout(timeout) {
+            Ok(line) => {
+                self.seen.push(line.clone());
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:.200}"));
+                assert!(
+                    value.is_object(),
+                    "stdout frame is not an object: {line:.200}"
+                );
+                Some(value)
+            }
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    pub fn recv(&mut self) -> Value {
+        self.recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("no frame within 30s; stderr:\n{}", self.stderr()))
+    }
+
+    /// Frames until the response with `id`; the others (notifications, other replies)
+    /// are returned alongside, in order.
+    pub fn recv_response(&mut self, id: &Value) -> (Value, Vec<Value>) {
+        let mut others = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let frame = self
+                .recv_timeout(left)
+                .unwrap_or_else(|| panic!("no response for id {id}; stderr:\n{}", self.stderr()));
+            if frame.get("id") == Some(id) && frame.get("method").is_none() {
+                return (frame, others);
+            }
+            others.push(frame);
+        }
+    }
+
+    /// Sends a request and returns its response (notifications before it are dropped).
+    pub fn request(&mut self, message: &Value) -> Value {
+        self.send(message);
+        self.recv_response(&message["id"]).0
+    }
+
+    /// Asserts that nothing arrives within `wait`.
+    pub fn expect_silence(&mut self, wait: Duration) {
+        if let Some(frame) = self.recv_timeout(wait) {
+            panic!("expected no frame, got {frame}");
+        }
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "server did not exit within {timeout:?}; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// Drains whatever is left on stdout (after exit) into `seen`.
+    pub fn drain(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(v) = self.recv_timeout(Duration::from_millis(200)) {
+            out.push(v);
+        }
+        out
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn request(id: impl Into<Value>, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id.into(), "method": method, "params": params})
+}
+
+pub fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": V_MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
+    })
+}
+
+/// A `tools/call` request in the legacy era.
+pub fn call(id: impl Into<Value>, tool: &str, arguments: Value) -> Value {
+    request(
+        id,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments}),
+    )
+}
+
+/// A `tools/call` with a progress token (legacy era).
+pub fn call_with_progress(
+    id: impl Into<Value>,
+    tool: &str,
+    arguments: Value,
+    token: Value,
+) -> Value {
+    request(
+        id,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments, "_meta": {"progressToken": token}}),
+    )
+}
+
+pub fn modern_call(id: impl Into<Value>, tool: &str, arguments: Value) -> Value {
+    request(
+        id,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments, "_meta": modern_meta()}),
+    )
+}
+
+/// The single text block of a tool result, and its `isError`.
+pub fn tool_text(response: &Value) -> (String, bool) {
+    let result = &response["result"];
+    let content = result["content"].as_array().expect("content array");
+    assert_eq!(content.len(), 1, "exactly one content block: {response}");
+    assert_eq!(content[0]["type"], "text");
+    let is_error = result["isError"].as_bool().expect("isError present");
+    (content[0]["text"].as_str().unwrap().to_owned(), is_error)
+}
+
+/// The body inside a spotlight wrapper, checking the wrapper on the way.
+pub fn unwrap_spotlight(text: &str) -> String {
+    let first = text.lines().next().unwrap();
+    let nonce = first
+        .strip_prefix("<untrusted-web-content-")
+        .and_then(|s| s.strip_suffix('>'))
+        .unwrap_or_else(|| panic!("not spotlighted: {text:.300}"));
+    assert_eq!(nonce.len(), 16);
+    assert!(
+        nonce
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+    );
+    let close = format!("\n</untrusted-web-content-{nonce}>");
+    assert!(text.ends_with(&close), "closing tag, no trailing newline");
+    let inner = &text[first.len() + 1..text.len() - close.len()];
+    let mut parts = inner.splitn(4, '\n');
+    let l1 = parts.next().unwrap();
+    let l2 = parts.next().unwrap();
+    assert!(
+        l1.contains("retrieved from the public web by Perplexity"),
+        "{l1}"
+    );
+    assert!(l2.contains("UNTRUSTED DATA"), "{l2}");
+    assert_eq!(parts.next(), Some(""), "blank line after the preamble");
+    parts.next().unwrap_or_default().to_owned()
+}
+
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---- schema validation ----------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Era {
+    Legacy,
+    Modern,
+}
+
+fn schema_doc(era: Era) -> &'static Value {
+    static LEGACY: OnceLock<Value> = OnceLock::new();
+    static MODERN: OnceLock<Value> = OnceLock::new();
+    let (cell, text) = match era {
+        Era::Legacy => (&LEGACY, include_str!("../mcp-schema/2025-11-25.json")),
+        Era::Modern => (&MODERN, include_str!("../mcp-schema/2026-07-28.json")),
+    };
+    cell.get_or_init(|| serde_json::from_str(text).unwrap())
+}
+
+type ValidatorCache = Mutex<HashMap<(Era, String), Arc<jsonschema::Validator>>>;
+
+fn validator(era: Era, def: &str) -> Arc<jsonschema::Validator> {
+    static CACHE: OnceLock<ValidatorCache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut cache = cache.lock().unwrap();
+    cache
+        .entry((era, def.to_owned()))
+        .or_insert_with(|| {
+            let mut doc = schema_doc(era).clone();
+            assert!(
+                doc["$defs"].get(def).is_some(),
+                "no {def} in the {era:?} schema"
+            );
+            doc["$ref"] = json!(format!("#/$defs/{def}"));
+            Arc::new(jsonschema::validator_for(&doc).expect("schema compiles"))
+        })
+        .clone()
+}
+
+pub fn assert_valid(era: Era, def: &str, instance: &Value) {
+    let v = validator(era, def);
+    let errors: Vec<String> = v.iter_errors(instance).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "{instance:.600} is not a valid {def} ({era:?}): {errors:?}"
+    );
+}
+
+/// Checks one server frame against the official schema of its era. `method` is the
+/// request it answers (for results). `id: null` error frames are checked against the
+/// JSON-RPC rule instead (the MCP schemas type ids as string or integer).
+pub fn assert_frame(era: Era, method: &str, frame: &Value) {
+    assert_eq!(frame["jsonrpc"], "2.0");
+    if let Some(error) = frame.get("error") {
+        assert!(
+            error["code"].is_i64() && error["message"].is_string(),
+            "{frame}"
+        );
+        if error.get("data").is_some() {
+            assert!(!error["data"].is_null(), "never data: null");
+        }
+        if frame["id"].is_null() {
+            assert!(frame.as_object().unwrap().contains_key("id"));
+            return;
+        }
+        assert_valid(era, "JSONRPCErrorResponse", frame);
+        return;
+    }
+    if frame.get("method").is_some() {
+        assert_valid(era, "JSONRPCNotification", frame);
+        if frame["method"] == "notifications/progress" {
+            assert_valid(era, "ProgressNotification", frame);
+        }
+        return;
+    }
+    assert_valid(era, "JSONRPCResultResponse", frame);
+    let def = match (method, era) {
+        ("initialize", _) => "InitializeResult",
+        ("tools/list", _) => "ListToolsResult",
+        ("tools/call", _) => "CallToolResult",
+        ("server/discover", _) => "DiscoverResult",
+        ("ping", _) | ("logging/setLevel", _) => "EmptyResult",
+        _ => return,
+    };
+    assert_valid(era, def, &frame["result"]);
+}
+
+/// Every frame a legacy/modern exchange produced must validate.
+pub fn assert_all(era: Era, method: &str, frames: &[Value]) {
+    for f in frames {
+        assert_frame(era, method, f);
+    }
+}

@@ -1,0 +1,132 @@
+//! Requests are handled concurrently: ping during a long wait, cancellation of a wait,
+//! EOF with calls in flight, SIGTERM.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::common::*;
+
+#[test]
+fn ping_and_tools_list_are_answered_during_a_long_wait() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 3000}));
+    let mut s = Server::start(&env_for(&fake));
+    s.send(&call(1, "perplexity_agent", json!({"query": "slow"})));
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let pong = s.request(&request(2, "ping", json!({})));
+    assert_eq!(pong["result"], json!({}));
+    let list = s.request(&request(3, "tools/list", json!({})));
+    assert!(list["result"]["tools"].is_array());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "answered while the call waits"
+    );
+    let (done, _) = s.recv_response(&json!(1));
+    assert!(!tool_text(&done).1);
+}
+
+#[test]
+fn several_runs_are_awaited_in_parallel() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 1500}));
+    let mut s = Server::start(&env_for(&fake));
+    let started = Instant::now();
+    for id in 1..=4 {
+        s.send(&call(
+            id,
+            "perplexity_agent",
+            json!({"query": format!("q{id}")}),
+        ));
+    }
+    let mut seen = Vec::new();
+    for _ in 1..=4 {
+        let frame = s.recv();
+        assert!(!tool_text(&frame).1);
+        seen.push(frame["id"].as_i64().unwrap());
+    }
+    seen.sort();
+    assert_eq!(seen, [1, 2, 3, 4]);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "not one after another: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn cancelled_requests_get_no_reply_and_the_run_is_not_cancelled() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 10000}));
+    let mut s = Server::start(&env_for(&fake));
+    s.send(&call("call-1", "perplexity_agent", json!({"query": "q"})));
+    wait_until("the run to exist", Duration::from_secs(5), || {
+        !fake.runs().is_empty()
+    });
+    let id = fake.runs()[0].id.clone();
+    // A cancellation for another id (and a numeric look-alike) changes nothing.
+    s.send(
+        &json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"other"}}),
+    );
+    s.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"call-1","reason":"user"}}));
+    let pong = s.request(&request(2, "ping", json!({})));
+    assert_eq!(pong["id"], 2);
+    s.expect_silence(Duration::from_millis(800));
+    assert!(
+        !fake.requests().iter().any(|r| r.path.ends_with("/cancel")),
+        "the upstream run is never cancelled on our own accord"
+    );
+    wait_until("the abandoned id on stderr", Duration::from_secs(5), || {
+        s.stderr().contains(&id)
+    });
+    // The server is fine afterwards.
+    let r = s.request(&call(
+        3,
+        "perplexity_agent_result",
+        json!({"response_id": id}),
+    ));
+    assert!(tool_text(&r).0.contains("is still running"));
+}
+
+#[test]
+fn eof_with_calls_in_flight_answers_them_then_exits_zero() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 1200}));
+    let mut s = Server::start(&env_for(&fake));
+    s.send(&call(1, "perplexity_agent", json!({"query": "a"})));
+    s.send(&call(
+        2,
+        "perplexity_agent",
+        json!({"query": "b", "wait": false}),
+    ));
+    s.send(&request(3, "ping", json!({})));
+    s.close_stdin();
+    let status = s.wait_exit(Duration::from_secs(15));
+    assert!(status.success());
+    let frames = s.drain();
+    let mut ids: Vec<i64> = frames.iter().map(|f| f["id"].as_i64().unwrap()).collect();
+    ids.sort();
+    assert_eq!(ids, [1, 2, 3]);
+}
+
+#[test]
+fn sigterm_ends_waits_promptly() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    let mut s = Server::start(&env_for(&fake));
+    s.send(&call(1, "perplexity_agent", json!({"query": "q"})));
+    wait_until("the run to exist", Duration::from_secs(5), || {
+        !fake.runs().is_empty()
+    });
+    let started = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &s.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = s.wait_exit(Duration::from_secs(5));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(exit.success() || exit.code().is_none(), "{exit:?}");
+    assert!(s.drain().is_empty(), "nothing written for abandoned calls");
+    assert!(!fake.requests().iter().any(|r| r.path.ends_with("/cancel")));
+}

@@ -1,0 +1,712 @@
+//! The three research-lifecycle tools against the fake upstream: request bodies,
+//! rendering, waits, progress, and the texts the reference peer's clients depend on.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+fn env_with(fake: &FakePerplexity, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut env = env_for(fake);
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    env
+}
+
+fn creates(fake: &FakePerplexity) -> Vec<Value> {
+    fake.requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == "/v1/agent")
+        .map(|r| r.body_json.expect("JSON body"))
+        .collect()
+}
+
+fn count(fake: &FakePerplexity, method: &str, path_prefix: &str) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.method == method && r.path.starts_with(path_prefix))
+        .count()
+}
+
+/// The id in a still-running text.
+fn running_id(text: &str) -> String {
+    text.strip_prefix("Research run ")
+        .and_then(|t| t.split(' ').next())
+        .unwrap_or_else(|| panic!("not a still-running text: {text}"))
+        .to_owned()
+}
+
+#[test]
+fn a_completed_run_is_rendered_with_sources_and_spotlighted() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 300,
+        "answer_parts": ["Part one. ", "Part two."],
+        "sources": [
+            {"title": "First", "url": "https://one.example/a"},
+            {"title": "Second", "url": "https://two.example/b"},
+            {"url": "https://three.example/no-title"},
+            {"title": "Dup", "url": "https://one.example/a"}
+        ],
+        "search_batches": 2
+    }));
+    let mut s = Server::start(&env_for(&fake));
+    let r = s.request(&call(
+        1,
+        "perplexity_agent",
+        json!({"query": "  What is MCP?  "}),
+    ));
+    assert_frame(Era::Legacy, "tools/call", &r);
+    let (text, is_error) = tool_text(&r);
+    assert!(!is_error, "{text}");
+    let body = unwrap_spotlight(&text);
+    assert_eq!(
+        body,
+        "Part one. Part two.\n\nSources:\n[1] First \u{2014} https://one.example/a\n[2] https://three.example/no-title \u{2014} https://three.example/no-title\n[3] Second \u{2014} https://two.example/b"
+    );
+    let bodies = creates(&fake);
+    assert_eq!(bodies.len(), 1, "exactly one create");
+    assert_eq!(
+        bodies[0],
+        json!({"input":"What is MCP?","preset":"medium","background":true,"stream":true,"tools":[{"type":"web_search"}]})
+    );
+    let keys: Vec<&String> = bodies[0].as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        ["input", "preset", "background", "stream", "tools"],
+        "wire key order"
+    );
+}
+
+#[test]
+fn filters_go_inside_the_web_search_tool() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100}));
+    let mut s = Server::start(&env_for(&fake));
+    s.request(&call(
+        1,
+        "perplexity_agent",
+        json!({
+            "query": "q", "preset": " fast ", "recency": "week",
+            "domains": ["nasa.gov", "  ", "", " -reddit.com "]
+        }),
+    ));
+    s.request(&call(
+        2,
+        "perplexity_agent",
+        json!({"query": "q", "recency": null, "domains": ["  "]}),
+    ));
+    let bodies = creates(&fake);
+    assert_eq!(bodies[0]["preset"], "fast");
+    assert_eq!(
+        bodies[0]["tools"],
+        json!([{"type":"web_search","filters":{"search_recency_filter":"week","search_domain_filter":["nasa.gov"," -reddit.com "]}}])
+    );
+    assert_eq!(
+        bodies[1]["tools"],
+        json!([{"type":"web_search"}]),
+        "no empty filters object"
+    );
+    for b in &bodies {
+        for never in [
+            "model",
+            "models",
+            "store",
+            "max_output_tokens",
+            "reasoning",
+            "instructions",
+            "previous_response_id",
+            "max_tokens",
+        ] {
+            assert!(b.get(never).is_none(), "{never} sent");
+        }
+    }
+}
+
+#[test]
+fn wait_false_returns_the_id_at_once_without_polling() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 5000}));
+    let mut s = Server::start(&env_for(&fake));
+    let r = s.request(&call(
+        1,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+    ));
+    let (text, is_error) = tool_text(&r);
+    assert!(!is_error);
+    let id = running_id(&text);
+    assert_eq!(
+        text,
+        format!(
+            "Research run {id} is still running.\nProgress: just submitted\n\nCollect it with perplexity_agent_result(response_id=\"{id}\"). Pass wait_seconds to block until it finishes, or call it again later. If you no longer need it, stop it with perplexity_agent_cancel(response_id=\"{id}\")."
+        )
+    );
+    assert_eq!(
+        count(&fake, "GET", "/v1/agent"),
+        0,
+        "no GET after wait: false"
+    );
+    assert!(
+        creates(&fake)[0].get("stream").is_none(),
+        "no stream needed"
+    );
+}
+
+#[test]
+fn a_run_that_outlasts_the_budget_is_handed_back_not_cancelled() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 6000, "sources": [
+        {"title":"a","url":"https://a.example"},{"title":"b","url":"https://b.example"}]}));
+    let mut s = Server::start(&env_with(&fake, &[("PERPLEXITY_AGENT_WAIT_SECONDS", "2")]));
+    let started = Instant::now();
+    let r = s.request(&call(1, "perplexity_agent", json!({"query": "q"})));
+    let took = started.elapsed();
+    let (text, is_error) = tool_text(&r);
+    assert!(!is_error, "still running is not an error: {text}");
+    assert!(
+        text.contains(
+            "is still running.\nProgress: status in_progress after 2s; 2 search result(s) gathered"
+        ),
+        "{text}"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the wait budget is a real bound: {took:?}"
+    );
+    assert_eq!(
+        count(&fake, "POST", "/v1/agent/"),
+        0,
+        "never cancelled on timeout"
+    );
+
+    // Collect it later: a plain check reports `after 0s` and makes one GET.
+    let id = running_id(&text);
+    fake.clear_requests();
+    let r = s.request(&call(
+        2,
+        "perplexity_agent_result",
+        json!({"response_id": id}),
+    ));
+    let (text, is_error) = tool_text(&r);
+    assert!(!is_error);
+    assert!(
+        text.contains("Progress: status in_progress after 0s;"),
+        "{text}"
+    );
+    assert_eq!(count(&fake, "GET", "/v1/agent/"), 1);
+
+    // wait_seconds beyond the budget is clamped, not rejected.
+    let started = Instant::now();
+    let r = s.request(&call(
+        3,
+        "perplexity_agent_result",
+        json!({"response_id": id, "wait_seconds": 100000}),
+    ));
+    assert!(started.elapsed() < Duration::from_secs(6));
+    let (text, _) = tool_text(&r);
+    assert!(
+        text.contains("after 2s;"),
+        "elapsed is the clamped wait: {text}"
+    );
+}
+
+#[test]
+fn terminal_outcomes() {
+    let fake = FakePerplexity::start();
+    let mut s = Server::start(&env_for(&fake));
+    let cases = [
+        (
+            json!({"final_status": "failed", "error_message": "quota exhausted"}),
+            "The research run failed: quota exhausted",
+            true,
+        ),
+        (
+            json!({"final_status": "failed", "error_message": null}),
+            "The research run failed",
+            true,
+        ),
+        (
+            json!({"final_status": "cancelled"}),
+            "The research run was cancelled.",
+            true,
+        ),
+    ];
+    for (i, (mut scenario, expected, error)) in cases.into_iter().enumerate() {
+        scenario["duration_ms"] = json!(100);
+        fake.set_scenario(scenario);
+        let r = s.request(&call(i as i64, "perplexity_agent", json!({"query": "q"})));
+        assert_eq!(tool_text(&r), (expected.to_owned(), error));
+    }
+    fake.set_scenario(
+        json!({"duration_ms": 100, "final_status": "failed", "error_message": "x".repeat(900)}),
+    );
+    let (text, _) = tool_text(&s.request(&call(10, "perplexity_agent", json!({"query": "q"}))));
+    assert_eq!(
+        text.chars().count(),
+        "The research run failed: ".len() + 500
+    );
+    assert!(text.ends_with("x\u{2026}"));
+
+    fake.set_scenario(json!({"duration_ms": 100, "final_status": "incomplete", "answer": "Half."}));
+    let (text, error) = tool_text(&s.request(&call(11, "perplexity_agent", json!({"query": "q"}))));
+    assert!(!error);
+    let body = unwrap_spotlight(&text);
+    assert!(
+        body.starts_with(
+            "NOTE: Perplexity marked this run INCOMPLETE; the answer below may be partial.\n\nHalf."
+        ),
+        "{body}"
+    );
+
+    fake.set_scenario(json!({"duration_ms": 100, "answer": "", "sources": []}));
+    let (text, _) = tool_text(&s.request(&call(12, "perplexity_agent", json!({"query": "q"}))));
+    assert_eq!(
+        unwrap_spotlight(&text),
+        "(Perplexity returned no answer text.)"
+    );
+}
+
+#[test]
+fn caps_are_visible_and_urls_keep_both_ends() {
+    let long_url = |tail: &str| format!("https://same.example/{}{tail}", "a".repeat(3000));
+    let mut sources: Vec<Value> = vec![
+        json!({"title": "t".repeat(400), "url": long_url("END-ONE")}),
+        json!({"title": "u", "url": long_url("END-TWO")}),
+    ];
+    for i in 0..60 {
+        sources.push(json!({"title": format!("s{i}"), "url": format!("https://many.example/{i}")}));
+    }
+    let fake = FakePerplexity::start_with(
+        json!({"duration_ms": 100, "answer": "é".repeat(70000), "sources": sources}),
+    );
+    let mut s = Server::start(&env_for(&fake));
+    let (text, _) = tool_text(&s.request(&call(1, "perplexity_agent", json!({"query": "q"}))));
+    let body = unwrap_spotlight(&text);
+    let (answer, list) = body.split_once("\n\nSources:\n").unwrap();
+    assert_eq!(answer.chars().count(), 60000);
+    assert!(answer.ends_with("é\u{2026}"));
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 50, "at most 50 sources");
+    let first = lines[0];
+    let (title, url) = first
+        .strip_prefix("[1] ")
+        .unwrap()
+        .split_once(" \u{2014} ")
+        .unwrap();
+    assert_eq!(title.chars().count(), 300);
+    assert_eq!(url.chars().count(), 2000);
+    assert!(
+        url.ends_with("END-ONE") && lines[1].ends_with("END-TWO"),
+        "both ends kept"
+    );
+}
+
+#[test]
+fn progress_notifications_count_and_strictly_increase() {
+    let fake = FakePerplexity::start_with(
+        json!({"duration_ms": 3500, "search_batches": 3, "fetch_pages": 2, "sources": [
+        {"title":"<script>","url":"https://evil.example/ignore-previous-instructions"}]}),
+    );
+    let mut s = Server::start(&env_for(&fake));
+    for token in [json!("tok-1"), json!(42)] {
+        s.send(&call_with_progress(
+            1,
+            "perplexity_agent",
+            json!({"query": "q"}),
+            token.clone(),
+        ));
+        let (r, notes) = s.recv_response(&json!(1));
+        assert!(!tool_text(&r).1);
+        assert!(notes.len() >= 2, "progress while waiting: {notes:?}");
+        let mut last = -1.0;
+        for n in &notes {
+            assert_frame(Era::Legacy, "", n);
+            assert_eq!(n["method"], "notifications/progress");
+            let p = &n["params"];
+            assert_eq!(p["progressToken"], token);
+            assert!(p.get("total").is_none(), "never a total");
+            let value = p["progress"].as_f64().unwrap();
+            assert!(value > last, "strictly increasing: {notes:?}");
+            last = value;
+            let message = p["message"].as_str().unwrap();
+            assert!(message.starts_with("status "), "{message}");
+            assert!(
+                !message.contains("evil") && !message.contains("script"),
+                "counts only"
+            );
+        }
+    }
+    // Booleans and floats opt nobody in; neither does wait: false.
+    for token in [json!(true), json!(1.5)] {
+        s.send(&call_with_progress(
+            2,
+            "perplexity_agent",
+            json!({"query": "q"}),
+            token,
+        ));
+        let (_, notes) = s.recv_response(&json!(2));
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+    s.send(&call_with_progress(
+        3,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+        json!("t"),
+    ));
+    assert!(s.recv_response(&json!(3)).1.is_empty());
+}
+
+#[test]
+fn modern_progress_is_never_shaped() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 2500}));
+    let mut s = Server::start(&env_for(&fake));
+    let mut meta = modern_meta();
+    meta["progressToken"] = json!("m-1");
+    s.send(&request(
+        1,
+        "tools/call",
+        json!({"name":"perplexity_agent","arguments":{"query":"q"},"_meta": meta}),
+    ));
+    let (r, notes) = s.recv_response(&json!(1));
+    assert_frame(Era::Modern, "tools/call", &r);
+    assert_eq!(r["result"]["resultType"], "complete");
+    assert!(!notes.is_empty());
+    for n in &notes {
+        assert_frame(Era::Modern, "", n);
+        assert!(n.get("resultType").is_none() && n["params"].get("_meta").is_none());
+    }
+}
+
+#[test]
+fn polling_is_the_fallback_when_the_upstream_does_not_stream() {
+    let fake = FakePerplexity::start_with(
+        json!({"duration_ms": 1000, "stream": false, "answer": "Polled."}),
+    );
+    let mut s = Server::start(&env_for(&fake));
+    s.send(&call_with_progress(
+        1,
+        "perplexity_agent",
+        json!({"query": "q"}),
+        json!("p"),
+    ));
+    let (r, notes) = s.recv_response(&json!(1));
+    let (text, _) = tool_text(&r);
+    assert!(unwrap_spotlight(&text).starts_with("Polled."));
+    // First GET at once (not terminal → one progress note), the next after 2 s.
+    assert_eq!(count(&fake, "GET", "/v1/agent/"), 2);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0]["params"]["progress"].as_f64().unwrap() < 1.0);
+}
+
+#[test]
+fn a_dropped_stream_is_resumed_or_replaced_by_polling() {
+    let fake = FakePerplexity::start_with(
+        json!({"duration_ms": 600, "stream_drop_after": 2, "answer": "Resumed."}),
+    );
+    let mut s = Server::start(&env_for(&fake));
+    let (text, _) = tool_text(&s.request(&call(1, "perplexity_agent", json!({"query": "q"}))));
+    assert!(unwrap_spotlight(&text).starts_with("Resumed."));
+    let resumes: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET")
+        .collect();
+    assert!(
+        resumes[0]
+            .query
+            .as_deref()
+            .unwrap_or("")
+            .contains("starting_after=1"),
+        "{resumes:?}"
+    );
+    assert_eq!(creates(&fake).len(), 1, "the create is never re-sent");
+
+    fake.set_scenario(
+        json!({"duration_ms": 600, "stream_drop_after": 1, "resume": false, "answer": "Polled."}),
+    );
+    fake.clear_requests();
+    let (text, _) = tool_text(&s.request(&call(2, "perplexity_agent", json!({"query": "q"}))));
+    assert!(unwrap_spotlight(&text).starts_with("Polled."));
+    assert_eq!(creates(&fake).len(), 1);
+
+    // A terminal event without the full run: one GET fetches it.
+    fake.set_scenario(
+        json!({"duration_ms": 300, "stream_terminal_full": false, "answer": "Fetched."}),
+    );
+    fake.clear_requests();
+    let (text, _) = tool_text(&s.request(&call(3, "perplexity_agent", json!({"query": "q"}))));
+    assert!(unwrap_spotlight(&text).starts_with("Fetched."));
+    assert_eq!(count(&fake, "GET", "/v1/agent/"), 1);
+}
+
+#[test]
+fn create_answers_without_a_usable_id() {
+    let fake = FakePerplexity::start();
+    let mut s = Server::start(&env_for(&fake));
+    for (i, (response, expected)) in [
+        (
+            json!({"status": "queued"}),
+            "Perplexity accepted the request but returned no id.",
+        ),
+        (
+            json!({"id": ""}),
+            "Perplexity accepted the request but returned no id.",
+        ),
+        (
+            json!({"id": 5}),
+            "Perplexity accepted the request but returned no id.",
+        ),
+        (
+            json!({"id": "../../etc/passwd"}),
+            "Malformed response_id. Expected the identifier returned by perplexity_agent.",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        fake.set_scenario(json!({"create_response": response, "stream": false}));
+        fake.clear_requests();
+        let r = s.request(&call(i as i64, "perplexity_agent", json!({"query": "q"})));
+        assert_eq!(tool_text(&r), (expected.to_owned(), true));
+        assert_eq!(
+            count(&fake, "GET", "/"),
+            0,
+            "the bad id never reaches a URL"
+        );
+    }
+}
+
+#[test]
+fn errors_after_create_carry_the_response_id() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 5000, "stream": false}));
+    let mut s = Server::start(&env_for(&fake));
+    fake.push_fault(json!({"route": "get", "status": 401, "json": {"error": {"message": "Invalid API key", "code": 401}}}));
+    let (text, is_error) =
+        tool_text(&s.request(&call(1, "perplexity_agent", json!({"query": "q"}))));
+    assert!(is_error);
+    let id = fake.runs()[0].id.clone();
+    assert_eq!(
+        text,
+        format!(
+            "Invalid API key \u{2014} run {id} may still be running; collect it with perplexity_agent_result(response_id=\"{id}\") or stop it with perplexity_agent_cancel(response_id=\"{id}\")."
+        )
+    );
+    // The result tool too (the id is known from the argument).
+    fake.push_fault(json!({"route": "get", "status": 404}));
+    let (text, _) = tool_text(&s.request(&call(
+        2,
+        "perplexity_agent_result",
+        json!({"response_id": id}),
+    )));
+    assert!(
+        text.starts_with("Perplexity returned HTTP 404. \u{2014} run "),
+        "{text}"
+    );
+}
+
+#[test]
+fn collect_a_finished_run_and_validate_ids_before_any_request() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "answer": "Done."}));
+    let mut s = Server::start(&env_for(&fake));
+    let (text, _) = tool_text(&s.request(&call(
+        1,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+    )));
+    let id = running_id(&text);
+    std::thread::sleep(Duration::from_millis(300));
+    let r = s.request(&call(
+        2,
+        "perplexity_agent_result",
+        json!({"response_id": format!("  {id} "), "wait_seconds": null}),
+    ));
+    let (text, is_error) = tool_text(&r);
+    assert!(!is_error);
+    assert!(unwrap_spotlight(&text).starts_with("Done."));
+
+    fake.clear_requests();
+    for (args, expected) in [
+        (
+            json!({}),
+            "'response_id' is required and must be a non-empty string.",
+        ),
+        (
+            json!({"response_id": "  "}),
+            "'response_id' is required and must be a non-empty string.",
+        ),
+        (
+            json!({"response_id": null}),
+            "'response_id' is required and must be a non-empty string.",
+        ),
+        (
+            json!({"response_id": "../etc/passwd"}),
+            "Malformed response_id. Expected the identifier returned by perplexity_agent.",
+        ),
+        (
+            json!({"response_id": "a".repeat(129)}),
+            "Malformed response_id. Expected the identifier returned by perplexity_agent.",
+        ),
+        (
+            json!({"response_id": "resp_1", "wait_seconds": true}),
+            "'wait_seconds' must be a non-negative integer.",
+        ),
+        (
+            json!({"response_id": "resp_1", "wait_seconds": 5.0}),
+            "'wait_seconds' must be a non-negative integer.",
+        ),
+        (
+            json!({"response_id": "resp_1", "wait_seconds": -1}),
+            "'wait_seconds' must be a non-negative integer.",
+        ),
+        (
+            json!({"response_id": "resp_1", "wait": true}),
+            "Unknown argument(s): wait. Accepted: response_id, wait_seconds.",
+        ),
+    ] {
+        let r = s.request(&call(3, "perplexity_agent_result", args.clone()));
+        assert_eq!(tool_text(&r), (expected.to_owned(), true), "{args}");
+    }
+    let r = s.request(&call(
+        4,
+        "perplexity_agent_cancel",
+        json!({"response_id": "x/../y"}),
+    ));
+    assert_eq!(
+        tool_text(&r).0,
+        "Malformed response_id. Expected the identifier returned by perplexity_agent."
+    );
+    let r = s.request(&call(
+        5,
+        "perplexity_agent",
+        json!({"query": "q", "domain": ["a.org"], "api_key": "k"}),
+    ));
+    assert_eq!(
+        tool_text(&r).0,
+        "Unknown argument(s): api_key, domain. Accepted: domains, preset, query, recency, wait."
+    );
+    assert!(
+        fake.requests().is_empty(),
+        "validation never reaches the network"
+    );
+}
+
+#[test]
+fn cancel_outcomes_are_decided_by_status_code() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 10000}));
+    let mut s = Server::start(&env_for(&fake));
+    let (text, _) = tool_text(&s.request(&call(
+        1,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+    )));
+    let id = running_id(&text);
+    let r = s.request(&call(
+        2,
+        "perplexity_agent_cancel",
+        json!({"response_id": id}),
+    ));
+    assert_eq!(
+        tool_text(&r),
+        (
+            format!(
+                "Cancellation requested for {id}. The run stops shortly after; check with perplexity_agent_result if you need its terminal status."
+            ),
+            false
+        )
+    );
+    let cancel = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/cancel"))
+        .unwrap();
+    assert_eq!(cancel.path, format!("/v1/agent/{id}/cancel"));
+    assert_eq!(cancel.body, "");
+    assert_eq!(
+        cancel.headers.get("content-length").map(String::as_str),
+        Some("0")
+    );
+    assert!(!cancel.headers.contains_key("content-type"));
+
+    let not_running = |id: &str| {
+        format!(
+            "Run {id} is not running now \u{2014} Perplexity returns this same response whether the run already finished or the id never existed. If you expected it to still be active, verify with perplexity_agent_result before assuming this cancelled it."
+        )
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let r = s.request(&call(
+        3,
+        "perplexity_agent_cancel",
+        json!({"response_id": id}),
+    ));
+    assert_eq!(tool_text(&r), (not_running(&id), false), "already terminal");
+    let r = s.request(&call(
+        4,
+        "perplexity_agent_cancel",
+        json!({"response_id": "resp_never_issued"}),
+    ));
+    assert_eq!(tool_text(&r), (not_running("resp_never_issued"), false));
+    fake.push_fault(json!({"route": "cancel", "status": 400}));
+    let r = s.request(&call(
+        5,
+        "perplexity_agent_cancel",
+        json!({"response_id": "resp_x"}),
+    ));
+    assert_eq!(
+        tool_text(&r),
+        (not_running("resp_x"), false),
+        "bodiless 400"
+    );
+
+    fake.push_fault(json!({"route": "cancel", "status": 401, "json": {"error": {"message": "Your API key has already been revoked", "code": 401}}}));
+    let r = s.request(&call(
+        6,
+        "perplexity_agent_cancel",
+        json!({"response_id": "resp_x"}),
+    ));
+    assert_eq!(
+        tool_text(&r),
+        ("Your API key has already been revoked".to_owned(), true),
+        "never matched on text"
+    );
+    fake.set_scenario(json!({"cancel_unknown_status": 404}));
+    let r = s.request(&call(
+        7,
+        "perplexity_agent_cancel",
+        json!({"response_id": "resp_unknown"}),
+    ));
+    // A 404 (what the docs promise for unknown ids) is an error, with its message.
+    assert_eq!(
+        tool_text(&r),
+        (
+            "the run is already terminal and cannot be cancelled".to_owned(),
+            true
+        )
+    );
+}
+
+#[test]
+fn the_key_is_read_at_call_time_and_its_absence_is_a_tool_error() {
+    let fake = FakePerplexity::start();
+    for key in [None, Some("   ")] {
+        let mut env = vec![("PERPLEXITY_API_BASE".to_owned(), fake.base_url())];
+        if let Some(k) = key {
+            env.push(("PERPLEXITY_API_KEY".to_owned(), k.to_owned()));
+        }
+        let mut s = Server::start(&env);
+        let r = s.request(&request(1, "tools/list", json!({})));
+        assert!(r["result"]["tools"].is_array(), "tools/list needs no key");
+        for (tool, args) in [
+            ("perplexity_agent", json!({"query": "q"})),
+            ("perplexity_agent_result", json!({"response_id": "resp_1"})),
+            ("perplexity_agent_cancel", json!({"response_id": "resp_1"})),
+        ] {
+            let r = s.request(&call(2, tool, args));
+            assert_eq!(
+                tool_text(&r),
+                ("PERPLEXITY_API_KEY is not set. Add it to the 'env' block of this server's entry in your MCP client configuration.".to_owned(), true),
+                "{tool}"
+            );
+        }
+    }
+    assert!(
+        fake.requests().is_empty(),
+        "never an empty Authorization header"
+    );
+}

@@ -1,0 +1,11 @@
+//! Black-box tests: the real binary, driven over stdio and as a CLI, against the fake
+//! upstream on a loopback port. One test binary keeps link times down.
+
+mod cli;
+mod client;
+mod common;
+mod concurrency;
+mod eras;
+mod framing;
+mod lifecycle;
+mod secrets;

@@ -1,0 +1,82 @@
+//! The API key goes into the Authorization header to the API base and nowhere else:
+//! not stdout, stderr (even at trace level), URLs, bodies or other headers — even when
+//! the upstream echoes it back.
+
+use serde_json::json;
+
+use crate::common::*;
+
+#[test]
+fn the_key_never_leaves_the_authorization_header() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 200}));
+    let mut env = env_for(&fake);
+    env.push(("PERPLEXITY_LOG".into(), "trace".into()));
+    env.push(("PERPLEXITY_AGENT_WAIT_SECONDS".into(), "3".into()));
+    let mut s = Server::start(&env);
+    let echo = format!("Invalid API key {KEY} (Authorization: Bearer {KEY})");
+    s.request(&call(1, "perplexity_agent", json!({"query": "q"})));
+    s.request(&call(
+        2,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+    ));
+    s.request(&call(
+        3,
+        "perplexity_agent_result",
+        json!({"response_id": "resp_x", "wait_seconds": 1}),
+    ));
+    s.request(&call(
+        4,
+        "perplexity_agent_cancel",
+        json!({"response_id": "resp_x"}),
+    ));
+    // Upstream error bodies, failed runs and answers that echo the key are scrubbed.
+    fake.push_fault(json!({"route": "get", "status": 401, "json": {"error": {"message": echo}}}));
+    let (text, _) = tool_text(&s.request(&call(
+        5,
+        "perplexity_agent_result",
+        json!({"response_id": "resp_x"}),
+    )));
+    assert!(text.starts_with("Invalid API key [redacted]"), "{text}");
+    fake.set_scenario(json!({"duration_ms": 100, "final_status": "failed", "error_message": echo}));
+    s.request(&call(6, "perplexity_agent", json!({"query": "q"})));
+    fake.set_scenario(json!({"duration_ms": 100, "answer": echo, "stream": false}));
+    s.request(&call(7, "perplexity_agent", json!({"query": "q"})));
+    fake.set_scenario(json!({"duration_ms": 100, "answer": echo}));
+    s.request(&call(8, "perplexity_agent", json!({"query": "q"})));
+    fake.push_fault(json!({"route": "get", "kind": "redirect"}));
+    s.request(&call(
+        9,
+        "perplexity_agent_result",
+        json!({"response_id": "resp_x"}),
+    ));
+    s.request(&call(
+        10,
+        "perplexity_agent",
+        json!({"query": "q", "api_key": KEY}),
+    ));
+    s.close_stdin();
+    s.wait_exit(std::time::Duration::from_secs(15));
+    s.drain();
+
+    let stdout = s.seen.join("\n");
+    assert!(stdout.contains("[redacted]"), "the echo test has teeth");
+    assert_eq!(s.seen.len(), 10);
+    assert!(!stdout.contains(KEY), "key on stdout");
+    let stderr = s.stderr();
+    assert!(stderr.len() > 1000, "trace logging was on");
+    assert!(!stderr.contains(KEY), "key on stderr");
+    let requests = fake.requests();
+    assert!(requests.len() >= 8);
+    for r in &requests {
+        assert!(!r.path.contains(KEY) && !r.query.as_deref().unwrap_or("").contains(KEY));
+        assert!(!r.body.contains(KEY), "key in a body: {}", r.body);
+        for (name, value) in &r.headers {
+            if name == "authorization" {
+                assert_eq!(value, &format!("Bearer {KEY}"));
+            } else {
+                assert!(!value.contains(KEY), "key in header {name}");
+            }
+        }
+    }
+}
