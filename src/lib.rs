@@ -7,6 +7,11 @@
 //! - [`guard`]: controls every call passes through (spotlighting so far).
 //! - [`mcp`]: the MCP server (both eras; stdio).
 //! - [`cli`]: the human command line.
+//!
+//! stdout belongs to the MCP protocol writer in `serve` mode: `print!` is denied in the
+//! whole crate except the CLI's output module.
+
+#![deny(clippy::print_stdout)]
 
 pub mod cli;
 pub mod config;

@@ -69,7 +69,7 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                 if trimmed.is_empty() {
                     continue;
                 }
-                dispatcher.handle_line(trimmed)
+                answer_line(&dispatcher, trimmed)
             }
         };
         match action {
@@ -127,6 +127,31 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
     drop(outbox);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
     0
+}
+
+/// Dispatches one line; a panic becomes -32603 for that request, never a dead loop.
+fn answer_line(dispatcher: &Dispatcher, line: &[u8]) -> Action {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        dispatcher.handle_line(line)
+    })) {
+        Ok(action) => action,
+        Err(_) => {
+            let message: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
+            let method = message["method"].as_str().unwrap_or("?");
+            tracing::error!(
+                method,
+                kind = "panic",
+                "request handler failed unexpectedly"
+            );
+            match message.get("id") {
+                Some(id) => Action::Reply(error_frame(
+                    id,
+                    &RpcError::new(code::INTERNAL_ERROR, "Internal server error."),
+                )),
+                None => Action::Nothing,
+            }
+        }
+    }
 }
 
 async fn run_call(

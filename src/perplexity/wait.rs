@@ -26,6 +26,8 @@ const PROGRESS_MIN_GAP: Duration = Duration::from_secs(1);
 const PROGRESS_HEARTBEAT: Duration = Duration::from_secs(5);
 /// A broken stream is resumed this many times before we fall back to polling.
 const MAX_RESUMES: u32 = 3;
+/// How long a create stream may take to name its run, even past the deadline.
+const MIN_ID_WAIT: Duration = Duration::from_secs(1);
 const MAX_STATUS_CHARS: usize = 100;
 
 /// Receives progress while a run is awaited. Counts only: titles and URLs are
@@ -283,11 +285,20 @@ impl Follower<'_> {
         let idle = self.client.config().attempt_timeout;
         let mut resumes = 0;
         let mut last_activity = Instant::now();
+        // Until the stream names the run, allow it a moment even past the deadline
+        // (as every request gets one bounded attempt): without the id the run could
+        // be neither collected nor cancelled.
+        let id_grace = Instant::now() + MIN_ID_WAIT;
         loop {
             let heartbeat = self.tracker.next_heartbeat();
+            let until = match self.tracker.id {
+                Some(_) => self.deadline,
+                None => self.deadline.max(id_grace),
+            };
             let item = tokio::select! {
+                biased;
                 item = stream.next() => item,
-                () = tokio::time::sleep_until(self.deadline) => return self.out_of_time(),
+                () = tokio::time::sleep_until(until) => return self.out_of_time(),
                 () = tokio::time::sleep_until(last_activity + idle) => StreamItem::Broken,
                 () = tokio::time::sleep_until(heartbeat) => {
                     self.tracker.last_tick = Instant::now();

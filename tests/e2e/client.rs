@@ -88,6 +88,8 @@ fn retryable_statuses_are_retried_three_times_with_backoff() {
 #[test]
 fn other_statuses_are_not_retried() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    // Where a followed redirect would carry the key.
+    let trap = FakePerplexity::start();
     let mut s = Server::start(&env_for(&fake));
     let id = start_run(&mut s);
     for (fault, expected) in [
@@ -105,7 +107,7 @@ fn other_statuses_are_not_retried() {
             "Perplexity returned HTTP 403.",
         ),
         (
-            json!({"kind": "redirect", "status": 302, "location": "http://127.0.0.1:9/steal"}),
+            json!({"kind": "redirect", "status": 302, "location": format!("{}/steal", trap.base_url())}),
             "Perplexity returned an HTTP 302 redirect, which this server refuses to follow.",
         ),
         (
@@ -150,6 +152,7 @@ fn other_statuses_are_not_retried() {
         );
         assert_eq!(gets(&fake), 1, "not retried: {fault}");
     }
+    assert!(trap.requests().is_empty(), "a redirect was followed");
     // Exactly the cap is accepted.
     fake.push_fault(json!({"route": "get", "kind": "oversized", "bytes": 33_554_432}));
     let (text, is_error) = check(&mut s, &id);
@@ -289,6 +292,7 @@ fn the_api_base_may_only_be_loopback_http() {
 #[test]
 fn no_ambient_proxy_is_used() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 100}));
+    let trap = FakePerplexity::start();
     let mut env = env_for(&fake);
     for var in [
         "HTTP_PROXY",
@@ -298,10 +302,11 @@ fn no_ambient_proxy_is_used() {
         "ALL_PROXY",
         "all_proxy",
     ] {
-        env.push((var.into(), "http://127.0.0.1:9".into()));
+        env.push((var.into(), trap.base_url()));
     }
     let mut s = Server::start(&env);
     let (text, is_error) =
         tool_text(&s.request(&call(1, "perplexity_agent", json!({"query": "q"}))));
     assert!(!is_error, "{text}");
+    assert!(trap.requests().is_empty(), "an ambient proxy was used");
 }

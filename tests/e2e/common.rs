@@ -33,10 +33,13 @@ pub struct Server {
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
     /// Every stdout line seen, for leak scans.
     pub seen: Vec<String>,
     /// Frames received while waiting for something else.
     pending: Vec<Value>,
+    /// Era and method of each request sent, by id, so every reply is schema-checked.
+    sent: HashMap<String, (Era, String)>,
 }
 
 impl Server {
@@ -73,7 +76,7 @@ impl Server {
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let mut err_pipe = child.stderr.take().unwrap();
         let sink = stderr.clone();
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = err_pipe.read(&mut buf) {
                 if n == 0 {
@@ -88,8 +91,10 @@ impl Server {
             stdin,
             lines,
             stderr,
+            stderr_reader: Some(stderr_reader),
             seen: Vec::new(),
             pending: Vec::new(),
+            sent: HashMap::new(),
         }
     }
 
@@ -100,6 +105,10 @@ impl Server {
     }
 
     pub fn send(&mut self, message: &Value) {
+        if let (Some(id), Some(method)) = (message.get("id"), message["method"].as_str()) {
+            self.sent
+                .insert(id.to_string(), (era_of(method, message), method.to_owned()));
+        }
         let mut line = message.to_string();
         line.push('\n');
         self.send_raw(line.as_bytes());
@@ -119,10 +128,37 @@ impl Server {
                     value.is_object(),
                     "stdout frame is not an object: {line:.200}"
                 );
+                self.check_schema(&value);
                 Some(value)
             }
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    /// Every frame against the official schema of its era: replies by the request
+    /// they answer, notifications against both (they are never shaped).
+    fn check_schema(&self, frame: &Value) {
+        if frame.get("method").is_some() {
+            assert_frame(Era::Legacy, "", frame);
+            assert_frame(Era::Modern, "", frame);
+            return;
+        }
+        let id = &frame["id"];
+        if !(id.is_string() || id.is_i64() || id.is_u64()) {
+            // The MCP schemas type ids as string or integer; JSON-RPC echoes any id
+            // (null for parse errors). Check the JSON-RPC rule for those.
+            let obj = frame.as_object().unwrap();
+            assert!(obj.contains_key("id"), "{frame}");
+            assert!(
+                obj.contains_key("result") ^ obj.contains_key("error"),
+                "{frame}"
+            );
+            return;
+        }
+        match self.sent.get(&id.to_string()) {
+            Some((era, method)) => assert_frame(*era, method, frame),
+            None => assert_frame(Era::Legacy, "", frame),
         }
     }
 
@@ -169,6 +205,10 @@ impl Server {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                // The pipe closes with the process: collect all of stderr.
+                if let Some(reader) = self.stderr_reader.take() {
+                    let _ = reader.join();
+                }
                 return status;
             }
             if Instant::now() > deadline {
@@ -204,6 +244,19 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The stdio era rules, as a client sees them.
+fn era_of(method: &str, message: &Value) -> Era {
+    let modern_meta = message["params"]["_meta"]
+        .as_object()
+        .is_some_and(|m| m.contains_key("io.modelcontextprotocol/protocolVersion"));
+    match method {
+        "initialize" => Era::Legacy,
+        "server/discover" => Era::Modern,
+        _ if modern_meta => Era::Modern,
+        _ => Era::Legacy,
     }
 }
 

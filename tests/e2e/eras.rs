@@ -367,3 +367,46 @@ fn tools_call_protocol_errors() {
         )
     );
 }
+
+#[test]
+fn the_schema_check_has_teeth() {
+    let bad = [
+        (
+            Era::Modern,
+            "tools/list",
+            json!({"jsonrpc":"2.0","id":1,"result":{"tools":[]}}),
+        ),
+        (
+            Era::Legacy,
+            "initialize",
+            json!({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}),
+        ),
+        (
+            Era::Legacy,
+            "tools/call",
+            json!({"jsonrpc":"2.0","id":{"a":1},"result":{"content":[]}}),
+        ),
+        (
+            Era::Modern,
+            "server/discover",
+            json!({"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","supportedVersions":[],"capabilities":{}}}),
+        ),
+        (
+            Era::Legacy,
+            "ping",
+            json!({"jsonrpc":"2.0","id":{"a":1},"result":{}}),
+        ),
+        (
+            Era::Legacy,
+            "ping",
+            json!({"jsonrpc":"2.0","id":1.5,"result":{}}),
+        ),
+    ];
+    for (era, method, frame) in bad {
+        let caught = std::panic::catch_unwind(|| assert_frame(era, method, &frame));
+        assert!(
+            caught.is_err(),
+            "{frame} passed as a valid {method} ({era:?})"
+        );
+    }
+}

@@ -1,0 +1,207 @@
+"""Shared helpers for the interop checks: locating binaries, running the fake upstream,
+building child environments, and a tiny pass/fail tally.
+
+Loopback only: every URL built here is http://127.0.0.1:PORT, asserted before use. No
+real key is ever used (DUMMY_KEY below).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+DUMMY_KEY = "pplx-interop-dummy"
+TOOL_NAMES = ["perplexity_agent", "perplexity_agent_result", "perplexity_agent_cancel"]
+
+# A urllib opener that never consults proxy environment variables: the fake is on
+# loopback and nothing here may be routed anywhere else.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def target_dir() -> Path:
+    raw = os.environ.get("CARGO_TARGET_DIR")
+    if raw:
+        p = Path(raw)
+        return p if p.is_absolute() else REPO / p
+    return REPO / "target"
+
+
+def our_binary() -> str:
+    return os.environ.get("INTEROP_OUR_BIN") or str(target_dir() / "debug" / "perplexity-agent")
+
+
+def fake_binary() -> str:
+    return os.environ.get("INTEROP_FAKE_BIN") or str(target_dir() / "debug" / "fake-perplexity")
+
+
+def assert_loopback(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        raise SystemExit(f"refusing non-loopback URL {url!r}")
+
+
+def base_env(extra: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """A minimal, clean environment for a child server: no proxies, no inherited
+    PERPLEXITY_* settings, UTF-8 locale."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONUTF8": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "NO_PROXY": "*",
+        "no_proxy": "*",
+    }
+    env.update(extra or {})
+    for k in drop:
+        env.pop(k, None)
+    return env
+
+
+class FakeUpstream:
+    """One `fake-perplexity` process on 127.0.0.1:0."""
+
+    def __init__(self, scenario: dict | None = None) -> None:
+        args = [fake_binary(), "--port", "0"]
+        if scenario is not None:
+            args += ["--scenario", json.dumps(scenario)]
+        self.proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=base_env(),
+        )
+        line = self.proc.stdout.readline().decode().strip()
+        prefix = "listening on "
+        if not line.startswith(prefix):
+            self.stop()
+            raise RuntimeError(f"fake-perplexity did not start: {line!r}")
+        self.base_url = line[len(prefix):]
+        assert_loopback(self.base_url)
+
+    # --- HTTP helpers (loopback only) ---------------------------------------
+    def _http(self, method: str, path: str, body: object = None, headers: dict | None = None,
+              timeout: float = 10.0) -> tuple[int, object]:
+        url = self.base_url + path
+        assert_loopback(url)
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with _OPENER.open(req, timeout=timeout) as resp:
+                raw = resp.read()
+                status = resp.status
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            status = exc.code
+        try:
+            return status, json.loads(raw.decode() or "null")
+        except ValueError:
+            return status, raw.decode(errors="replace")
+
+    def control(self, method: str, path: str, body: object = None) -> object:
+        status, payload = self._http(method, "/_control/" + path, body)
+        if status != 200:
+            raise RuntimeError(f"control {path} -> {status} {payload}")
+        return payload
+
+    def reset(self, scenario: dict | None = None, faults: list | None = None) -> None:
+        self.control("POST", "reset", {})
+        if scenario:
+            self.control("POST", "scenario", scenario)
+        if faults:
+            self.control("POST", "faults", faults)
+
+    def requests(self) -> list[dict]:
+        return self.control("GET", "requests")  # type: ignore[return-value]
+
+    def clear_requests(self) -> None:
+        self.control("DELETE", "requests")
+
+    def runs(self) -> list[dict]:
+        return self.control("GET", "runs")  # type: ignore[return-value]
+
+    def create_run(self, query: str = "seeded run") -> str:
+        """Create a run directly (as a client would), for result/cancel cases."""
+        status, payload = self._http(
+            "POST", "/v1/agent",
+            {"input": query, "preset": "medium", "background": True,
+             "tools": [{"type": "web_search"}]},
+            headers={"Authorization": f"Bearer {DUMMY_KEY}"},
+        )
+        if status != 200 or not isinstance(payload, dict) or "id" not in payload:
+            raise RuntimeError(f"seeding a run failed: {status} {payload}")
+        return payload["id"]
+
+    def wait_terminal(self, run_id: str, timeout: float = 10.0) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for run in self.runs():
+                if run.get("id") == run_id and run.get("terminal_at_ms") is not None:
+                    return
+            time.sleep(0.02)
+        raise RuntimeError(f"run {run_id} did not become terminal")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Tally:
+    """Counts checks and prints one line per check."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.passed = 0
+        self.failed = 0
+        self.failures: list[str] = []
+        self._lock = threading.Lock()
+
+    def check(self, label: str, ok: bool, detail: str = "") -> bool:
+        with self._lock:
+            if ok:
+                self.passed += 1
+                print(f"PASS {label}", flush=True)
+            else:
+                self.failed += 1
+                self.failures.append(label)
+                print(f"FAIL {label}" + (f"\n     {detail}" if detail else ""), flush=True)
+        return ok
+
+    def finish(self) -> int:
+        """Prints the summary (prefixed, so that only run.sh's total is a bare
+        `N passed, M failed` line) and writes it for run.sh when asked."""
+        if self.failures:
+            print(f"[{self.name}] failed checks:")
+            for f in self.failures:
+                print(f"  - {f}")
+        print(f"[{self.name}] {self.passed} passed, {self.failed} failed", flush=True)
+        out = os.environ.get("INTEROP_SUMMARY_FILE")
+        if out:
+            with open(out, "a", encoding="utf-8") as fh:
+                fh.write(f"{self.name} {self.passed} {self.failed}\n")
+        return 1 if self.failed else 0
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
