@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import glob
 import json
 import os
 import platform
@@ -62,7 +63,6 @@ def reap(pid: int, timeout: float) -> tuple[int | None, object | None, float]:
     Returns (exit status or None on timeout, rusage or None, seconds waited)."""
     t0 = time.perf_counter()
     deadline = t0 + timeout
-    sleep = 0.0005
     while True:
         try:
             wpid, status, ru = os.wait4(pid, os.WNOHANG)
@@ -74,8 +74,20 @@ def reap(pid: int, timeout: float) -> tuple[int | None, object | None, float]:
             return status, ru, time.perf_counter() - t0
         if time.perf_counter() >= deadline:
             return None, None, time.perf_counter() - t0
-        time.sleep(sleep)
-        sleep = min(sleep * 2, 0.01)
+        # Fine-grained at first (the exit time after EOF is reported), coarser later.
+        time.sleep(0.0005 if time.perf_counter() - t0 < 0.2 else 0.01)
+
+
+def proc_status_kib(pid: int | str, field: str) -> float | None:
+    """A `kB` field of /proc/<pid>/status (VmHWM, VmRSS), in KiB."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def kill_and_reap(pid: int) -> object | None:
@@ -111,6 +123,7 @@ class Server:
         self.pending: list[tuple[dict, float, float]] = []  # (msg, perf, wall)
         self.notifications: list[dict] = []
         self.reaped = False
+        self.accept_any = False  # floor (/bin/cat): any line with an id is "the response"
 
     def send(self, *msgs: dict) -> None:
         data = b"".join(json.dumps(m, separators=(",", ":")).encode() + b"\n" for m in msgs)
@@ -154,7 +167,8 @@ class Server:
                     msg = json.loads(line)
                 except ValueError:
                     raise BenchError(f"non-JSON line on stdout: {line[:200]!r}")
-                if isinstance(msg, dict) and "id" in msg and ("result" in msg or "error" in msg):
+                if isinstance(msg, dict) and "id" in msg and (
+                        self.accept_any or "result" in msg or "error" in msg):
                     self.pending.append((msg, tp, tw))
                 else:
                     self.notifications.append(msg)
@@ -319,12 +333,18 @@ def handshake(srv: Server, timeout: float) -> tuple[dict, float, float]:
 
 
 def cold_start_once(c: Contender, tmp: str, timeout: float) -> None:
+    harness_rss = proc_status_kib("self", "VmRSS")
     srv = Server(c.cold_argv, c.env, os.path.join(tmp, f"{c.key}.cold.stderr"))
     try:
         init, t_init, t_list = handshake(srv, timeout)
         if c.server_info is None:
             c.server_info = init.get("serverInfo")
             c.negotiated = init.get("protocolVersion")
+        # Peak RSS of the server's own image: VmHWM is per address space and starts
+        # afresh at exec, so (unlike wait4's ru_maxrss, see below) it does not include
+        # the harness's pages that the child inherited at fork. Sampled at the end of
+        # the session, right before stdin is closed.
+        hwm = proc_status_kib(srv.p.pid, "VmHWM")
         status, ru, waited = srv.close_and_reap(timeout)
     except BaseException:
         srv.kill()
@@ -332,8 +352,14 @@ def cold_start_once(c: Contender, tmp: str, timeout: float) -> None:
     c.add("cold_init_ms", (t_init - srv.t_spawn) * 1e3)
     c.add("cold_ms", (t_list - srv.t_spawn) * 1e3)
     c.add("cold_ok", 1)
+    if hwm is not None:
+        c.add("rss_kib", hwm)
     if ru is not None:
-        c.add("rss_kib", float(ru.ru_maxrss))
+        # Linux folds the pre-exec (forked harness) RSS into ru_maxrss: its floor is
+        # the harness's own RSS at spawn time, recorded alongside.
+        c.add("maxrss_wait4_kib", float(ru.ru_maxrss))
+    if harness_rss is not None:
+        c.add("harness_rss_kib", harness_rss)
     if status is None:
         c.errors.setdefault("exit", []).append(f"did not exit within {timeout}s of stdin EOF (killed)")
     else:
@@ -341,6 +367,24 @@ def cold_start_once(c: Contender, tmp: str, timeout: float) -> None:
         code = os.waitstatus_to_exitcode(status)
         if code != 0:
             c.errors.setdefault("exit", []).append(f"exit code {code} after EOF")
+
+
+def floor_once(c: Contender, tmp: str, timeout: float) -> None:
+    """Harness floor: spawn /bin/cat, write the initialize line, time its echo."""
+    srv = Server(c.cold_argv, c.env, os.path.join(tmp, "floor.stderr"))
+    srv.accept_any = True
+    try:
+        srv.send(initialize_msg(1))
+        _, t, _ = srv.wait_for(1, timeout)
+        hwm = proc_status_kib(srv.p.pid, "VmHWM")
+        srv.close_and_reap(timeout)
+    except BaseException:
+        srv.kill()
+        raise
+    c.add("cold_ms", (t - srv.t_spawn) * 1e3)
+    c.add("cold_ok", 1)
+    if hwm is not None:
+        c.add("rss_kib", hwm)
 
 
 def call_text(msg: dict) -> tuple[bool, str]:
@@ -450,6 +494,20 @@ def machine_info() -> dict:
     }
 
 
+def source_info(ours_bin: str) -> str:
+    """Which source our binary was built from (the work tree may be dirty)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    head = sh(["git", "-C", root, "rev-parse", "--short", "HEAD"]) or "?"
+    dirty = sh(["git", "-C", root, "status", "--porcelain", "--", "src", "crates", "Cargo.toml", "Cargo.lock"])
+    n = len([l for l in dirty.splitlines() if l.strip()])
+    try:
+        built = _dt.datetime.fromtimestamp(os.path.getmtime(ours_bin), _dt.timezone.utc).strftime("%H:%M UTC")
+    except OSError:
+        built = "?"
+    return (f"git {head}" + (f" + {n} uncommitted change(s) under src/, crates/, Cargo.*" if n else " (clean)")
+            + f"; binary built {built}, {os.path.getsize(ours_bin) / 1e6:.1f} MB")
+
+
 # --------------------------------------------------------------------------- main
 
 def main() -> int:
@@ -468,6 +526,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=30.0, help="per-wait timeout (s)")
     ap.add_argument("--out", help="directory for results.md / results.json")
     ap.add_argument("--skip", default="", help="comma list of contender keys to skip")
+    ap.add_argument("--no-diag", action="store_true",
+                    help="skip the diagnostic rows (harness floor, ours with a 1-cert CA store)")
     a = ap.parse_args()
 
     def on_signal(signum, _frame):
@@ -478,6 +538,7 @@ def main() -> int:
     fake = None
     try:
         info = machine_info()
+        info["source"] = source_info(a.ours)
         fake = Fake(a.fake, tmp)
         print(f"fake-perplexity at {fake.base}", file=sys.stderr)
 
@@ -520,26 +581,54 @@ def main() -> int:
                 base_env({"PERPLEXITY_BASE_URL": fake.base}),
                 "perplexity_ask", {"messages": [{"role": "user", "content": "x"}]}))
 
-        def rounds(n):
+        # Diagnostics (cold start only, not contenders): the harness's own floor for
+        # "spawn a process and get one line back", and our server with a one-
+        # certificate CA store (shows what loading the system CA store costs).
+        diags: list[Contender] = []
+        if not a.no_diag:
+            cat = shutil.which("cat")
+            if cat:
+                diags.append(Contender("floor", f"harness floor: spawn {cat}, write the "
+                                       "initialize line, time its echo", [cat], None,
+                                       base_env({}), "", {}))
+            pems = sorted(glob.glob("/etc/ssl/certs/*.pem"))
+            if pems:
+                one = os.path.join(tmp, "one-ca")
+                os.makedirs(os.path.join(one, "empty-dir"))
+                shutil.copy(pems[0], os.path.join(one, "ca.pem"))
+                diags.append(Contender(
+                    "ours-1ca", "ours with SSL_CERT_FILE=<one CA cert>, SSL_CERT_DIR=<empty dir> "
+                    f"(the system store has {len(os.listdir('/etc/ssl/certs'))} entries)",
+                    [a.ours], None,
+                    base_env({"PERPLEXITY_API_BASE": fake.base,
+                              "SSL_CERT_FILE": os.path.join(one, "ca.pem"),
+                              "SSL_CERT_DIR": os.path.join(one, "empty-dir")}),
+                    "perplexity_agent", {}))
+
+        def rounds(n, who):
             """Round-robin order, rotated each round so no contender is always first."""
             for i in range(n):
-                k = i % len(contenders)
-                yield i, contenders[k:] + contenders[:k]
+                k = i % len(who)
+                yield i, who[k:] + who[:k]
+
+        def cold(c):
+            (floor_once if c.key == "floor" else cold_start_once)(c, tmp, a.timeout)
 
         # ---- phase 1+2: cold start + peak RSS --------------------------------------
         print(f"phase 1/3: cold start x{a.cold_runs} (+1 warm-up each)", file=sys.stderr)
-        for c in contenders:  # warm-up (page cache, pyc), not recorded
+        everyone = contenders + diags
+        for c in everyone:  # warm-up (page cache, pyc), not recorded
             try:
-                cold_start_once(c, tmp, a.timeout)
+                cold(c)
             except Exception as e:  # noqa: BLE001
                 c.fail("cold", f"warm-up: {e}")
             c.results.clear()
-        for i, order in rounds(a.cold_runs):
+        for i, order in rounds(a.cold_runs, everyone):
             for c in order:
                 if "cold" in c.disabled:
                     continue
                 try:
-                    cold_start_once(c, tmp, a.timeout)
+                    cold(c)
                 except Exception as e:  # noqa: BLE001
                     c.fail("cold", str(e))
 
@@ -560,7 +649,7 @@ def main() -> int:
                     print(f"  [{c.key}] {c.disabled['call']}", file=sys.stderr)
                     if c.key in sessions:
                         sessions.pop(c.key).srv.kill()
-            for i, order in rounds(a.call_runs):
+            for i, order in rounds(a.call_runs, contenders):
                 for c in order:
                     if c.key not in sessions or "call" in c.disabled:
                         continue
@@ -575,7 +664,7 @@ def main() -> int:
             print(f"phase 3/3: completion detection x{a.detect_runs} "
                   f"(scenario duration_ms={a.detect_duration_ms})", file=sys.stderr)
             fake.scenario({"duration_ms": a.detect_duration_ms})
-            for i, order in rounds(a.detect_runs):
+            for i, order in rounds(a.detect_runs, contenders):
                 for c in order:
                     if c.key not in sessions or "detect" in c.disabled:
                         continue
@@ -602,7 +691,7 @@ def main() -> int:
                     s.srv.kill()
 
         info["loadavg_end"] = os.getloadavg()
-        report, raw = render(a, info, contenders, unavailable, fake.base)
+        report, raw = render(a, info, contenders, unavailable, fake.base, diags)
         print(report)
         if a.out:
             os.makedirs(a.out, exist_ok=True)
@@ -627,7 +716,8 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def render(a, info, contenders: list[Contender], unavailable, fake_base) -> tuple[str, dict]:
+def render(a, info, contenders: list[Contender], unavailable, fake_base,
+           diags: list[Contender]) -> tuple[str, dict]:
     ours = contenders[0]
     peers = [c for c in contenders[1:]]
     cols = [ours] + peers
@@ -638,14 +728,16 @@ def render(a, info, contenders: list[Contender], unavailable, fake_base) -> tupl
     L.append(f"- kernel: {info['kernel']}; OS: {info['os']}")
     L.append("- load average at start / end: "
              + " / ".join(", ".join(f"{x:.2f}" for x in info[k]) for k in ("loadavg_start", "loadavg_end")))
+    L.append(f"- ours built from: {info.get('source', '?')}")
     L.append(f"- python {platform.python_version()}; {sh([a.node, '--version']) if a.node else 'node n/a'} "
              f"(for the npm peer)")
     L.append("")
     L.append("## Contenders\n")
     for c in cols:
-        si = c.server_info or {}
-        L.append(f"- **{c.key}**: {c.label} — serverInfo `{si.get('name', '?')} {si.get('version', '?')}`, "
-                 f"negotiated protocolVersion `{getattr(c, 'negotiated', '?')}`; research tool `{c.tool}`")
+        si = c.server_info
+        seen = (f"serverInfo `{si.get('name', '?')} {si.get('version', '?')}`, negotiated "
+                f"protocolVersion `{c.negotiated}`" if isinstance(si, dict) else "never completed initialize")
+        L.append(f"- **{c.key}**: {c.label} — {seen}; research tool `{c.tool}`")
     for key, (label, why) in unavailable.items():
         L.append(f"- **{key}**: {label} — **n/a**: {why}")
     L.append("")
@@ -678,13 +770,30 @@ def render(a, info, contenders: list[Contender], unavailable, fake_base) -> tupl
     row("Cold start → tools/list response, p90", "cold_ms", stat=p90)
     row("Cold start → initialize response, median", "cold_init_ms")
     row("Exit after stdin EOF, median", "exit_ms")
-    row("Peak RSS (cold-start session), median", "rss_kib", unit="mib")
+    row("Peak RSS of the cold-start session (VmHWM), median", "rss_kib", unit="mib")
+    row("wait4 ru_maxrss of that session, median (†)", "maxrss_wait4_kib", unit="mib")
     row("tools/call, fake duration_ms=0, median", "call_ms")
     row("tools/call, fake duration_ms=0, p90", "call_ms", stat=p90)
     row("Completion detection (answer − terminal_at), median", "detect_ms")
     row("Completion detection, max", "detect_ms", stat=lambda xs: max(xs))
     row(f"tools/call with duration_ms={a.detect_duration_ms}, median", "detect_call_ms")
+    hr = median(ours.results.get("harness_rss_kib", []))
     L.append("")
+    L.append("(†) Linux folds the RSS of the forked, not-yet-exec'd child — i.e. the harness's "
+             f"own pages — into ru_maxrss, so this row cannot go below the harness's RSS at spawn "
+             f"time ({fmt(hr, 'mib')} median here). VmHWM (peak RSS of the address space created "
+             "by exec, read from /proc/PID/status right before stdin is closed) is the real figure.")
+    L.append("")
+
+    if diags:
+        L.append("## Diagnostics (cold start only; not contenders)\n")
+        L.append("| Diagnostic | spawn → reply line, median | p90 | VmHWM median |")
+        L.append("|---|---|---|---|")
+        for d in diags:
+            xs = d.results.get("cold_ms", [])
+            L.append(f"| {d.key}: {d.label} | {fmt(median(xs))} | {fmt(p90(xs))} | "
+                     f"{fmt(median(d.results.get('rss_kib', [])), 'mib')} |")
+        L.append("")
 
     # Targets (ours only).
     L.append("## Targets (ours)\n")
@@ -692,7 +801,7 @@ def render(a, info, contenders: list[Contender], unavailable, fake_base) -> tupl
     L.append("|---|---|---|")
     cm = median(ours.results.get("cold_ms", []))
     L.append(f"| cold start to tools/list ≤ 5 ms median | {fmt(cm)} | "
-             f"{'n/a' if cm is None else ('yes' if cm <= 5 else f'no (+{cm - 5:.2f} ms, {cm / 5:.1f}× the target)')} |")
+             f"{'n/a' if cm is None else ('yes' if cm <= 5 else f'no (+{cm - 5:.2f} ms, {cm / 5:.2f}× the target)')} |")
     for c in peers:
         pm = median(c.results.get("cold_ms", []))
         if cm is None or pm is None:
@@ -719,7 +828,7 @@ def render(a, info, contenders: list[Contender], unavailable, fake_base) -> tupl
 
     # Errors / notes.
     notes = []
-    for c in cols:
+    for c in cols + diags:
         for phase, why in c.disabled.items():
             notes.append(f"- {c.key}: {phase} skipped — {why}")
         for phase, errs in c.errors.items():
@@ -735,7 +844,7 @@ def render(a, info, contenders: list[Contender], unavailable, fake_base) -> tupl
         "machine": info, "fake": fake_base,
         "contenders": {c.key: {"label": c.label, "server_info": c.server_info,
                                "results": c.results, "errors": c.errors,
-                               "disabled": c.disabled} for c in cols},
+                               "disabled": c.disabled} for c in cols + diags},
         "unavailable": {k: {"label": v[0], "reason": v[1]} for k, v in unavailable.items()},
     }
     return "\n".join(L) + "\n", raw

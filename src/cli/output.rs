@@ -4,6 +4,22 @@
 
 #![allow(clippy::print_stdout)]
 
+use std::io::Write;
+
+/// A line on stdout. A reader that went away (`| head`) is not an error worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// A line on stderr, likewise never a panic.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -29,7 +45,7 @@ pub enum Exit {
 }
 
 pub fn fail(exit: Exit, message: &str) -> i32 {
-    eprintln!("perplexity-agent: {message}");
+    note!("perplexity-agent: {message}");
     exit as i32
 }
 
@@ -86,7 +102,7 @@ impl ProgressSink for CliProgress {
         }
         match &self.spinner {
             Some(bar) => bar.set_message(summary.to_owned()),
-            None => eprintln!("{PREFIX} {summary}"),
+            None => note!("{PREFIX} {summary}"),
         }
     }
 }
@@ -116,12 +132,12 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
                                 doc["answer"].as_str().unwrap_or_default(),
                             ));
                         }
-                        println!("{doc}");
+                        say!("{doc}");
                     } else {
                         if status == "incomplete" {
-                            eprintln!("{}", render::INCOMPLETE_NOTE);
+                            note!("{}", render::INCOMPLETE_NOTE);
                         }
-                        println!("{body}");
+                        say!("{body}");
                     }
                     Exit::Success as i32
                 }
@@ -132,12 +148,12 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
                         render::CANCELLED_TEXT.to_owned()
                     };
                     if style.json {
-                        println!(
+                        say!(
                             "{}",
                             json!({"response_id": id, "status": status, "error": message})
                         );
                     } else {
-                        eprintln!("{message}");
+                        note!("{message}");
                     }
                     Exit::Failed as i32
                 }
@@ -150,33 +166,33 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
                     .as_ref()
                     .and_then(|(p, _)| p.status.clone())
                     .unwrap_or_else(|| "submitted".to_owned());
-                println!(
+                say!(
                     "{}",
                     json!({"response_id": id, "status": status, "still_running": true, "progress": progress_text})
                 );
             } else {
-                println!("{id}");
+                say!("{id}");
                 if progress.is_none() {
-                    eprintln!("Started research run {id}.");
+                    note!("Started research run {id}.");
                 } else {
-                    eprintln!(
+                    note!(
                         "Waited {waited}s; research run {id} is still running on Perplexity's side and will finish whether or not anyone collects it ({progress_text})."
                     );
                 }
-                eprintln!("Collect it with: perplexity-agent result {id} --wait 300");
-                eprintln!("Stop it with:    perplexity-agent cancel {id}");
+                note!("Collect it with: perplexity-agent result {id} --wait 300");
+                note!("Stop it with:    perplexity-agent cancel {id}");
             }
             Exit::StillRunning as i32
         }
         ResearchOutcome::Failed(error) => {
             let message = error_text(error);
             if style.json {
-                println!(
+                say!(
                     "{}",
                     json!({"response_id": error.run_id, "status": "error", "error": message})
                 );
             } else {
-                eprintln!("perplexity-agent: {message}");
+                note!("perplexity-agent: {message}");
             }
             if render::is_key_error(error) {
                 Exit::Config as i32
@@ -225,14 +241,14 @@ pub fn cancel(id: &str, outcome: Result<CancelOutcome, ApiError>, json: bool) ->
             Ok(CancelOutcome::NotRunning) => "not_running",
             Err(_) => "error",
         };
-        println!(
+        say!(
             "{}",
             json!({"response_id": id, "status": status, "message": text})
         );
     } else if rendered.is_error {
-        eprintln!("perplexity-agent: {text}");
+        note!("perplexity-agent: {text}");
     } else {
-        println!("{text}");
+        say!("{text}");
     }
     match &outcome {
         Ok(_) => Exit::Success as i32,

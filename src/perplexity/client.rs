@@ -15,6 +15,7 @@
 //! - Our loop is the only retry: reqwest's own transport retries are off, so a create
 //!   cannot be sent twice behind our back.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use reqwest::header::{
@@ -38,7 +39,10 @@ const MIN_ATTEMPT: Duration = Duration::from_secs(1);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 pub struct PerplexityClient {
-    http: reqwest::Client,
+    /// Built on the first request: loading the system certificate store costs a few
+    /// milliseconds that `initialize` and `tools/list` should not pay, and a machine
+    /// without one must still serve everything that needs no network.
+    http: OnceLock<Result<reqwest::Client, ApiError>>,
     base: Url,
     config: ApiConfig,
     user_agent: HeaderValue,
@@ -87,43 +91,64 @@ impl From<ApiError> for Failure {
 
 impl PerplexityClient {
     pub fn new(config: &ApiConfig) -> Result<Self, String> {
-        // ring is our TLS crypto provider; installing it twice is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .retry(reqwest::retry::never())
-            .referer(false)
-            .http1_only()
-            .pool_idle_timeout(Duration::from_secs(60));
-        builder = match &config.proxy {
-            Some(proxy) => {
-                tracing::info!(
-                    proxy = %redacted_proxy(proxy),
-                    "using PERPLEXITY_PROXY for the Perplexity API"
-                );
-                let proxy = reqwest::Proxy::all(proxy.as_str())
-                    .map_err(|_| "PERPLEXITY_PROXY is not a usable proxy URL".to_owned())?;
-                builder.proxy(proxy)
-            }
-            None => builder.no_proxy(),
-        };
-        let http = builder
-            .build()
-            .map_err(|_| "could not build the HTTP client (TLS setup failed)".to_owned())?;
+        if let Some(proxy) = &config.proxy {
+            reqwest::Proxy::all(proxy.as_str())
+                .map_err(|_| "PERPLEXITY_PROXY is not a usable proxy URL".to_owned())?;
+            tracing::info!(
+                proxy = %redacted_proxy(proxy),
+                "using PERPLEXITY_PROXY for the Perplexity API"
+            );
+        }
         let user_agent =
             HeaderValue::from_static(concat!("perplexity-agent/", env!("CARGO_PKG_VERSION")));
         Ok(PerplexityClient {
-            http,
+            http: OnceLock::new(),
             base: config.base.clone(),
             config: config.clone(),
             user_agent,
         })
     }
 
+    fn http(&self) -> Result<&reqwest::Client, ApiError> {
+        self.http
+            .get_or_init(|| build_http(&self.config))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
     pub fn config(&self) -> &ApiConfig {
         &self.config
     }
+}
 
+/// The reqwest client with our policy: no redirects, no transport retries, no ambient
+/// proxy, HTTP/1.1, ring as the TLS crypto provider.
+fn build_http(config: &ApiConfig) -> Result<reqwest::Client, ApiError> {
+    // Installing the provider twice is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .retry(reqwest::retry::never())
+        .referer(false)
+        .http1_only()
+        .pool_idle_timeout(Duration::from_secs(60));
+    builder = match config
+        .proxy
+        .as_ref()
+        .map(|p| reqwest::Proxy::all(p.as_str()))
+    {
+        Some(Ok(proxy)) => builder.proxy(proxy),
+        Some(Err(_)) => return Err(ApiError::ClientSetup),
+        None => builder.no_proxy(),
+    };
+    if config.base.scheme() == "http" {
+        // A loopback test base never uses TLS: do not require a certificate store.
+        builder = builder.tls_certs_only(Vec::new());
+    }
+    builder.build().map_err(|_| ApiError::ClientSetup)
+}
+
+impl PerplexityClient {
     /// Sends `request` with retries, all inside `deadline`.
     pub(crate) async fn send(
         &self,
@@ -182,7 +207,7 @@ impl PerplexityClient {
             _ => "application/json",
         };
         let mut builder = self
-            .http
+            .http()?
             .request(request.method.clone(), url)
             .header(AUTHORIZATION, authorization)
             .header(USER_AGENT, self.user_agent.clone())

@@ -34,6 +34,8 @@ pub enum ApiError {
     MissingKey,
     /// The key holds bytes that cannot go into an HTTP header (e.g. a stray newline).
     UnsendableKey,
+    /// The HTTP client could not be set up (e.g. no usable certificate store).
+    ClientSetup,
     Redirect(u16),
     Status {
         code: u16,
@@ -88,6 +90,9 @@ impl fmt::Display for ApiError {
             ),
             ApiError::UnsendableKey => f.write_str(
                 "PERPLEXITY_API_KEY contains characters that cannot be sent in an HTTP header. Check it for stray quotes, spaces or line breaks.",
+            ),
+            ApiError::ClientSetup => f.write_str(
+                "Could not set up the HTTPS client: no usable TLS certificate store was found on this machine (install the ca-certificates package).",
             ),
             ApiError::Redirect(code) => write!(
                 f,

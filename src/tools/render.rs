@@ -99,13 +99,15 @@ pub fn wait_error(error: &WaitError) -> String {
     text
 }
 
-/// True when the request never left (the key is missing or unsendable): no suffix,
+/// True when the request never left (no key, an unsendable key, no HTTPS client): no suffix,
 /// the text is the fix.
 fn is_unsent(error: &WaitError) -> bool {
     matches!(
         &error.kind,
         WaitErrorKind::Api(
-            crate::perplexity::ApiError::MissingKey | crate::perplexity::ApiError::UnsendableKey
+            crate::perplexity::ApiError::MissingKey
+                | crate::perplexity::ApiError::UnsendableKey
+                | crate::perplexity::ApiError::ClientSetup
         )
     )
 }

@@ -310,3 +310,27 @@ fn no_ambient_proxy_is_used() {
     assert!(!is_error, "{text}");
     assert!(trap.requests().is_empty(), "an ambient proxy was used");
 }
+
+#[test]
+fn no_certificate_store_is_needed_until_tls_is() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "answer": "Fine."}));
+    let empty = std::env::temp_dir().join(format!("pa-no-certs-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let mut env = env_for(&fake);
+    env.push(("SSL_CERT_DIR".into(), empty.display().to_string()));
+    env.push((
+        "SSL_CERT_FILE".into(),
+        empty.join("none.pem").display().to_string(),
+    ));
+    let mut s = Server::start(&env);
+    let r = s.request(&request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25"}),
+    ));
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
+    let (text, is_error) =
+        tool_text(&s.request(&call(2, "perplexity_agent", json!({"query": "q"}))));
+    assert!(!is_error, "{text}");
+    assert!(unwrap_spotlight(&text).starts_with("Fine."));
+}
