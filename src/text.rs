@@ -4,6 +4,33 @@
 
 pub const ELLIPSIS: char = '…';
 
+/// Python's `str.strip()` for drop-in compatibility with the reference peer: Unicode
+/// whitespace plus the ASCII separators U+001C–U+001F, which Python also strips (a
+/// query of only those must not start a billable run).
+pub fn py_strip(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+}
+
+/// A JSON number written as an integer literal (no fraction, no exponent), as its
+/// value: `Some(i128)`, saturating for literals beyond the i128 range. Needs
+/// serde_json's `arbitrary_precision`, which keeps numbers as written (ids beyond 64
+/// bits are echoed exactly, never as floats).
+pub fn json_integer(value: &serde_json::Value) -> Option<i128> {
+    let serde_json::Value::Number(n) = value else {
+        return None;
+    };
+    let text = n.to_string();
+    if text.contains(['.', 'e', 'E']) {
+        return None;
+    }
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.as_str()),
+    };
+    let magnitude = digits.parse::<i128>().unwrap_or(i128::MAX);
+    Some(if negative { -magnitude } else { magnitude })
+}
+
 /// At most `max` chars: the first `max - 1` and `…` when longer.
 pub fn cap_chars(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
@@ -44,6 +71,20 @@ pub fn cap_keep_ends(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn python_strip_and_integers() {
+        assert_eq!(py_strip("\u{1c}\u{1d} x \u{1e}\u{1f}\u{3000}"), "x");
+        assert_eq!(py_strip(" \t\n"), "");
+        let int = |t: &str| json_integer(&serde_json::from_str(t).unwrap());
+        assert_eq!(int("5"), Some(5));
+        assert_eq!(int("-0"), Some(0));
+        assert_eq!(int("18446744073709551616"), Some(18446744073709551616));
+        assert_eq!(int("1e400"), None);
+        assert_eq!(int("5.0"), None);
+        assert_eq!(int("\"5\""), None);
+        assert_eq!(int(&"9".repeat(60)), Some(i128::MAX));
+    }
 
     #[test]
     fn caps() {

@@ -16,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, MAX_WAIT_SECONDS};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::RECENCY_VALUES;
+use crate::text::py_strip;
 use crate::tools::research::{self, MAX_DOMAINS, ResearchRequest, check_run_id, keep_domains};
 use crate::tools::{RunIds, Tools};
 use output::{CliProgress, Exit, Style};
@@ -155,19 +156,19 @@ async fn ask(args: AskArgs, client: &PerplexityClient) -> i32 {
 /// an error (never silently a billed `medium` run).
 fn ask_request(args: &AskArgs) -> Result<ResearchRequest, String> {
     let query = args.question.join(" ");
-    let query = query.trim();
+    let query = py_strip(&query);
     if query.is_empty() {
         return Err("A query is required.".to_owned());
     }
     let preset = match &args.preset {
         None => research::DEFAULT_PRESET.to_owned(),
-        Some(p) if p.trim().is_empty() => return Err("--preset must not be empty.".to_owned()),
-        Some(p) => p.trim().to_owned(),
+        Some(p) if py_strip(p).is_empty() => return Err("--preset must not be empty.".to_owned()),
+        Some(p) => py_strip(p).to_owned(),
     };
     let recency = match &args.recency {
         None => None,
         Some(r) => {
-            let r = r.trim();
+            let r = py_strip(r);
             if !RECENCY_VALUES.contains(&r) {
                 return Err("--recency must be one of: day, hour, month, week, year.".to_owned());
             }
@@ -179,7 +180,7 @@ fn ask_request(args: &AskArgs) -> Result<ResearchRequest, String> {
             .as_deref()
             .unwrap_or("")
             .split(',')
-            .map(str::trim),
+            .map(py_strip),
     );
     if domains.len() > MAX_DOMAINS {
         return Err(format!("--domains accepts at most {MAX_DOMAINS} entries."));

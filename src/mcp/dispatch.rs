@@ -187,7 +187,7 @@ impl Dispatcher {
         // Only a string or an integer token opts in (never a boolean or a float).
         let progress_token = super::era::request_meta(&params)
             .and_then(|m| m.get("progressToken"))
-            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+            .filter(|t| t.is_string() || crate::text::json_integer(t).is_some())
             .cloned();
         Ok(CallJob {
             id: id.clone(),
@@ -250,7 +250,21 @@ fn python_repr(value: &Value) -> String {
         Value::Bool(true) => "True".to_owned(),
         Value::Bool(false) => "False".to_owned(),
         Value::String(s) => python_str_repr(s),
-        other => other.to_string(),
+        Value::Number(n) => match crate::text::json_integer(value) {
+            Some(0) => "0".to_owned(),
+            _ => n.to_string(),
+        },
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(python_repr).collect();
+            format!("[{}]", inner.join(", "))
+        }
+        Value::Object(map) => {
+            let inner: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{}: {}", python_str_repr(k), python_repr(v)))
+                .collect();
+            format!("{{{}}}", inner.join(", "))
+        }
     }
 }
 
@@ -295,6 +309,11 @@ mod tests {
         assert_eq!(python_repr(&json!("a'\"b")), "'a\\'\"b'");
         assert_eq!(python_repr(&json!("a\nb\\")), "'a\\nb\\\\'");
         assert_eq!(python_repr(&json!(true)), "True");
+        assert_eq!(python_repr(&json!(["x"])), "['x']");
+        assert_eq!(
+            python_repr(&json!({"a": 1, "b": [null, false]})),
+            "{'a': 1, 'b': [None, False]}"
+        );
     }
 
     #[test]

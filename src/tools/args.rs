@@ -35,7 +35,7 @@ pub fn optional<'a>(args: &'a Args, key: &str) -> Option<&'a Value> {
 pub fn required_text<'a>(args: &'a Args, key: &str, message: &str) -> Result<&'a str, String> {
     args.get(key)
         .and_then(Value::as_str)
-        .map(str::trim)
+        .map(crate::text::py_strip)
         .filter(|s| !s.is_empty())
         .ok_or_else(|| message.to_owned())
 }

@@ -20,6 +20,7 @@ use crate::perplexity::wait::{
     PollPlan, ProgressSink, RunIdSink, RunProgress, WaitError, Waited, create_and_wait, poll,
 };
 use crate::perplexity::{ApiError, PerplexityClient};
+use crate::text::{json_integer, py_strip};
 
 pub const DEFAULT_PRESET: &str = "medium";
 pub const MAX_DOMAINS: usize = 20;
@@ -132,7 +133,7 @@ impl ResearchRequest {
             None => DEFAULT_PRESET,
             Some(v) => v
                 .as_str()
-                .map(str::trim)
+                .map(py_strip)
                 .filter(|s| !s.is_empty())
                 .ok_or("'preset' must be a non-empty string.")?,
         };
@@ -184,7 +185,7 @@ impl ResearchRequest {
 /// Drops entries that are blank after trimming; keeps the others as given.
 pub fn keep_domains<'a>(entries: impl Iterator<Item = &'a str>) -> Vec<String> {
     entries
-        .filter(|d| !d.trim().is_empty())
+        .filter(|d| !py_strip(d).is_empty())
         .map(str::to_owned)
         .collect()
 }
@@ -197,7 +198,7 @@ pub fn response_id_from(args: &Args) -> Result<String, String> {
 }
 
 pub fn check_run_id(id: &str) -> Result<String, String> {
-    let id = id.trim();
+    let id = py_strip(id);
     if id.is_empty() {
         return Err(RESPONSE_ID_REQUIRED.to_owned());
     }
@@ -208,14 +209,14 @@ pub fn check_run_id(id: &str) -> Result<String, String> {
 }
 
 /// `wait_seconds`: default 0 (also for `null`); a JSON integer ≥ 0 — not a boolean,
-/// not a float (even `5.0`). Integers beyond u64 arrive as floats from the JSON
-/// parser and are rejected (the peer clamps them; documented difference).
+/// not a float (even `5.0`). Integers of any size are accepted (and later clamped to
+/// the wait budget), as the reference peer accepts them.
 pub fn wait_seconds_from(args: &Args) -> Result<u64, String> {
     match optional(args, "wait_seconds") {
         None => Ok(0),
-        Some(v) => v
-            .as_u64()
-            .filter(|_| !v.is_f64())
+        Some(v) => json_integer(v)
+            .filter(|n| *n >= 0)
+            .map(|n| u64::try_from(n).unwrap_or(u64::MAX))
             .ok_or_else(|| "'wait_seconds' must be a non-negative integer.".to_owned()),
     }
 }

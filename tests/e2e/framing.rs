@@ -180,3 +180,22 @@ fn eof_answers_everything_read_then_exits_zero() {
         s.stderr()
     );
 }
+
+#[test]
+fn integer_ids_of_any_size_are_echoed_exactly() {
+    let mut s = server();
+    for id in [
+        "18446744073709551616",
+        "12345678901234567890123",
+        "-0",
+        "-9223372036854775809",
+    ] {
+        s.send_raw(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n").as_bytes());
+        s.recv();
+        let line = s.seen.last().unwrap().clone();
+        assert!(
+            line.contains(&format!("\"id\":{id},")) || line.contains(&format!("\"id\":{id}}}")),
+            "{line}"
+        );
+    }
+}

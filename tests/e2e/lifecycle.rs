@@ -710,3 +710,45 @@ fn the_key_is_read_at_call_time_and_its_absence_is_a_tool_error() {
         "never an empty Authorization header"
     );
 }
+
+#[test]
+fn python_whitespace_and_big_integers_match_the_reference() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 1500}));
+    let mut s = Server::start(&env_with(&fake, &[("PERPLEXITY_AGENT_WAIT_SECONDS", "1")]));
+    // Python's strip() also removes U+001C..U+001F: such a query must not start a run.
+    let r = s.request(&call(
+        1,
+        "perplexity_agent",
+        json!({"query": "\u{1c}\u{1d}\u{1e}\u{1f}"}),
+    ));
+    assert_eq!(
+        tool_text(&r).0,
+        "'query' is required and must be a non-empty string."
+    );
+    let r = s.request(&call(
+        2,
+        "perplexity_agent_result",
+        json!({"response_id": "\u{1c}abc\u{1f}", "wait_seconds": -1}),
+    ));
+    assert_eq!(
+        tool_text(&r).0,
+        "'wait_seconds' must be a non-negative integer."
+    );
+    assert!(fake.requests().is_empty());
+    // An integer beyond 64 bits is clamped like any other large wait, and `-0` is 0.
+    s.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"perplexity_agent_result\",\"arguments\":{\"response_id\":\"resp_none\",\"wait_seconds\":18446744073709551616}}}\n");
+    let (text, _) = tool_text(&s.recv_response(&json!(3)).0);
+    assert!(!text.contains("non-negative integer"), "{text}");
+    s.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"perplexity_agent_result\",\"arguments\":{\"response_id\":\"resp_none\",\"wait_seconds\":-0}}}\n");
+    let (text, _) = tool_text(&s.recv_response(&json!(4)).0);
+    assert!(!text.contains("non-negative integer"), "{text}");
+    // A progress token beyond 64 bits still opts in, and is echoed exactly.
+    s.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"perplexity_agent\",\"arguments\":{\"query\":\"q\"},\"_meta\":{\"progressToken\":18446744073709551616}}}\n");
+    let (_, notes) = s.recv_response(&json!(5));
+    assert!(!notes.is_empty());
+    assert!(
+        s.seen
+            .iter()
+            .any(|l| l.contains("\"progressToken\":18446744073709551616"))
+    );
+}

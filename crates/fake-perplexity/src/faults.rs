@@ -340,6 +340,7 @@ pub(crate) fn oversized_body(n: u64) -> Body {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn parse_defaults() {

@@ -24,7 +24,7 @@ fn status_fault_with_headers_counts_down_times() {
         let r = api(fake.addr(), "POST", "/v1/agent", Some(&create_body()));
         assert_eq!(r.status, 503);
         assert_eq!(r.header("retry-after"), Some("1"));
-        assert_eq!(r.json()["error"]["code"], 503);
+        assert!(r.body.is_empty(), "no body unless one is given");
     }
     let r = api(fake.addr(), "POST", "/v1/agent", Some(&create_body()));
     assert_eq!(r.status, 200);

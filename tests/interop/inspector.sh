@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# MCP Inspector CLI (@modelcontextprotocol/inspector 2.12.0) against our stdio binary:
+# the commands of mcp-protocol.md §13.8 (legacy/modern/auto tools/list, the bogus-argument
+# call, the malformed-id call) plus a loopback "live" call against fake-perplexity.
+#
+# Needs Node >= 22. Installs node@22 from npm into $INTEROP_HOME/node and the Inspector
+# into $INTEROP_HOME/inspector (both idempotent). If either install fails, prints a SKIP
+# message and exits 0.
+#
+# Usage: bash tests/interop/inspector.sh      (binaries must be built; run.sh does that)
+# Env:   INTEROP_HOME (default /var/tmp/perplexity-agent-interop), CARGO_TARGET_DIR,
+#        INTEROP_OUR_BIN / INTEROP_FAKE_BIN (override binary paths), INTEROP_SUMMARY_FILE.
+# Exit inspector 2.12.0 convention seen here: 0 = ok, 5 = the tool returned isError:true.
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+INTEROP_HOME="${INTEROP_HOME:-/var/tmp/perplexity-agent-interop}"
+TARGET="${CARGO_TARGET_DIR:-$REPO/target}"
+case "$TARGET" in /*) ;; *) TARGET="$REPO/$TARGET" ;; esac
+BIN="${INTEROP_OUR_BIN:-$TARGET/debug/perplexity-agent}"
+FAKE_BIN="${INTEROP_FAKE_BIN:-$TARGET/debug/fake-perplexity}"
+PY="${INTEROP_PYTHON:-python3}"
+NODE_DIR="$INTEROP_HOME/node"
+INSPECTOR_DIR="$INTEROP_HOME/inspector"
+INSPECTOR_VERSION="2.12.0"
+KEY="pplx-interop-dummy"
+
+skip() {
+  echo "SKIP inspector checks: $*"
+  echo "[inspector] 0 passed, 0 failed (skipped)"
+  exit 0
+}
+
+[ -x "$BIN" ] || { echo "inspector.sh: $BIN not built (run tests/interop/run.sh)"; exit 1; }
+[ -x "$FAKE_BIN" ] || { echo "inspector.sh: $FAKE_BIN not built (run tests/interop/run.sh)"; exit 1; }
+
+# --- Node 22 (from the npm registry, as the node@22 package) -------------------------
+node22="$NODE_DIR/node_modules/node/bin/node"
+if ! "$node22" --version 2>/dev/null | grep -q '^v2[2-9]\.'; then
+  command -v npm >/dev/null || skip "npm is not installed (needed to fetch node@22)"
+  echo "installing node@22 into $NODE_DIR ..."
+  mkdir -p "$NODE_DIR"
+  ( cd "$NODE_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } \
+      && npm install --no-audit --no-fund --loglevel=error node@22 >/dev/null ) \
+    || skip "npm install node@22 failed"
+  "$node22" --version 2>/dev/null | grep -q '^v2[2-9]\.' || skip "node@22 did not produce a working node binary"
+fi
+export PATH="$NODE_DIR/node_modules/node/bin:$PATH"
+
+# --- the Inspector -------------------------------------------------------------------
+ins_pkg="$INSPECTOR_DIR/node_modules/@modelcontextprotocol/inspector/package.json"
+installed_version() { node -e "console.log(require('$ins_pkg').version)" 2>/dev/null; }
+if [ "$(installed_version)" != "$INSPECTOR_VERSION" ]; then
+  echo "installing @modelcontextprotocol/inspector@$INSPECTOR_VERSION into $INSPECTOR_DIR ..."
+  mkdir -p "$INSPECTOR_DIR"
+  ( cd "$INSPECTOR_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } \
+      && npm install --no-audit --no-fund --loglevel=error "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" >/dev/null ) \
+    || skip "npm install @modelcontextprotocol/inspector@$INSPECTOR_VERSION failed"
+  [ "$(installed_version)" = "$INSPECTOR_VERSION" ] || skip "the Inspector did not install"
+fi
+INSPECTOR="$INSPECTOR_DIR/node_modules/.bin/inspector"
+echo "node $(node --version), inspector $(installed_version)"
+
+# The Inspector keeps a catalog and client config under HOME: give it its own.
+export HOME="$INTEROP_HOME/home"
+mkdir -p "$HOME"
+TMP="$(mktemp -d)"
+
+# --- a loopback fake upstream for the live calls -----------------------------------------
+"$FAKE_BIN" --port 0 >"$TMP/fake.out" 2>/dev/null &
+FAKE_PID=$!
+cleanup() { kill "$FAKE_PID" 2>/dev/null; wait "$FAKE_PID" 2>/dev/null; rm -rf "$TMP"; }
+trap cleanup EXIT
+for _ in $(seq 1 100); do [ -s "$TMP/fake.out" ] && break; sleep 0.05; done
+BASE="$(head -n1 "$TMP/fake.out" | sed -n 's#^listening on \(http://127\.0\.0\.1:[0-9]*\)$#\1#p')"
+[ -n "$BASE" ] || { echo "inspector.sh: fake-perplexity did not start"; exit 1; }
+
+# A tap around our binary that copies what it writes to $TMP/wire.out, so checks can
+# look at the frames themselves (the Inspector prints only part of some results).
+cat >"$TMP/tap.sh" <<EOF
+#!/usr/bin/env bash
+"$BIN" | tee -a "$TMP/wire.out"
+EOF
+chmod +x "$TMP/tap.sh"
+
+passed=0
+failed=0
+
+# run_check LABEL EXPECTED_RC PY_EXPR -- inspector args...
+# PY_EXPR is evaluated with r = the parsed JSON printed on stdout (--format json -q) and
+# w = the frames our binary wrote (only when the target is "$TAP"; else []).
+TAP="$TMP/tap.sh"
+run_check() {
+  local label="$1" want_rc="$2" expr="$3"
+  shift 4
+  local rc=0
+  : >"$TMP/wire.out"
+  timeout 120 "$INSPECTOR" --cli --format json -q "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+  local verdict
+  verdict="$("$PY" - "$TMP/out" "$expr" "$TMP/wire.out" <<'PY'
+import json, re, sys
+try:
+    r = json.loads(open(sys.argv[1], encoding="utf-8").read())
+except Exception as exc:  # noqa: BLE001
+    print(f"stdout is not one JSON object: {exc}")
+    raise SystemExit(0)
+w = [json.loads(l) for l in open(sys.argv[3], encoding="utf-8") if l.strip()]
+try:
+    ok = eval(sys.argv[2], {"re": re, "r": r, "w": w})
+except Exception as exc:  # noqa: BLE001
+    ok = False
+    print(f"{type(exc).__name__}: {exc}")
+print("OK" if ok else "")
+PY
+)"
+  if [ "$rc" = "$want_rc" ] && [ "$(printf '%s' "$verdict" | tail -n1)" = "OK" ]; then
+    passed=$((passed + 1)); echo "PASS $label"
+  else
+    failed=$((failed + 1)); echo "FAIL $label (exit $rc, want $want_rc) $verdict"
+    echo "     stdout: $(head -c 800 "$TMP/out")"
+    echo "     stderr: $(head -c 800 "$TMP/err")"
+  fi
+}
+
+NAMES='[t["name"] for t in r["result"]["tools"]] == ["perplexity_agent", "perplexity_agent_result", "perplexity_agent_cancel"]'
+SI='r["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "perplexity-agent"'
+BOGUS='Unknown argument(s): bogus. Accepted: domains, preset, query, recency, wait.'
+MALFORMED='Malformed response_id. Expected the identifier returned by perplexity_agent.'
+TEXT='r["result"]["content"][0]["text"]'
+SPOT='re.fullmatch(r"<untrusted-web-content-([0-9a-f]{16})>\n[^\n]+\n[^\n]*UNTRUSTED DATA[^\n]*\n\nFake answer\.\n\nSources:\n\[1\] Example One \u2014 https://example\.org/one\n\[2\] Example Two \u2014 https://example\.org/two\n</untrusted-web-content-\1>", '"$TEXT"') is not None'
+
+run_check "legacy tools/list: three tools, unshaped" 0 "$NAMES and '_meta' not in r['result'] and 'resultType' not in r['result']" \
+  -- --protocol-era legacy "$BIN" --method tools/list
+# On the wire: the discover probe answered, then tools/list shaped for 2026-07-28.
+WIRE_MODERN_LIST='[f["id"] for f in w] == ["server-discover-probe-1", 0] and "2026-07-28" in w[0]["result"]["supportedVersions"] and w[1]["result"].get("resultType") == "complete" and w[1]["result"].get("ttlMs") == 300000 and w[1]["result"].get("cacheScope") == "private" and w[1]["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "perplexity-agent"'
+run_check "modern tools/list: three tools; probe answered and result shaped on the wire" 0 \
+  "$NAMES and $WIRE_MODERN_LIST" \
+  -- --protocol-era modern "$TAP" --method tools/list
+run_check "auto tools/list: three tools; modern after the discover probe (wire)" 0 "$NAMES and $WIRE_MODERN_LIST" \
+  -- --protocol-era auto "$TAP" --method tools/list
+# Legacy: initialize 2025-11-25, then (Inspector sends logging/setLevel) then tools/list.
+run_check "legacy handshake on the wire: 2025-11-25, logging/setLevel answered, list unshaped" 0 \
+  "$NAMES and w[0]['result']['protocolVersion'] == '2025-11-25' and all('error' not in f for f in w) and 'resultType' not in w[-1]['result']" \
+  -- --protocol-era legacy "$TAP" --method tools/list
+run_check "legacy tools/list --strict: no schema portability errors" 0 "$NAMES" \
+  -- --protocol-era legacy "$BIN" --method tools/list --strict
+run_check "auto tools/call with a bogus argument: isError with the exact text" 5 \
+  "r['result']['isError'] is True and $TEXT == '$BOGUS'" \
+  -- --protocol-era auto "$BIN" --method tools/call --tool-name perplexity_agent --tool-args-json '{"query":"x","bogus":1}'
+run_check "legacy tools/call with a bogus argument: isError with the exact text" 5 \
+  "r['result']['isError'] is True and $TEXT == '$BOGUS' and '_meta' not in r['result']" \
+  -- --protocol-era legacy "$BIN" --method tools/call --tool-name perplexity_agent --tool-args-json '{"query":"x","bogus":1}'
+run_check "legacy tools/call with a malformed response_id: isError with the exact text" 5 \
+  "r['result']['isError'] is True and $TEXT == '$MALFORMED'" \
+  -- --protocol-era legacy "$BIN" --method tools/call --tool-name perplexity_agent_result --tool-arg response_id=../etc/passwd
+run_check "modern tools/call with a malformed response_id: isError, shaped" 5 \
+  "r['result']['isError'] is True and $TEXT == '$MALFORMED' and $SI" \
+  -- --protocol-era modern "$BIN" --method tools/call --tool-name perplexity_agent_result --tool-arg response_id=../etc/passwd
+run_check "modern live call against the fake: spotlighted answer with sources" 0 \
+  "r['result']['isError'] is False and $SPOT and $SI" \
+  -- --protocol-era modern -e "PERPLEXITY_API_BASE=$BASE" -e "PERPLEXITY_API_KEY=$KEY" "$BIN" \
+     --method tools/call --tool-name perplexity_agent --tool-arg "query=What is MCP?"
+run_check "legacy live call against the fake: spotlighted answer with sources" 0 \
+  "r['result']['isError'] is False and $SPOT" \
+  -- --protocol-era legacy -e "PERPLEXITY_API_BASE=$BASE" -e "PERPLEXITY_API_KEY=$KEY" "$BIN" \
+     --method tools/call --tool-name perplexity_agent --tool-arg "query=What is MCP?"
+run_check "legacy call without a key: isError naming PERPLEXITY_API_KEY" 5 \
+  "r['result']['isError'] is True and $TEXT.startswith('PERPLEXITY_API_KEY is not set.')" \
+  -- --protocol-era legacy -e "PERPLEXITY_API_BASE=$BASE" "$BIN" \
+     --method tools/call --tool-name perplexity_agent --tool-arg "query=What is MCP?"
+
+if [ -n "${INTEROP_SUMMARY_FILE:-}" ]; then
+  echo "inspector $passed $failed" >>"$INTEROP_SUMMARY_FILE"
+fi
+echo "[inspector] $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

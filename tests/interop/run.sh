@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Real-client interoperability checks for perplexity-agent.
+#
+#   bash tests/interop/run.sh [--with-inspector] [sdk] [differential] [inspector]
+#
+# With no check names it runs `sdk` (sdk_client.py: the official Python SDK `mcp` 2.3.0
+# in legacy/auto/2026-07-28 modes) and `differential` (differential.py: the same raw
+# JSON-RPC lines through our binary and the peer perplexity-agent-mcp 0.4.0).
+# `--with-inspector` (or naming `inspector`) also runs inspector.sh (MCP Inspector CLI
+# 2.12.0; installs node@22 from npm; skips cleanly if that install fails).
+#
+# Idempotent setup:
+#   - venv at ${INTEROP_HOME:-/var/tmp/perplexity-agent-interop}/venv with mcp==2.3.0 and
+#     perplexity-agent-mcp==0.4.0 from PyPI (reinstalled only when the versions differ);
+#   - `cargo build -p perplexity-agent -p fake-perplexity` (debug), into $CARGO_TARGET_DIR
+#     when set, else the workspace default target/.
+# Everything talks to 127.0.0.1 only; the API key is the dummy `pplx-interop-dummy`.
+#
+# Exit status: non-zero if any check failed (or a check script crashed). The last line is
+# `N passed, M failed` (totals over the checks that ran).
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+export INTEROP_HOME="${INTEROP_HOME:-/var/tmp/perplexity-agent-interop}"
+VENV="$INTEROP_HOME/venv"
+PYTHON="${PYTHON:-python3}"
+
+checks=()
+for arg in "$@"; do
+  case "$arg" in
+    --with-inspector) checks+=(inspector) ;;
+    sdk|differential|inspector) checks+=("$arg") ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+has() { local c; for c in "${checks[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
+if ! has sdk && ! has differential; then
+  if [ "${#checks[@]}" -eq 0 ] || { [ "${#checks[@]}" -eq 1 ] && [ "$*" = "--with-inspector" ]; }; then
+    checks=(sdk differential "${checks[@]}")
+  fi
+fi
+
+# --- Python environment ------------------------------------------------------------------
+mkdir -p "$INTEROP_HOME"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "creating venv $VENV"
+  "$PYTHON" -m venv "$VENV" || { echo "run.sh: cannot create a venv with $PYTHON"; echo "0 passed, 1 failed"; exit 1; }
+fi
+want_versions='import importlib.metadata as m, sys
+sys.exit(0 if m.version("mcp") == "2.3.0" and m.version("perplexity-agent-mcp") == "0.4.0" else 1)'
+if ! "$VENV/bin/python" -c "$want_versions" 2>/dev/null; then
+  echo "installing mcp==2.3.0 and perplexity-agent-mcp==0.4.0 into $VENV"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q 'mcp==2.3.0' 'perplexity-agent-mcp==0.4.0' \
+    || { echo "run.sh: pip install failed"; echo "0 passed, 1 failed"; exit 1; }
+fi
+
+# --- binaries ----------------------------------------------------------------------------
+echo "building perplexity-agent and fake-perplexity (debug${CARGO_TARGET_DIR:+, CARGO_TARGET_DIR=$CARGO_TARGET_DIR})"
+( cd "$REPO" && cargo build -q -p perplexity-agent -p fake-perplexity ) \
+  || { echo "run.sh: cargo build failed"; echo "0 passed, 1 failed"; exit 1; }
+
+# --- checks ------------------------------------------------------------------------------
+SUMMARY="$(mktemp)"
+trap 'rm -f "$SUMMARY"' EXIT
+export INTEROP_SUMMARY_FILE="$SUMMARY"
+crashed=0
+run_one() {
+  local name="$1"; shift
+  echo
+  echo "=== $name ==="
+  local before after rc=0
+  before="$(grep -c "^$name " "$SUMMARY" || true)"
+  "$@" || rc=$?
+  after="$(grep -c "^$name " "$SUMMARY" || true)"
+  if [ "$after" = "$before" ]; then
+    echo "run.sh: $name exited $rc without a summary (counted as one failure)"
+    crashed=$((crashed + 1))
+  elif [ "$rc" -ne 0 ] && [ "$(grep "^$name " "$SUMMARY" | tail -n1 | awk '{print $3}')" = "0" ]; then
+    echo "run.sh: $name exited $rc with no failed check (counted as one failure)"
+    crashed=$((crashed + 1))
+  fi
+}
+
+cd "$HERE"
+for c in "${checks[@]}"; do
+  case "$c" in
+    sdk) run_one sdk_client "$VENV/bin/python" "$HERE/sdk_client.py" ;;
+    differential) run_one differential "$VENV/bin/python" "$HERE/differential.py" ;;
+    inspector) run_one inspector bash "$HERE/inspector.sh" ;;
+  esac
+done
+
+passed="$(awk '{s += $2} END {print s + 0}' "$SUMMARY")"
+failed="$(awk '{s += $3} END {print s + 0}' "$SUMMARY")"
+failed=$((failed + crashed))
+echo
+while read -r name p f; do echo "  $name: $p passed, $f failed"; done <"$SUMMARY"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
