@@ -205,23 +205,18 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
 
 /// A wait error phrased for a shell user (commands instead of tool names).
 fn error_text(error: &WaitError) -> String {
-    let mut text = match &error.kind {
+    let text = match &error.kind {
         WaitErrorKind::Api(ApiError::MissingKey) => {
             "PERPLEXITY_API_KEY is not set. Export it in your shell (export PERPLEXITY_API_KEY=…) and try again."
                 .to_owned()
         }
         kind => kind.to_string(),
     };
-    if let Some(id) = &error.run_id {
-        text.push_str(&format!(
-            " \u{2014} run {id} may still be running; collect it with `perplexity-agent result {id}` or stop it with `perplexity-agent cancel {id}`."
-        ));
-    } else if error.run_may_exist_unnamed() {
-        text.push_str(
-            " A research run may have been started anyway, but Perplexity did not say which.",
-        );
-    }
-    text
+    render::with_run_hint(error, text, |id| {
+        format!(
+            "collect it with `perplexity-agent result {id}` or stop it with `perplexity-agent cancel {id}`."
+        )
+    })
 }
 
 pub fn cancel(id: &str, outcome: Result<CancelOutcome, ApiError>, json: bool) -> i32 {

@@ -112,15 +112,7 @@ impl PerplexityClient {
         run: &CreateRun,
         deadline: Instant,
     ) -> Result<String, CreateError> {
-        let body = run.body();
-        let request = Request {
-            method: Method::POST,
-            path: CREATE_PATH,
-            query: None,
-            body: Some(&body),
-            expect: Expect::Object,
-        };
-        match self.send(&request, deadline).await {
+        match self.send_create(run, None, deadline).await {
             Ok(Success::Object(map)) => run_id_of(&map),
             Ok(_) => Err(CreateError::NoId),
             Err(e) => Err(CreateError::Api(e)),
@@ -133,29 +125,32 @@ impl PerplexityClient {
         run: &CreateRun,
         deadline: Instant,
     ) -> Result<Success, ApiError> {
-        let mut run = run.clone();
-        run.stream = Some(true);
-        let body = run.body();
-        let request = Request {
-            method: Method::POST,
-            path: CREATE_PATH,
-            query: None,
-            body: Some(&body),
-            expect: Expect::EventStream,
+        self.send_create(run, Some(true), deadline).await
+    }
+
+    async fn send_create(
+        &self,
+        run: &CreateRun,
+        stream: Option<bool>,
+        deadline: Instant,
+    ) -> Result<Success, ApiError> {
+        let body = CreateRun {
+            stream,
+            ..run.clone()
+        }
+        .body();
+        let expect = match stream {
+            Some(true) => Expect::EventStream,
+            _ => Expect::Object,
         };
+        let request = Request::new(Method::POST, CREATE_PATH, expect).body(&body);
         self.send(&request, deadline).await
     }
 
     /// `GET /v1/agent/{id}`. The id must have passed [`valid_run_id`].
     pub async fn retrieve_run(&self, id: &str, deadline: Instant) -> Result<RunSnapshot, ApiError> {
         let path = run_path(id, "");
-        let request = Request {
-            method: Method::GET,
-            path: &path,
-            query: None,
-            body: None,
-            expect: Expect::Object,
-        };
+        let request = Request::new(Method::GET, &path, Expect::Object);
         match self.send(&request, deadline).await? {
             Success::Object(map) => Ok(RunSnapshot::new(Value::Object(map))),
             _ => Err(ApiError::InvalidJson(200)),
@@ -174,13 +169,7 @@ impl PerplexityClient {
             Some(n) => format!("stream=true&starting_after={n}"),
             None => "stream=true".to_owned(),
         };
-        let request = Request {
-            method: Method::GET,
-            path: &path,
-            query: Some(&query),
-            body: None,
-            expect: Expect::EventStream,
-        };
+        let request = Request::new(Method::GET, &path, Expect::EventStream).query(&query);
         self.send(&request, deadline).await
     }
 
@@ -189,13 +178,7 @@ impl PerplexityClient {
     /// and matching message text once read a 401 "already revoked" as success.
     pub async fn cancel_run(&self, id: &str, deadline: Instant) -> Result<CancelOutcome, ApiError> {
         let path = run_path(id, "/cancel");
-        let request = Request {
-            method: Method::POST,
-            path: &path,
-            query: None,
-            body: None,
-            expect: Expect::Nothing,
-        };
+        let request = Request::new(Method::POST, &path, Expect::Nothing);
         match self.send(&request, deadline).await {
             Ok(_) => Ok(CancelOutcome::Requested),
             Err(ApiError::Status { code: 400, .. }) => Ok(CancelOutcome::NotRunning),

@@ -67,6 +67,29 @@ pub(crate) struct Request<'a> {
     pub expect: Expect,
 }
 
+impl<'a> Request<'a> {
+    pub fn new(method: Method, path: &'a str, expect: Expect) -> Self {
+        Request {
+            method,
+            path,
+            query: None,
+            body: None,
+            expect,
+        }
+    }
+
+    pub fn query(mut self, query: &'a str) -> Self {
+        self.query = Some(query);
+        self
+    }
+
+    /// A JSON body (sent with `Content-Type: application/json`).
+    pub fn body(mut self, body: &'a [u8]) -> Self {
+        self.body = Some(body);
+        self
+    }
+}
+
 pub(crate) enum Success {
     Object(Map<String, Value>),
     Nothing,

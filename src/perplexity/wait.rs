@@ -295,6 +295,10 @@ impl Follower<'_> {
                 Some(_) => self.deadline,
                 None => self.deadline.max(id_grace),
             };
+            // `biased` prefers events; this keeps a chatty stream from starving the deadline.
+            if Instant::now() >= until {
+                return self.out_of_time();
+            }
             let item = tokio::select! {
                 biased;
                 item = stream.next() => item,

@@ -83,13 +83,23 @@ pub fn still_running(id: &str, progress: &str) -> String {
 /// An MCP tool error. Once a run exists its id is always in the text with what to do,
 /// so a billable run can still be collected or stopped (the peer lost it here).
 pub fn wait_error(error: &WaitError) -> String {
-    let mut text = error.kind.to_string();
+    with_run_hint(error, error.kind.to_string(), |id| {
+        format!(
+            "collect it with perplexity_agent_result(response_id=\"{id}\") or stop it with perplexity_agent_cancel(response_id=\"{id}\")."
+        )
+    })
+}
+
+/// Appends to `text` what to do about the run the error concerns; `how` phrases it for
+/// the front end (tool calls for a model, commands for a shell).
+pub fn with_run_hint(error: &WaitError, mut text: String, how: impl Fn(&str) -> String) -> String {
     if is_unsent(error) {
         return text;
     }
     if let Some(id) = &error.run_id {
         text.push_str(&format!(
-            " \u{2014} run {id} may still be running; collect it with perplexity_agent_result(response_id=\"{id}\") or stop it with perplexity_agent_cancel(response_id=\"{id}\")."
+            " \u{2014} run {id} may still be running; {}",
+            how(id)
         ));
     } else if error.run_may_exist_unnamed() {
         text.push_str(
