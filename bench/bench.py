@@ -548,7 +548,9 @@ def main() -> int:
 
         ours = Contender(
             "ours", "perplexity-agent (ours, Rust)", [a.ours], [a.ours],
-            base_env({"PERPLEXITY_API_BASE": fake.base}),
+            # The peers have no rate limit: measure ours with a bucket the runs cannot drain.
+            base_env({"PERPLEXITY_API_BASE": fake.base, "PERPLEXITY_RATE_BURST": "100000",
+                      "PERPLEXITY_RATE_PER_MINUTE": "1000000"}),
             "perplexity_agent", {"query": "x"})
         contenders.append(ours)
 

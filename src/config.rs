@@ -35,6 +35,28 @@ pub struct Config {
     pub wait_seconds: u64,
     pub tools: ToolSelection,
     pub api: ApiConfig,
+    pub guard: GuardConfig,
+}
+
+/// The controls every call passes through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardConfig {
+    /// Token-bucket refill per minute (`PERPLEXITY_RATE_PER_MINUTE`).
+    pub rate_per_minute: u32,
+    /// Bucket size (`PERPLEXITY_RATE_BURST`).
+    pub rate_burst: u32,
+    /// `PERPLEXITY_AUDIT_LOG_PATH`: a file, or `-` for stderr; `None` = no audit log.
+    pub audit_log_path: Option<String>,
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        GuardConfig {
+            rate_per_minute: 60,
+            rate_burst: 10,
+            audit_log_path: None,
+        }
+    }
 }
 
 /// How we talk to the Perplexity API. The key is deliberately not here (read per call).
@@ -133,6 +155,25 @@ impl Config {
                     10,
                 )? as u32,
                 proxy: proxy_from(env("PERPLEXITY_PROXY").as_deref())?,
+            },
+            guard: GuardConfig {
+                rate_per_minute: bounded_int(
+                    "PERPLEXITY_RATE_PER_MINUTE",
+                    env("PERPLEXITY_RATE_PER_MINUTE").as_deref(),
+                    60,
+                    1,
+                    1_000_000,
+                )? as u32,
+                rate_burst: bounded_int(
+                    "PERPLEXITY_RATE_BURST",
+                    env("PERPLEXITY_RATE_BURST").as_deref(),
+                    10,
+                    1,
+                    100_000,
+                )? as u32,
+                audit_log_path: env("PERPLEXITY_AUDIT_LOG_PATH")
+                    .map(|p| p.trim().to_owned())
+                    .filter(|p| !p.is_empty()),
             },
         })
     }

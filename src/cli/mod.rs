@@ -14,12 +14,14 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, MAX_WAIT_SECONDS};
+use crate::guard::{CallFacts, FrontEnd, Guard};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::RECENCY_VALUES;
 use crate::text::py_strip;
 use crate::tools::research::{self, MAX_DOMAINS, ResearchRequest, check_run_id, keep_domains};
-use crate::tools::{RunIds, Tools};
+use crate::tools::{RunIds, ToolOutput, Tools};
 use output::{CliProgress, Exit, Style};
+use serde_json::{Value, json};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -108,16 +110,28 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Ok(c) => Arc::new(c),
         Err(e) => return output::fail(Exit::Config, &e),
     };
-    match command {
-        Command::Ask(args) => ask(args, &client).await,
-        Command::Result(args) => result(args, &client).await,
-        Command::Cancel(args) => cancel(args, &client, config.wait_seconds).await,
+    let guard = match Guard::new(&config.guard) {
+        Ok(g) => Arc::new(g),
+        Err(e) => return output::fail(Exit::Config, &e),
+    };
+    let code = match command {
+        Command::Ask(args) => ask(args, &client, &guard).await,
+        Command::Result(args) => result(args, &client, &guard).await,
+        Command::Cancel(args) => cancel(args, &client, &guard, config.wait_seconds).await,
         Command::Serve(_) => {
-            let tools = Arc::new(Tools::new(&config, client));
+            let tools = Arc::new(Tools::new(&config, client, guard.clone()));
             let dispatcher = Arc::new(crate::mcp::dispatch::Dispatcher::new(tools));
             crate::mcp::stdio::serve(dispatcher).await
         }
-    }
+    };
+    guard.flush();
+    code
+}
+
+/// Validation failures are audited like any call (they cost no rate-limit token).
+fn rejected(guard: &Guard, tool: &str, params: &Value, message: &str) -> i32 {
+    guard.rejected(FrontEnd::Cli, tool, params, &ToolOutput::error(message));
+    usage_error(message)
 }
 
 fn usage_error(message: &str) -> i32 {
@@ -128,15 +142,30 @@ fn progress_for(json: bool) -> CliProgress {
     CliProgress::new(std::io::stderr().is_terminal() && !json)
 }
 
-async fn ask(args: AskArgs, client: &PerplexityClient) -> i32 {
+async fn ask(args: AskArgs, client: &PerplexityClient, guard: &Guard) -> i32 {
+    let params = json!({
+        "query": args.question.join(" "), "preset": args.preset, "recency": args.recency,
+        "domains": args.domains, "timeout": args.timeout, "wait": !args.no_wait,
+    });
     let request = match ask_request(&args) {
         Ok(r) => r,
-        Err(message) => return usage_error(&message),
+        Err(message) => return rejected(guard, "ask", &params, &message),
     };
     let timeout = match args.timeout {
         None => DEFAULT_CLI_TIMEOUT_SECONDS,
-        Some(t) if t <= 0 => return usage_error("--timeout must be a positive number of seconds."),
+        Some(t) if t <= 0 => {
+            return rejected(
+                guard,
+                "ask",
+                &params,
+                "--timeout must be a positive number of seconds.",
+            );
+        }
         Some(t) => (t as u64).min(MAX_WAIT_SECONDS),
+    };
+    let pass = match guard.admit(FrontEnd::Cli, "ask", &params) {
+        Ok(pass) => pass,
+        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
     };
     let progress = progress_for(args.json);
     let ids = RunIds::default();
@@ -149,6 +178,7 @@ async fn ask(args: AskArgs, client: &PerplexityClient) -> i32 {
     )
     .await;
     progress.finish();
+    pass.finish(&research::render_outcome(&outcome), &outcome.facts());
     output::outcome(&outcome, Style::new(args.json, args.spotlight), timeout)
 }
 
@@ -194,24 +224,40 @@ fn ask_request(args: &AskArgs) -> Result<ResearchRequest, String> {
     })
 }
 
-async fn result(args: ResultArgs, client: &PerplexityClient) -> i32 {
+async fn result(args: ResultArgs, client: &PerplexityClient, guard: &Guard) -> i32 {
+    let params = json!({"response_id": args.response_id, "wait": args.wait});
     let id = match check_run_id(&args.response_id) {
         Ok(id) => id,
-        Err(message) => return usage_error(&message),
+        Err(message) => return rejected(guard, "result", &params, &message),
+    };
+    let pass = match guard.admit(FrontEnd::Cli, "result", &params) {
+        Ok(pass) => pass,
+        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
     };
     let wait = args.wait.min(MAX_WAIT_SECONDS);
     let progress = progress_for(args.json);
     let sink = (wait > 0).then_some(&progress as &dyn crate::perplexity::wait::ProgressSink);
     let outcome = research::collect(client, &id, wait, MAX_WAIT_SECONDS, sink).await;
     progress.finish();
+    pass.finish(&research::render_outcome(&outcome), &outcome.facts());
     output::outcome(&outcome, Style::new(args.json, args.spotlight), wait)
 }
 
-async fn cancel(args: CancelArgs, client: &PerplexityClient, wait: u64) -> i32 {
+async fn cancel(args: CancelArgs, client: &PerplexityClient, guard: &Guard, wait: u64) -> i32 {
+    let params = json!({"response_id": args.response_id});
     let id = match check_run_id(&args.response_id) {
         Ok(id) => id,
-        Err(message) => return usage_error(&message),
+        Err(message) => return rejected(guard, "cancel", &params, &message),
+    };
+    let pass = match guard.admit(FrontEnd::Cli, "cancel", &params) {
+        Ok(pass) => pass,
+        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
     };
     let outcome = research::cancel(client, &id, wait).await;
+    let facts = CallFacts {
+        run_id: Some(id.clone()),
+        usage: None,
+    };
+    pass.finish(&research::render_cancel(&id, outcome.clone()), &facts);
     output::cancel(&id, outcome, args.json)
 }

@@ -1,7 +1,213 @@
-//! Controls every front end passes through. So far: spotlighting of retrieved web
-//! content. (Rate limiting, audit, redaction, injection scanning, output budget and
-//! metrics join here; see SECURITY.md.)
+//! The one path every call takes, whichever front end it comes from: validation outcome
+//! → rate limit → audit record → handler → audit record. MCP tool calls and CLI commands
+//! go through [`Guard`]; nothing reaches Perplexity around it.
 //!
-//! Touches: the OS CSPRNG (spotlight nonces). No network, no files.
+//! - `rate.rs`: one token bucket per process, charged after validation (a rejected call
+//!   costs nothing) and before any upstream request; refusal is immediate.
+//! - `audit.rs` + `redact.rs`: the redacted JSON-lines audit log.
+//! - `spotlight.rs`: delimiting retrieved web content as untrusted data.
+//!
+//! Touches: the audit log file (or stderr), the OS CSPRNG. No network.
 
+pub mod audit;
+pub mod rate;
+pub mod redact;
 pub mod spotlight;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use crate::config::GuardConfig;
+use crate::tools::ToolOutput;
+use audit::{AuditLog, sha256_hex, sorted};
+use rate::{SystemClock, TokenBucket, refusal_text};
+
+/// Which front end a call came from (recorded in the audit log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrontEnd {
+    McpStdio,
+    Cli,
+}
+
+impl FrontEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrontEnd::McpStdio => "mcp-stdio",
+            FrontEnd::Cli => "cli",
+        }
+    }
+}
+
+pub struct Guard {
+    bucket: TokenBucket,
+    audit: Option<AuditLog>,
+}
+
+/// Admission of one call: finish it with the result to write the closing record.
+#[must_use = "finish the pass to write the tool_result record"]
+pub struct Pass<'a> {
+    guard: &'a Guard,
+    call_id: String,
+    tool: String,
+    front_end: FrontEnd,
+    started: Instant,
+}
+
+/// What a finished call reports besides its output.
+#[derive(Debug, Default, Clone)]
+pub struct CallFacts {
+    pub run_id: Option<String>,
+    /// Token usage and cost, as the API reported them.
+    pub usage: Option<Value>,
+}
+
+impl Guard {
+    pub fn new(config: &GuardConfig) -> Result<Guard, String> {
+        let audit = match &config.audit_log_path {
+            Some(path) => Some(AuditLog::open(path)?),
+            None => None,
+        };
+        Ok(Guard {
+            bucket: TokenBucket::new(
+                config.rate_per_minute,
+                config.rate_burst,
+                Box::new(SystemClock),
+            ),
+            audit,
+        })
+    }
+
+    /// Records a call whose input was rejected (it costs no token).
+    pub fn rejected(&self, front_end: FrontEnd, tool: &str, params: &Value, output: &ToolOutput) {
+        let call_id = new_call_id();
+        self.write(
+            "tool_call",
+            front_end,
+            tool,
+            &call_id,
+            fields(params, "rejected"),
+        );
+        let mut result = Map::new();
+        result.insert("is_error".into(), json!(true));
+        result.insert("validation".into(), json!("rejected"));
+        result.insert("result_hash".into(), json!(result_hash(output)));
+        result.insert("duration_ms".into(), json!(0.0));
+        result.insert("truncated".into(), json!(false));
+        self.write("tool_result", front_end, tool, &call_id, result);
+    }
+
+    /// Charges the bucket for a validated call and opens its audit pair; a refusal is
+    /// the `isError` result to return (and is audited as `rate_limited`).
+    pub fn admit(
+        &self,
+        front_end: FrontEnd,
+        tool: &str,
+        params: &Value,
+    ) -> Result<Pass<'_>, ToolOutput> {
+        let call_id = new_call_id();
+        if let Err(wait) = self.bucket.try_take() {
+            let mut f = fields(params, "ok");
+            f.insert("retry_after_ms".into(), json!(wait.as_millis() as u64));
+            self.write("rate_limited", front_end, tool, &call_id, f);
+            return Err(ToolOutput::error(refusal_text(wait)));
+        }
+        self.write("tool_call", front_end, tool, &call_id, fields(params, "ok"));
+        Ok(Pass {
+            guard: self,
+            call_id,
+            tool: tool.to_owned(),
+            front_end,
+            started: Instant::now(),
+        })
+    }
+
+    fn write(
+        &self,
+        event: &str,
+        front_end: FrontEnd,
+        tool: &str,
+        call_id: &str,
+        mut f: Map<String, Value>,
+    ) {
+        let Some(audit) = &self.audit else { return };
+        f.insert("tool".into(), json!(tool));
+        f.insert("front_end".into(), json!(front_end.as_str()));
+        f.insert("call_id".into(), json!(call_id));
+        audit.record(event, f);
+    }
+
+    /// Writes everything queued (at exit, and before a signal ends the process).
+    pub fn flush(&self) {
+        if let Some(audit) = &self.audit {
+            audit.flush(Duration::from_secs(2));
+        }
+    }
+
+    /// Records a call abandoned before it finished (client cancellation, shutdown),
+    /// with the run it leaves behind.
+    pub fn abandoned(&self, pass: Pass<'_>, run_ids: &[String]) {
+        let mut f = Map::new();
+        f.insert("duration_ms".into(), json!(elapsed_ms(pass.started)));
+        f.insert("abandoned".into(), json!(true));
+        if let Some(id) = run_ids.first() {
+            f.insert("response_id".into(), json!(id));
+        }
+        self.write(
+            "tool_abandoned",
+            pass.front_end,
+            &pass.tool,
+            &pass.call_id,
+            f,
+        );
+    }
+}
+
+impl Pass<'_> {
+    pub fn finish(self, output: &ToolOutput, facts: &CallFacts) {
+        let mut f = Map::new();
+        f.insert("validation".into(), json!("ok"));
+        f.insert("is_error".into(), json!(output.is_error));
+        f.insert("result_hash".into(), json!(result_hash(output)));
+        f.insert("duration_ms".into(), json!(elapsed_ms(self.started)));
+        f.insert("truncated".into(), json!(false));
+        if let Some(id) = &facts.run_id {
+            f.insert("response_id".into(), json!(id));
+        }
+        if let Some(usage) = &facts.usage {
+            f.insert("usage".into(), usage.clone());
+        }
+        self.guard
+            .write("tool_result", self.front_end, &self.tool, &self.call_id, f);
+    }
+}
+
+fn fields(params: &Value, validation: &str) -> Map<String, Value> {
+    let mut f = Map::new();
+    f.insert("params".into(), params.clone());
+    f.insert("validation".into(), json!(validation));
+    f
+}
+
+fn elapsed_ms(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 10_000.0).round() / 10.0
+}
+
+/// SHA-256 of the sorted-key JSON of the full result.
+pub fn result_hash(output: &ToolOutput) -> String {
+    sha256_hex(sorted(&output.to_json()).to_string().as_bytes())
+}
+
+/// A random 128-bit correlation id shared by a call's records.
+fn new_call_id() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // Correlation only, not a secret: a clock-derived id is an acceptable fallback.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        bytes = nanos.to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

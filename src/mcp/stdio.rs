@@ -22,6 +22,7 @@ use super::dispatch::{Action, CallJob, Dispatcher};
 use super::framing::{Line, LineReader};
 use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, notification};
 use crate::config::MAX_CALLS_IN_FLIGHT;
+use crate::guard::FrontEnd;
 use crate::perplexity::wait::ProgressSink;
 use crate::tools::{CallContext, ToolOutput};
 
@@ -126,6 +127,7 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
     }
     drop(outbox);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+    dispatcher.tools().guard().flush();
     0
 }
 
@@ -170,13 +172,13 @@ async fn run_call(
                 last: Mutex::new(None),
             }) as Arc<dyn ProgressSink>
         }),
+        cancel: token,
         ..CallContext::default()
     };
     let tools = dispatcher.tools().clone();
-    let output = tokio::select! {
-        output = tools.call(&job.tool, &job.arguments, &ctx) => Some(output),
-        () = token.cancelled() => None,
-    };
+    let output = tools
+        .call(FrontEnd::McpStdio, &job.tool, &job.arguments, &ctx)
+        .await;
     if let Ok(mut map) = in_flight.lock() {
         let key = job.id.to_string();
         if map.get(&key).is_some_and(|(s, _)| *s == seq) {

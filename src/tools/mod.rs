@@ -16,9 +16,11 @@ use futures_util::FutureExt;
 use serde_json::Value;
 
 use crate::config::Config;
+use crate::guard::{CallFacts, FrontEnd, Guard};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::wait::{ProgressSink, RunIdSink};
 use args::Args;
+use tokio_util::sync::CancellationToken;
 
 /// Text shown when a handler fails in a way we did not foresee. The details go to
 /// stderr (tool name and kind only: a message could carry secrets).
@@ -61,6 +63,10 @@ impl ToolOutput {
 pub struct RunIds(Mutex<Vec<String>>);
 
 impl RunIds {
+    pub fn snapshot(&self) -> Vec<String> {
+        self.0.lock().map(|ids| ids.clone()).unwrap_or_default()
+    }
+
     pub fn take(&self) -> Vec<String> {
         self.0
             .lock()
@@ -84,6 +90,8 @@ impl RunIdSink for RunIds {
 pub struct CallContext {
     pub progress: Option<Arc<dyn ProgressSink>>,
     pub run_ids: Arc<RunIds>,
+    /// Cancelled when the caller abandons the call (client cancellation, shutdown).
+    pub cancel: CancellationToken,
 }
 
 impl CallContext {
@@ -95,6 +103,7 @@ impl CallContext {
 /// The enabled tools of one server.
 pub struct Tools {
     client: Arc<PerplexityClient>,
+    guard: Arc<Guard>,
     wait: u64,
     /// `tools/list` entries, built once (the set never varies per connection).
     list: Value,
@@ -102,7 +111,7 @@ pub struct Tools {
 }
 
 impl Tools {
-    pub fn new(config: &Config, client: Arc<PerplexityClient>) -> Self {
+    pub fn new(config: &Config, client: Arc<PerplexityClient>, guard: Arc<Guard>) -> Self {
         let enabled: Vec<_> = research::definitions(config.wait_seconds)
             .into_iter()
             .filter(|(name, _)| config.tools.contains(name))
@@ -115,6 +124,7 @@ impl Tools {
         );
         Tools {
             client,
+            guard,
             wait: config.wait_seconds,
             list,
             names: enabled.iter().map(|(name, _)| *name).collect(),
@@ -138,34 +148,60 @@ impl Tools {
         self.wait
     }
 
-    /// Runs an enabled tool. Unknown arguments are rejected first — before any other
-    /// validation and before the key is read — driven by the tool's schema. A panic in
-    /// a handler becomes [`UNEXPECTED_FAILURE`], never a dead server.
-    pub async fn call(&self, name: &str, args: &Args, ctx: &CallContext) -> ToolOutput {
+    pub fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
+    /// Runs an enabled tool through the guard: unknown arguments are rejected first —
+    /// before any other validation and before the key is read — driven by the tool's
+    /// schema; then per-tool validation; then the rate limit and the audit record; then
+    /// the handler. `None` when the call was abandoned (`ctx.cancel`): no result is owed.
+    /// A panic in a handler becomes [`UNEXPECTED_FAILURE`], never a dead server.
+    pub async fn call(
+        &self,
+        front_end: FrontEnd,
+        name: &str,
+        args: &Args,
+        ctx: &CallContext,
+    ) -> Option<ToolOutput> {
+        let params = Value::Object(args.clone());
         let accepted: &[&str] = match name {
             "perplexity_agent" => &research::AGENT_ARGS,
             "perplexity_agent_result" => &research::RESULT_ARGS,
             "perplexity_agent_cancel" => &research::CANCEL_ARGS,
-            _ => return ToolOutput::error(format!("Unknown tool: {name}")),
+            _ => return Some(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
-        if let Err(message) = args::reject_unknown(args, accepted) {
-            return ToolOutput::error(message);
-        }
-        let client = &*self.client;
-        let wait = self.wait;
-        let run = async move {
-            match name {
-                "perplexity_agent" => research::call_agent(client, wait, args, ctx).await,
-                "perplexity_agent_result" => research::call_result(client, wait, args, ctx).await,
-                _ => research::call_cancel(client, wait, args).await,
+        let validated =
+            args::reject_unknown(args, accepted).and_then(|()| research::validate(name, args));
+        let call = match validated {
+            Ok(call) => call,
+            Err(message) => {
+                let output = ToolOutput::error(message);
+                self.guard.rejected(front_end, name, &params, &output);
+                return Some(output);
             }
         };
-        match AssertUnwindSafe(run).catch_unwind().await {
-            Ok(output) => output,
+        let pass = match self.guard.admit(front_end, name, &params) {
+            Ok(pass) => pass,
+            Err(refusal) => return Some(refusal),
+        };
+        let run =
+            AssertUnwindSafe(research::run(&self.client, self.wait, &call, ctx)).catch_unwind();
+        let ran = tokio::select! {
+            ran = run => ran,
+            () = ctx.cancel.cancelled() => {
+                self.guard.abandoned(pass, &ctx.run_ids.snapshot());
+                return None;
+            }
+        };
+        let (output, facts) = match ran {
+            Ok(done) => done,
             Err(_) => {
                 tracing::error!(tool = name, kind = "panic", "tool failed unexpectedly");
-                ToolOutput::error(UNEXPECTED_FAILURE)
+                (ToolOutput::error(UNEXPECTED_FAILURE), CallFacts::default())
             }
-        }
+        };
+        pass.finish(&output, &facts);
+        Some(output)
     }
 }

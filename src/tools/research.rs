@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::args::{Args, optional, required_text};
 use super::render;
 use super::{CallContext, ToolOutput};
+use crate::guard::CallFacts;
 use crate::guard::spotlight::spotlight;
 use crate::perplexity::agent::{
     CancelOutcome, CreateRun, RECENCY_VALUES, RunSnapshot, valid_run_id,
@@ -244,6 +245,17 @@ impl ResearchOutcome {
         }
     }
 
+    /// The run id and token usage, for the audit record.
+    pub fn facts(&self) -> CallFacts {
+        CallFacts {
+            run_id: self.run_id().map(str::to_owned),
+            usage: match self {
+                ResearchOutcome::Finished { run, .. } => run.raw().get("usage").cloned(),
+                _ => None,
+            },
+        }
+    }
+
     /// The progress line of a still-running outcome.
     pub fn progress_text(&self) -> Option<String> {
         match self {
@@ -367,54 +379,63 @@ pub fn render_cancel(id: &str, outcome: Result<CancelOutcome, ApiError>) -> Tool
     }
 }
 
-/// `tools/call` entry points (arguments already checked for unknown keys).
-pub async fn call_agent(
-    client: &PerplexityClient,
-    wait: u64,
-    args: &Args,
-    ctx: &CallContext,
-) -> ToolOutput {
-    let request = match ResearchRequest::from_args(args) {
-        Ok(r) => r,
-        Err(message) => return ToolOutput::error(message),
-    };
-    let outcome = research(
-        client,
-        &request,
-        Duration::from_secs(wait),
-        ctx.progress(),
-        &*ctx.run_ids,
-    )
-    .await;
-    render_outcome(&outcome)
+/// A validated lifecycle call, ready for the guard and then [`run`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LifecycleCall {
+    Agent(ResearchRequest),
+    Result { id: String, wait_seconds: u64 },
+    Cancel { id: String },
 }
 
-pub async fn call_result(
-    client: &PerplexityClient,
-    wait: u64,
-    args: &Args,
-    ctx: &CallContext,
-) -> ToolOutput {
-    let (id, wait_seconds) =
-        match response_id_from(args).and_then(|id| Ok((id, wait_seconds_from(args)?))) {
-            Ok(v) => v,
-            Err(message) => return ToolOutput::error(message),
-        };
-    ctx.run_ids.run_id(&id);
-    let progress = if wait_seconds > 0 {
-        ctx.progress()
-    } else {
-        None
-    };
-    render_outcome(&collect(client, &id, wait_seconds, wait, progress).await)
+/// Per-tool validation (after the unknown-argument check), in the reference order.
+pub fn validate(tool: &str, args: &Args) -> Result<LifecycleCall, String> {
+    match tool {
+        "perplexity_agent" => ResearchRequest::from_args(args).map(LifecycleCall::Agent),
+        "perplexity_agent_result" => {
+            let id = response_id_from(args)?;
+            let wait_seconds = wait_seconds_from(args)?;
+            Ok(LifecycleCall::Result { id, wait_seconds })
+        }
+        _ => response_id_from(args).map(|id| LifecycleCall::Cancel { id }),
+    }
 }
 
-pub async fn call_cancel(client: &PerplexityClient, wait: u64, args: &Args) -> ToolOutput {
-    let id = match response_id_from(args) {
-        Ok(id) => id,
-        Err(message) => return ToolOutput::error(message),
+/// Runs a validated call; returns the MCP rendering and what the audit wants to know.
+pub async fn run(
+    client: &PerplexityClient,
+    wait: u64,
+    call: &LifecycleCall,
+    ctx: &CallContext,
+) -> (ToolOutput, CallFacts) {
+    let outcome = match call {
+        LifecycleCall::Agent(request) => {
+            research(
+                client,
+                request,
+                Duration::from_secs(wait),
+                ctx.progress(),
+                &*ctx.run_ids,
+            )
+            .await
+        }
+        LifecycleCall::Result { id, wait_seconds } => {
+            ctx.run_ids.run_id(id);
+            let progress = if *wait_seconds > 0 {
+                ctx.progress()
+            } else {
+                None
+            };
+            collect(client, id, *wait_seconds, wait, progress).await
+        }
+        LifecycleCall::Cancel { id } => {
+            let facts = CallFacts {
+                run_id: Some(id.clone()),
+                usage: None,
+            };
+            return (render_cancel(id, cancel(client, id, wait).await), facts);
+        }
     };
-    render_cancel(&id, cancel(client, &id, wait).await)
+    (render_outcome(&outcome), outcome.facts())
 }
 
 #[cfg(test)]

@@ -25,6 +25,9 @@ pub fn env_for(fake: &FakePerplexity) -> Vec<(String, String)> {
     vec![
         ("PERPLEXITY_API_KEY".into(), KEY.into()),
         ("PERPLEXITY_API_BASE".into(), fake.base_url()),
+        // Rate limiting has its own tests (guard.rs); the others make many calls.
+        ("PERPLEXITY_RATE_BURST".into(), "100000".into()),
+        ("PERPLEXITY_RATE_PER_MINUTE".into(), "1000000".into()),
     ]
 }
 

@@ -7,5 +7,6 @@ mod common;
 mod concurrency;
 mod eras;
 mod framing;
+mod guard;
 mod lifecycle;
 mod secrets;

@@ -929,7 +929,9 @@ class Side:
     def env(self, case: Case) -> dict[str, str]:
         common = {"PERPLEXITY_API_KEY": DUMMY_KEY, "PERPLEXITY_AGENT_WAIT_SECONDS": str(W)}
         if self.name == "ours":
-            common.update({"PERPLEXITY_API_BASE": self.fake.base_url, "PERPLEXITY_TOOLS": "lifecycle"})
+            # The peer has no rate limit: give ours a bucket the cases cannot drain.
+            common.update({"PERPLEXITY_API_BASE": self.fake.base_url, "PERPLEXITY_TOOLS": "lifecycle",
+                           "PERPLEXITY_RATE_BURST": "100000", "PERPLEXITY_RATE_PER_MINUTE": "1000000"})
         else:
             common.update({"INTEROP_PEER_API_BASE": self.fake.base_url})
         common.update(case.env)

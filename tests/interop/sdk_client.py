@@ -75,6 +75,8 @@ async def run_mode(fake: FakeUpstream, mode: str, want_version: str) -> None:
     env = base_env({
         "PERPLEXITY_API_BASE": fake.base_url,
         "PERPLEXITY_API_KEY": DUMMY_KEY,
+        "PERPLEXITY_RATE_BURST": "100000",
+        "PERPLEXITY_RATE_PER_MINUTE": "1000000",
     })
     srv = StdioServerParameters(command=our_binary(), args=[], env=env)
     fake.reset({"answer": ANSWER, "sources": SOURCES})

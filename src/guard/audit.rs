@@ -1,0 +1,191 @@
+//! The JSON-lines audit log: one object per line, keys sorted, redacted in one place
+//! (`redact.rs`), written by its own thread so that a slow or full disk never blocks or
+//! fails a tool call. The file is created 0600, opened append-only and never through a
+//! symlink (a planted link cannot redirect the log). Never stdout.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::redact::{redact, scrub_text};
+
+/// A record larger than this is replaced by a stub carrying its size and hash.
+pub const MAX_RECORD_BYTES: usize = 100_000;
+/// Records waiting for the writer; past this they are dropped (and that is reported)
+/// rather than block a call.
+const QUEUE: usize = 65_536;
+
+enum Message {
+    Line(String),
+    Flush(SyncSender<()>),
+}
+
+pub struct AuditLog {
+    tx: SyncSender<Message>,
+    dropped_reported: Mutex<bool>,
+}
+
+impl AuditLog {
+    /// Opens `destination`: a file path, or `-` for stderr.
+    pub fn open(destination: &str) -> Result<AuditLog, String> {
+        let mut sink: Box<dyn Write + Send> = if destination == "-" {
+            Box::new(std::io::stderr())
+        } else {
+            let file = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(destination)
+                .map_err(|e| format!("cannot open the audit log {destination}: {}", e.kind()))?;
+            if let Ok(meta) = file.metadata()
+                && meta.mode() & 0o077 != 0
+            {
+                tracing::warn!(
+                    "the audit log {destination} is readable by other users (mode {:o}); chmod 600 it",
+                    meta.mode() & 0o777
+                );
+            }
+            Box::new(file)
+        };
+        let (tx, rx) = mpsc::sync_channel(QUEUE);
+        std::thread::Builder::new()
+            .name("audit-log".into())
+            .spawn(move || write_loop(rx, &mut *sink))
+            .map_err(|_| "cannot start the audit log writer".to_owned())?;
+        Ok(AuditLog {
+            tx,
+            dropped_reported: Mutex::new(false),
+        })
+    }
+
+    /// Writes one record. `fields` are redacted; `event` and `ts` are set last, so no
+    /// caller-supplied field can overwrite them.
+    pub fn record(&self, event: &str, fields: Map<String, Value>) {
+        let secrets = configured_secrets();
+        let mut record = match redact(&Value::Object(fields), &secrets) {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        let ts = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        record.insert("event".into(), json!(event));
+        record.insert("ts".into(), json!(ts));
+        let mut line = sorted(&Value::Object(record)).to_string();
+        if line.len() > MAX_RECORD_BYTES {
+            line = sorted(&json!({
+                "_truncated": true,
+                "original_size": line.len(),
+                "sha256": sha256_hex(line.as_bytes()),
+                "event": event,
+                "ts": ts,
+            }))
+            .to_string();
+        }
+        if let Err(TrySendError::Full(_)) = self.tx.try_send(Message::Line(line))
+            && let Ok(mut reported) = self.dropped_reported.lock()
+            && !*reported
+        {
+            *reported = true;
+            tracing::error!("the audit log is not keeping up; records are being dropped");
+        }
+    }
+
+    /// Waits (bounded) until every record so far is written.
+    pub fn flush(&self, timeout: Duration) {
+        let (done_tx, done_rx) = mpsc::sync_channel(1);
+        if self.tx.send(Message::Flush(done_tx)).is_ok() {
+            let _ = done_rx.recv_timeout(timeout);
+        }
+    }
+}
+
+fn write_loop(rx: Receiver<Message>, sink: &mut dyn Write) {
+    let mut failed = false;
+    for message in rx {
+        match message {
+            Message::Line(mut line) => {
+                line.push('\n');
+                let result = sink.write_all(line.as_bytes()).and_then(|()| sink.flush());
+                if let Err(e) = result
+                    && !failed
+                {
+                    failed = true;
+                    // Reported once: a full disk must not flood stderr or stop calls.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "perplexity-agent: writing the audit log failed ({}); records may be lost",
+                        e.kind()
+                    );
+                }
+            }
+            Message::Flush(done) => {
+                let _ = sink.flush();
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+/// The secret values to scrub: the API key as it is now (read per record, like every
+/// other use of the key).
+fn configured_secrets() -> Vec<String> {
+    std::env::var("PERPLEXITY_API_KEY")
+        .ok()
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+        .into_iter()
+        .collect()
+}
+
+/// Scrubs free text the same way records are scrubbed.
+pub fn scrub(text: &str) -> String {
+    scrub_text(text, &configured_secrets())
+}
+
+/// A copy with every object's keys in sorted order.
+pub fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorting_and_hashing() {
+        let v = json!({"b": 1, "a": {"d": 2, "c": [ {"z": 1, "y": 2} ]}});
+        assert_eq!(
+            sorted(&v).to_string(),
+            r#"{"a":{"c":[{"y":2,"z":1}],"d":2},"b":1}"#
+        );
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! One token bucket per process, shared by every front end: a prompt storm from any
+//! client drains the same budget. Refusal is immediate (never a queue, never a wait in
+//! the read loop) and says when to retry.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A source of "now", injectable so tests can freeze and advance time.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Instant;
+}
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+pub struct TokenBucket {
+    capacity: f64,
+    /// Tokens per second.
+    rate: f64,
+    clock: Box<dyn Clock>,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl TokenBucket {
+    /// A full bucket of `burst` tokens refilling `per_minute` tokens a minute, continuously.
+    pub fn new(per_minute: u32, burst: u32, clock: Box<dyn Clock>) -> Self {
+        let now = clock.now();
+        TokenBucket {
+            capacity: f64::from(burst.max(1)),
+            rate: f64::from(per_minute.max(1)) / 60.0,
+            clock,
+            state: Mutex::new((f64::from(burst.max(1)), now)),
+        }
+    }
+
+    /// Takes one token, or says how long until one is available.
+    pub fn try_take(&self) -> Result<(), Duration> {
+        let now = self.clock.now();
+        let Ok(mut state) = self.state.lock() else {
+            return Ok(());
+        };
+        let (tokens, last) = *state;
+        let refilled = (tokens + now.saturating_duration_since(last).as_secs_f64() * self.rate)
+            .min(self.capacity);
+        if refilled >= 1.0 {
+            *state = (refilled - 1.0, now);
+            Ok(())
+        } else {
+            *state = (refilled, now);
+            Err(Duration::from_secs_f64((1.0 - refilled) / self.rate))
+        }
+    }
+}
+
+/// `Rate limit exceeded: try again in 3s.` (whole seconds, rounded up, at least 1).
+pub fn refusal_text(wait: Duration) -> String {
+    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+    format!("Rate limit exceeded: try again in {secs}s.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[derive(Clone)]
+    struct Frozen(Arc<Mutex<Instant>>);
+
+    impl Clock for Frozen {
+        fn now(&self) -> Instant {
+            *self.0.lock().unwrap()
+        }
+    }
+
+    #[test]
+    fn burst_then_refill() {
+        let clock = Frozen(Arc::new(Mutex::new(Instant::now())));
+        let bucket = TokenBucket::new(60, 10, Box::new(clock.clone()));
+        for _ in 0..10 {
+            assert!(bucket.try_take().is_ok());
+        }
+        let wait = bucket.try_take().unwrap_err();
+        assert!(wait <= Duration::from_secs(1) && wait > Duration::from_millis(900));
+        assert_eq!(refusal_text(wait), "Rate limit exceeded: try again in 1s.");
+        *clock.0.lock().unwrap() += Duration::from_secs(1);
+        assert!(bucket.try_take().is_ok());
+        assert!(bucket.try_take().is_err());
+        // Refill never exceeds the burst.
+        *clock.0.lock().unwrap() += Duration::from_secs(3600);
+        for _ in 0..10 {
+            assert!(bucket.try_take().is_ok());
+        }
+        assert!(bucket.try_take().is_err());
+    }
+}

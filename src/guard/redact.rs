@@ -1,0 +1,132 @@
+//! Redaction for everything written to the audit log: secret-named keys lose their
+//! values, and bearer tokens, `pplx-` keys and the configured secrets are scrubbed from
+//! free text anywhere. The one place where redaction happens.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+pub const REDACTED: &str = "***REDACTED***";
+
+/// Key fragments whose values are secrets (case-insensitive).
+const SECRET_KEY_PARTS: [&str; 7] = [
+    "key",
+    "token",
+    "secret",
+    "authorization",
+    "password",
+    "bearer",
+    "cookie",
+];
+
+/// Count fields that merely contain "token" in their name.
+const COUNT_FIELDS: [&str; 13] = [
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "max_tokens",
+    "max_tokens_per_page",
+    "input_tokens",
+    "output_tokens",
+    "max_output_tokens",
+    "reasoning_tokens",
+    "citation_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "cached_tokens",
+];
+
+fn patterns() -> &'static [(Regex, &'static str); 2] {
+    static PATTERNS: OnceLock<[(Regex, &'static str); 2]> = OnceLock::new();
+    PATTERNS.get_or_init(|| {
+        let compile = |p: &str| Regex::new(p).unwrap_or_else(|_| unreachable!("constant pattern"));
+        [
+            (
+                compile(r"(?i)(bearer)[ \t]+[^ \t\r\n]+"),
+                "${1} ***REDACTED***",
+            ),
+            (compile(r"pplx-[A-Za-z0-9]{8,}"), "pplx-***REDACTED***"),
+        ]
+    })
+}
+
+fn is_secret_key(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    !COUNT_FIELDS.contains(&lower.as_str()) && SECRET_KEY_PARTS.iter().any(|p| lower.contains(p))
+}
+
+/// Scrubs secrets out of free text: bearer tokens, `pplx-…` keys, and the exact values of
+/// the configured `secrets`.
+pub fn scrub_text(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_owned();
+    for secret in secrets.iter().filter(|s| s.len() >= 8) {
+        if out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), REDACTED);
+        }
+    }
+    for (pattern, replacement) in patterns() {
+        if pattern.is_match(&out) {
+            out = pattern.replace_all(&out, *replacement).into_owned();
+        }
+    }
+    out
+}
+
+/// A redacted copy of `value`, recursively.
+pub fn redact(value: &Value, secrets: &[String]) -> Value {
+    match value {
+        Value::String(s) => Value::String(scrub_text(s, secrets)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| redact(v, secrets)).collect()),
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (k, v) in map {
+                let v = if is_secret_key(k) {
+                    Value::String(REDACTED.to_owned())
+                } else {
+                    redact(v, secrets)
+                };
+                out.insert(scrub_text(k, secrets), v);
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_and_strings() {
+        let input = json!({
+            "query": "my key is pplx-ABCDEFGH12345678, header Bearer abc.def.ghi",
+            "Authorization": "x",
+            "nested": {"client_secret": "y", "list": [{"api_key": 1}]},
+            "usage": {"total_tokens": 5, "max_output_tokens": 7},
+            "retrieve_key": "cap",
+            "short": "pplx-abc"
+        });
+        let out = redact(&input, &["planted-secret-value".to_owned()]);
+        assert_eq!(
+            out["query"],
+            "my key is pplx-***REDACTED***, header Bearer ***REDACTED***"
+        );
+        assert_eq!(out["Authorization"], REDACTED);
+        assert_eq!(out["nested"]["client_secret"], REDACTED);
+        assert_eq!(out["nested"]["list"][0]["api_key"], REDACTED);
+        assert_eq!(out["usage"]["total_tokens"], 5);
+        assert_eq!(out["usage"]["max_output_tokens"], 7);
+        assert_eq!(out["retrieve_key"], REDACTED);
+        assert_eq!(out["short"], "pplx-abc");
+        assert_eq!(
+            scrub_text(
+                "a planted-secret-value b",
+                &["planted-secret-value".to_owned()]
+            ),
+            "a ***REDACTED*** b"
+        );
+    }
+}

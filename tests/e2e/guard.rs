@@ -1,0 +1,238 @@
+//! The guard layer through the real binary: the shared token bucket and the redacted
+//! audit log (MCP and CLI alike).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::common::*;
+
+fn temp_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pa-guard-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("audit.jsonl")
+}
+
+fn records(path: &PathBuf) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+fn sorted_json(v: &Value) -> String {
+    fn sort(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<_> = m.keys().collect();
+                keys.sort();
+                Value::Object(keys.into_iter().map(|k| (k.clone(), sort(&m[k]))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sort).collect()),
+            o => o.clone(),
+        }
+    }
+    sort(v).to_string()
+}
+
+#[test]
+fn the_bucket_refuses_at_once_and_invalid_calls_cost_nothing() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    let mut env = env_for(&fake);
+    env.push(("PERPLEXITY_RATE_BURST".into(), "3".into()));
+    env.push(("PERPLEXITY_RATE_PER_MINUTE".into(), "1".into()));
+    let audit = temp_path("bucket");
+    env.push((
+        "PERPLEXITY_AUDIT_LOG_PATH".into(),
+        audit.display().to_string(),
+    ));
+    let mut s = Server::start(&env);
+    for i in 0..10 {
+        let r = s.request(&call(100 + i, "perplexity_agent", json!({"query": ""})));
+        assert!(tool_text(&r).1, "invalid calls are refused by validation");
+    }
+    for i in 0..3 {
+        let r = s.request(&call(
+            i,
+            "perplexity_agent",
+            json!({"query": "q", "wait": false}),
+        ));
+        assert!(!tool_text(&r).1, "call {i} passes: {r}");
+    }
+    let r = s.request(&call(
+        9,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+    ));
+    assert_eq!(
+        tool_text(&r),
+        ("Rate limit exceeded: try again in 60s.".to_owned(), true)
+    );
+    // ping and tools/list are not metered, and the refusal did not block the loop.
+    assert_eq!(
+        s.request(&request(10, "ping", json!({})))["result"],
+        json!({})
+    );
+    let creates = fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .count();
+    assert_eq!(creates, 3, "the refused call never reached the upstream");
+    s.close_stdin();
+    s.wait_exit(Duration::from_secs(10));
+    let recs = records(&audit);
+    assert_eq!(
+        recs.iter().filter(|r| r["event"] == "rate_limited").count(),
+        1
+    );
+    let rejected = recs
+        .iter()
+        .filter(|r| r["event"] == "tool_call" && r["validation"] == "rejected")
+        .count();
+    assert_eq!(rejected, 10);
+}
+
+#[test]
+fn every_call_writes_a_redacted_record_pair() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100}));
+    let audit = temp_path("pair");
+    let mut env = env_for(&fake);
+    env.push((
+        "PERPLEXITY_AUDIT_LOG_PATH".into(),
+        audit.display().to_string(),
+    ));
+    let mut s = Server::start(&env);
+    let query = format!("my key is pplx-ABCDEFGH12345678, header Bearer abc.def.ghi, and {KEY}");
+    let r = s.request(&call(1, "perplexity_agent", json!({"query": query})));
+    let result = r["result"].clone();
+    let huge = "x".repeat(200_000);
+    s.request(&call(
+        2,
+        "perplexity_agent",
+        json!({"query": huge, "wait": false}),
+    ));
+    s.close_stdin();
+    s.wait_exit(Duration::from_secs(10));
+
+    let mode = std::fs::metadata(&audit).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the audit log is private");
+    let text = std::fs::read_to_string(&audit).unwrap();
+    assert!(!text.contains(KEY), "the planted key reached the audit log");
+    assert!(!text.contains("ABCDEFGH12345678") && !text.contains("abc.def.ghi"));
+    let recs = records(&audit);
+    let call = &recs[0];
+    assert_eq!(call["event"], "tool_call");
+    assert_eq!(call["front_end"], "mcp-stdio");
+    assert_eq!(call["tool"], "perplexity_agent");
+    assert_eq!(call["validation"], "ok");
+    let q = call["params"]["query"].as_str().unwrap();
+    assert!(
+        q.contains("pplx-***REDACTED***") && q.contains("Bearer ***REDACTED***"),
+        "{q}"
+    );
+    let done = &recs[1];
+    assert_eq!(done["event"], "tool_result");
+    assert_eq!(done["call_id"], call["call_id"]);
+    assert_eq!(call["call_id"].as_str().unwrap().len(), 32);
+    assert_eq!(done["is_error"], false);
+    assert!(done["response_id"].as_str().unwrap().starts_with("resp_"));
+    assert!(
+        done["usage"].is_object(),
+        "usage reported by the upstream is recorded"
+    );
+    let expected = Sha256::digest(sorted_json(&result).as_bytes());
+    let expected: String = expected.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(done["result_hash"], expected);
+    assert!(done["ts"].as_str().unwrap().ends_with('Z'));
+    // Keys are written sorted, event and ts included.
+    let first_line = text.lines().next().unwrap();
+    let keys: Vec<String> = serde_json::from_str::<Value>(first_line)
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let mut sorted_keys = keys.clone();
+    sorted_keys.sort();
+    assert_eq!(keys, sorted_keys);
+    // The oversized record is a stub.
+    let stub = recs
+        .iter()
+        .find(|r| r["_truncated"] == true)
+        .expect("a stub for the 200 KB record");
+    assert!(stub["original_size"].as_u64().unwrap() > 200_000);
+    assert_eq!(stub["sha256"].as_str().unwrap().len(), 64);
+    assert!(text.lines().all(|l| l.len() <= 100_000));
+}
+
+#[test]
+fn the_audit_log_never_follows_a_symlink_and_can_go_to_stderr() {
+    let target = temp_path("target");
+    let link = target.with_file_name("link.jsonl");
+    std::fs::write(&target, "").unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let mut s = Server::start(&[(
+        "PERPLEXITY_AUDIT_LOG_PATH".into(),
+        link.display().to_string(),
+    )]);
+    assert_eq!(s.wait_exit(Duration::from_secs(10)).code(), Some(4));
+    assert!(s.stderr().contains("audit log"), "{}", s.stderr());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
+
+    let mut s = Server::start(&[("PERPLEXITY_AUDIT_LOG_PATH".into(), "-".into())]);
+    s.request(&call(
+        1,
+        "perplexity_agent_result",
+        json!({"response_id": "../x"}),
+    ));
+    s.close_stdin();
+    s.wait_exit(Duration::from_secs(10));
+    assert!(
+        s.stderr().contains("\"event\":\"tool_call\""),
+        "{}",
+        s.stderr()
+    );
+    assert!(
+        s.seen.iter().all(|l| !l.contains("\"event\"")),
+        "never on stdout"
+    );
+}
+
+#[test]
+fn the_cli_goes_through_the_same_guard() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    let audit = temp_path("cli");
+    let mut env = env_for(&fake);
+    env.push((
+        "PERPLEXITY_AUDIT_LOG_PATH".into(),
+        audit.display().to_string(),
+    ));
+    env.push(("PERPLEXITY_RATE_BURST".into(), "1".into()));
+    env.push(("PERPLEXITY_RATE_PER_MINUTE".into(), "1".into()));
+    let run = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args(args)
+            .env_clear()
+            .stdin(std::process::Stdio::null());
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    assert_eq!(run(&["ask", "q"]).status.code(), Some(0));
+    let recs = records(&audit);
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0]["front_end"], "cli");
+    assert_eq!(recs[0]["tool"], "ask");
+    assert_eq!(recs[1]["call_id"], recs[0]["call_id"]);
+    // A usage error is audited as rejected.
+    assert_eq!(run(&["ask", "q", "--timeout", "0"]).status.code(), Some(2));
+    assert_eq!(records(&audit).last().unwrap()["validation"], "rejected");
+}
