@@ -10,6 +10,7 @@
 //! Touches: the audit log file (or stderr), the OS CSPRNG. No network.
 
 pub mod audit;
+pub mod metrics;
 pub mod rate;
 pub mod redact;
 pub mod spotlight;
@@ -21,6 +22,7 @@ use serde_json::{Map, Value, json};
 use crate::config::GuardConfig;
 use crate::tools::ToolOutput;
 use audit::{AuditLog, sha256_hex, sorted};
+use metrics::{Metrics, Outcome};
 use rate::{SystemClock, TokenBucket, refusal_text};
 
 /// Which front end a call came from (recorded in the audit log).
@@ -42,6 +44,7 @@ impl FrontEnd {
 pub struct Guard {
     bucket: TokenBucket,
     audit: Option<AuditLog>,
+    metrics: Metrics,
 }
 
 /// Admission of one call: finish it with the result to write the closing record.
@@ -75,11 +78,13 @@ impl Guard {
                 Box::new(SystemClock),
             ),
             audit,
+            metrics: Metrics::default(),
         })
     }
 
     /// Records a call whose input was rejected (it costs no token).
     pub fn rejected(&self, front_end: FrontEnd, tool: &str, params: &Value, output: &ToolOutput) {
+        self.metrics.ended(tool, Outcome::Rejected, None);
         let call_id = new_call_id();
         self.write(
             "tool_call",
@@ -110,8 +115,10 @@ impl Guard {
             let mut f = fields(params, "ok");
             f.insert("retry_after_ms".into(), json!(wait.as_millis() as u64));
             self.write("rate_limited", front_end, tool, &call_id, f);
+            self.metrics.ended(tool, Outcome::RateLimited, None);
             return Err(ToolOutput::error(refusal_text(wait)));
         }
+        self.metrics.started_call();
         self.write("tool_call", front_end, tool, &call_id, fields(params, "ok"));
         Ok(Pass {
             guard: self,
@@ -137,6 +144,11 @@ impl Guard {
         audit.record(event, f);
     }
 
+    /// The counters `server_metrics` reports.
+    pub fn metrics(&self, upstream_retries: u64) -> Value {
+        self.metrics.snapshot(upstream_retries)
+    }
+
     /// Writes everything queued (at exit, and before a signal ends the process).
     pub fn flush(&self) {
         if let Some(audit) = &self.audit {
@@ -147,6 +159,8 @@ impl Guard {
     /// Records a call abandoned before it finished (client cancellation, shutdown),
     /// with the run it leaves behind.
     pub fn abandoned(&self, pass: Pass<'_>, run_ids: &[String]) {
+        self.metrics
+            .ended(&pass.tool, Outcome::Abandoned, Some(pass.started.elapsed()));
         let mut f = Map::new();
         f.insert("duration_ms".into(), json!(elapsed_ms(pass.started)));
         f.insert("abandoned".into(), json!(true));
@@ -165,6 +179,14 @@ impl Guard {
 
 impl Pass<'_> {
     pub fn finish(self, output: &ToolOutput, facts: &CallFacts) {
+        let outcome = if output.is_error {
+            Outcome::Error
+        } else {
+            Outcome::Ok
+        };
+        self.guard
+            .metrics
+            .ended(&self.tool, outcome, Some(self.started.elapsed()));
         let mut f = Map::new();
         f.insert("validation".into(), json!("ok"));
         f.insert("is_error".into(), json!(output.is_error));

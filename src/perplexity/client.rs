@@ -16,6 +16,7 @@
 //!   cannot be sent twice behind our back.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use reqwest::header::{
@@ -46,6 +47,8 @@ pub struct PerplexityClient {
     base: Url,
     config: ApiConfig,
     user_agent: HeaderValue,
+    /// Retries made so far (for `server_metrics`).
+    retries: AtomicU64,
 }
 
 /// What a request expects back on success.
@@ -129,6 +132,7 @@ impl PerplexityClient {
             base: config.base.clone(),
             config: config.clone(),
             user_agent,
+            retries: AtomicU64::new(0),
         })
     }
 
@@ -141,6 +145,11 @@ impl PerplexityClient {
 
     pub fn config(&self) -> &ApiConfig {
         &self.config
+    }
+
+    /// Retries made since start.
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
     }
 }
 
@@ -205,6 +214,7 @@ impl PerplexityClient {
             }
             tracing::debug!(attempt, ?pause, error = %failure.error, "retrying Perplexity request");
             tokio::time::sleep(pause).await;
+            self.retries.fetch_add(1, Ordering::Relaxed);
             attempt += 1;
         }
     }

@@ -17,6 +17,12 @@ pub fn reject_unknown(args: &Args, accepted: &[&str]) -> Result<(), String> {
         return Ok(());
     }
     unknown.sort_unstable();
+    if accepted.is_empty() {
+        return Err(format!(
+            "Unknown argument(s): {}. This tool takes no arguments.",
+            unknown.join(", ")
+        ));
+    }
     let mut accepted = accepted.to_vec();
     accepted.sort_unstable();
     Err(format!(

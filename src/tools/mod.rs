@@ -4,6 +4,7 @@
 //!
 //! Touches: the network only through `perplexity::` (and, later, `fetch::`/`gateway::`).
 
+pub mod admin;
 pub mod args;
 pub mod catalogue;
 pub mod render;
@@ -26,11 +27,13 @@ use tokio_util::sync::CancellationToken;
 /// stderr (tool name and kind only: a message could carry secrets).
 pub const UNEXPECTED_FAILURE: &str = "The tool failed unexpectedly. Check the server's stderr log.";
 
-/// A tool result: always exactly one text block, and `isError` always present.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A tool result: always exactly one text block, and `isError` always present; tools
+/// with an `outputSchema` also return `structuredContent`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     pub text: String,
     pub is_error: bool,
+    pub structured: Option<Value>,
 }
 
 impl ToolOutput {
@@ -38,6 +41,7 @@ impl ToolOutput {
         ToolOutput {
             text: text.into(),
             is_error: false,
+            structured: None,
         }
     }
 
@@ -45,15 +49,20 @@ impl ToolOutput {
         ToolOutput {
             text: text.into(),
             is_error: true,
+            structured: None,
         }
     }
 
     /// The MCP `CallToolResult` JSON, without era shaping.
     pub fn to_json(&self) -> Value {
-        serde_json::json!({
+        let mut result = serde_json::json!({
             "content": [{"type": "text", "text": self.text}],
             "isError": self.is_error,
-        })
+        });
+        if let Some(structured) = &self.structured {
+            result["structuredContent"] = structured.clone();
+        }
+        result
     }
 }
 
@@ -114,6 +123,7 @@ impl Tools {
     pub fn new(config: &Config, client: Arc<PerplexityClient>, guard: Arc<Guard>) -> Self {
         let enabled: Vec<_> = research::definitions(config.wait_seconds)
             .into_iter()
+            .chain(admin::definitions())
             .filter(|(name, _)| config.tools.contains(name))
             .collect();
         let list = Value::Array(
@@ -169,10 +179,13 @@ impl Tools {
             "perplexity_agent" => &research::AGENT_ARGS,
             "perplexity_agent_result" => &research::RESULT_ARGS,
             "perplexity_agent_cancel" => &research::CANCEL_ARGS,
+            "server_metrics" => &admin::METRICS_ARGS,
             _ => return Some(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
-        let validated =
-            args::reject_unknown(args, accepted).and_then(|()| research::validate(name, args));
+        let validated = args::reject_unknown(args, accepted).and_then(|()| match name {
+            "server_metrics" => Ok(None),
+            _ => research::validate(name, args).map(Some),
+        });
         let call = match validated {
             Ok(call) => call,
             Err(message) => {
@@ -185,8 +198,16 @@ impl Tools {
             Ok(pass) => pass,
             Err(refusal) => return Some(refusal),
         };
-        let run =
-            AssertUnwindSafe(research::run(&self.client, self.wait, &call, ctx)).catch_unwind();
+        let run = AssertUnwindSafe(async {
+            match &call {
+                Some(call) => research::run(&self.client, self.wait, call, ctx).await,
+                None => (
+                    admin::render(self.guard.metrics(self.client.retries())),
+                    CallFacts::default(),
+                ),
+            }
+        })
+        .catch_unwind();
         let ran = tokio::select! {
             ran = run => ran,
             () = ctx.cancel.cancelled() => {

@@ -236,3 +236,58 @@ fn the_cli_goes_through_the_same_guard() {
     assert_eq!(run(&["ask", "q", "--timeout", "0"]).status.code(), Some(2));
     assert_eq!(records(&audit).last().unwrap()["validation"], "rejected");
 }
+
+#[test]
+fn server_metrics_counts_what_the_guard_saw() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    let mut env = env_for(&fake);
+    env.push(("PERPLEXITY_RATE_BURST".into(), "3".into()));
+    env.push(("PERPLEXITY_RATE_PER_MINUTE".into(), "1".into()));
+    // env_for's generous bucket is overridden by the later entries.
+    let mut s = Server::start(&env);
+    s.request(&call(1, "perplexity_agent", json!({"query": "q"})));
+    s.request(&call(2, "perplexity_agent", json!({"query": ""})));
+    fake.push_fault(json!({"route": "get", "status": 503, "headers": {"Retry-After": "0"}}));
+    s.request(&call(
+        3,
+        "perplexity_agent_result",
+        json!({"response_id": "resp_x"}),
+    ));
+    let list = s.request(&request(4, "tools/list", json!({})));
+    let tool = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "server_metrics")
+        .cloned()
+        .expect("server_metrics listed");
+    assert_eq!(
+        tool["inputSchema"],
+        json!({"type":"object","additionalProperties":false})
+    );
+    assert_eq!(tool["annotations"]["readOnlyHint"], true);
+    let r = s.request(&call(5, "server_metrics", json!({})));
+    let result = &r["result"];
+    assert_eq!(result["isError"], false);
+    let m = &result["structuredContent"];
+    let schema = jsonschema::validator_for(&tool["outputSchema"]).unwrap();
+    assert!(
+        schema.is_valid(m),
+        "structuredContent matches the outputSchema: {m}"
+    );
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(&text, m, "the text rendering is the same JSON");
+    assert_eq!(m["tools"]["perplexity_agent"]["calls"], 2);
+    assert_eq!(m["tools"]["perplexity_agent"]["validation_rejections"], 1);
+    assert_eq!(m["tools"]["perplexity_agent_result"]["calls"], 1);
+    assert!(m["upstream_retries"].as_u64().unwrap() >= 1);
+    assert_eq!(m["calls_in_flight"], 1, "this call itself");
+    // The bucket (3) is now empty: metrics are metered too, and refusals are counted.
+    let r = s.request(&call(6, "server_metrics", json!({})));
+    assert!(tool_text(&r).1);
+    let r = s.request(&call(7, "server_metrics", json!({"verbose": true})));
+    assert_eq!(
+        tool_text(&r).0,
+        "Unknown argument(s): verbose. This tool takes no arguments."
+    );
+}

@@ -1,0 +1,169 @@
+//! In-process counters, fed by the guard (every call passes it) and read by the
+//! `server_metrics` tool. Bounded: latencies are kept in a fixed ring per tool. Counts
+//! only — no parameters, no texts, no secrets.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Latency samples kept per tool for the percentiles.
+const LATENCY_WINDOW: usize = 1024;
+
+#[derive(Default)]
+struct ToolStats {
+    calls: u64,
+    errors: u64,
+    rejected: u64,
+    rate_limited: u64,
+    abandoned: u64,
+    latencies_ms: Vec<f64>,
+    next: usize,
+}
+
+impl ToolStats {
+    fn observe(&mut self, ms: f64) {
+        if self.latencies_ms.len() < LATENCY_WINDOW {
+            self.latencies_ms.push(ms);
+        } else {
+            self.latencies_ms[self.next] = ms;
+            self.next = (self.next + 1) % LATENCY_WINDOW;
+        }
+    }
+}
+
+pub struct Metrics {
+    started: Instant,
+    tools: Mutex<BTreeMap<String, ToolStats>>,
+    in_flight: Mutex<i64>,
+}
+
+pub enum Outcome {
+    Ok,
+    Error,
+    Rejected,
+    RateLimited,
+    Abandoned,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            started: Instant::now(),
+            tools: Mutex::default(),
+            in_flight: Mutex::new(0),
+        }
+    }
+}
+
+impl Metrics {
+    pub fn started_call(&self) {
+        if let Ok(mut n) = self.in_flight.lock() {
+            *n += 1;
+        }
+    }
+
+    /// Records how a call ended; `took` is set for calls that ran.
+    pub fn ended(&self, tool: &str, outcome: Outcome, took: Option<Duration>) {
+        if took.is_some()
+            && let Ok(mut n) = self.in_flight.lock()
+        {
+            *n -= 1;
+        }
+        let Ok(mut tools) = self.tools.lock() else {
+            return;
+        };
+        let stats = tools.entry(tool.to_owned()).or_default();
+        stats.calls += 1;
+        match outcome {
+            Outcome::Ok => {}
+            Outcome::Error => stats.errors += 1,
+            Outcome::Rejected => {
+                stats.errors += 1;
+                stats.rejected += 1;
+            }
+            Outcome::RateLimited => {
+                stats.errors += 1;
+                stats.rate_limited += 1;
+            }
+            Outcome::Abandoned => stats.abandoned += 1,
+        }
+        if let Some(took) = took {
+            stats.observe(took.as_secs_f64() * 1000.0);
+        }
+    }
+
+    /// The snapshot `server_metrics` returns. `upstream_retries` comes from the client.
+    pub fn snapshot(&self, upstream_retries: u64) -> Value {
+        let tools = self.tools.lock().map(|tools| {
+            tools
+                .iter()
+                .map(|(name, s)| {
+                    let mut sorted = s.latencies_ms.clone();
+                    sorted.sort_by(f64::total_cmp);
+                    (
+                        name.clone(),
+                        json!({
+                            "calls": s.calls,
+                            "errors": s.errors,
+                            "validation_rejections": s.rejected,
+                            "rate_limit_rejections": s.rate_limited,
+                            "abandoned": s.abandoned,
+                            "latency_ms": {
+                                "p50": percentile(&sorted, 0.50),
+                                "p95": percentile(&sorted, 0.95),
+                                "p99": percentile(&sorted, 0.99),
+                            },
+                        }),
+                    )
+                })
+                .collect::<serde_json::Map<String, Value>>()
+        });
+        json!({
+            "uptime_seconds": self.started.elapsed().as_secs(),
+            "calls_in_flight": self.in_flight.lock().map(|n| (*n).max(0)).unwrap_or(0),
+            "upstream_retries": upstream_retries,
+            "tools": tools.unwrap_or_default(),
+        })
+    }
+}
+
+/// Nearest-rank percentile of sorted samples, rounded to 0.1 ms; 0 without samples.
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    (sorted[rank - 1] * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_percentiles() {
+        let m = Metrics::default();
+        for ms in 1..=100 {
+            m.started_call();
+            m.ended("t", Outcome::Ok, Some(Duration::from_millis(ms)));
+        }
+        m.ended("t", Outcome::RateLimited, None);
+        m.ended("t", Outcome::Rejected, None);
+        let snap = m.snapshot(7);
+        let t = &snap["tools"]["t"];
+        assert_eq!(t["calls"], 102);
+        assert_eq!(t["errors"], 2);
+        assert_eq!(t["rate_limit_rejections"], 1);
+        assert_eq!(t["latency_ms"]["p50"].as_f64(), Some(50.0));
+        assert_eq!(t["latency_ms"]["p99"].as_f64(), Some(99.0));
+        assert_eq!(snap["calls_in_flight"], 0);
+        assert_eq!(snap["upstream_retries"], 7);
+        // The window is bounded.
+        for _ in 0..5000 {
+            m.ended("u", Outcome::Ok, Some(Duration::from_millis(1)));
+        }
+        assert!(m.tools.lock().unwrap()["u"].latencies_ms.len() <= LATENCY_WINDOW);
+    }
+}
