@@ -47,6 +47,8 @@ pub struct GuardConfig {
     pub rate_burst: u32,
     /// `PERPLEXITY_AUDIT_LOG_PATH`: a file, or `-` for stderr; `None` = no audit log.
     pub audit_log_path: Option<String>,
+    /// `PERPLEXITY_MAX_OUTPUT_CHARS`: longer results are cut and offloaded.
+    pub max_output_chars: usize,
 }
 
 impl Default for GuardConfig {
@@ -55,6 +57,7 @@ impl Default for GuardConfig {
             rate_per_minute: 60,
             rate_burst: 10,
             audit_log_path: None,
+            max_output_chars: 100_000,
         }
     }
 }
@@ -174,6 +177,13 @@ impl Config {
                 audit_log_path: env("PERPLEXITY_AUDIT_LOG_PATH")
                     .map(|p| p.trim().to_owned())
                     .filter(|p| !p.is_empty()),
+                max_output_chars: bounded_int(
+                    "PERPLEXITY_MAX_OUTPUT_CHARS",
+                    env("PERPLEXITY_MAX_OUTPUT_CHARS").as_deref(),
+                    100_000,
+                    1_000,
+                    10_000_000,
+                )? as usize,
             },
         })
     }

@@ -178,7 +178,7 @@ async fn ask(args: AskArgs, client: &PerplexityClient, guard: &Guard) -> i32 {
     )
     .await;
     progress.finish();
-    pass.finish(&research::render_outcome(&outcome), &outcome.facts());
+    pass.finish(&research::render_outcome(&outcome), &outcome.facts(), false);
     output::outcome(&outcome, Style::new(args.json, args.spotlight), timeout)
 }
 
@@ -239,7 +239,7 @@ async fn result(args: ResultArgs, client: &PerplexityClient, guard: &Guard) -> i
     let sink = (wait > 0).then_some(&progress as &dyn crate::perplexity::wait::ProgressSink);
     let outcome = research::collect(client, &id, wait, MAX_WAIT_SECONDS, sink).await;
     progress.finish();
-    pass.finish(&research::render_outcome(&outcome), &outcome.facts());
+    pass.finish(&research::render_outcome(&outcome), &outcome.facts(), false);
     output::outcome(&outcome, Style::new(args.json, args.spotlight), wait)
 }
 
@@ -258,6 +258,10 @@ async fn cancel(args: CancelArgs, client: &PerplexityClient, guard: &Guard, wait
         run_id: Some(id.clone()),
         usage: None,
     };
-    pass.finish(&research::render_cancel(&id, outcome.clone()), &facts);
+    pass.finish(
+        &research::render_cancel(&id, outcome.clone()),
+        &facts,
+        false,
+    );
     output::cancel(&id, outcome, args.json)
 }

@@ -11,6 +11,7 @@
 
 pub mod audit;
 pub mod metrics;
+pub mod offload;
 pub mod rate;
 pub mod redact;
 pub mod spotlight;
@@ -23,6 +24,7 @@ use crate::config::GuardConfig;
 use crate::tools::ToolOutput;
 use audit::{AuditLog, sha256_hex, sorted};
 use metrics::{Metrics, Outcome};
+use offload::Offload;
 use rate::{SystemClock, TokenBucket, refusal_text};
 
 /// Which front end a call came from (recorded in the audit log).
@@ -45,6 +47,7 @@ pub struct Guard {
     bucket: TokenBucket,
     audit: Option<AuditLog>,
     metrics: Metrics,
+    offload: Offload,
 }
 
 /// Admission of one call: finish it with the result to write the closing record.
@@ -79,6 +82,7 @@ impl Guard {
             ),
             audit,
             metrics: Metrics::default(),
+            offload: Offload::new(config.max_output_chars),
         })
     }
 
@@ -144,6 +148,17 @@ impl Guard {
         audit.record(event, f);
     }
 
+    /// Applies the output budget: a result over it is cut, the full text kept for
+    /// `retrieve`. Returns whether it was cut.
+    pub fn budget(&self, output: &mut ToolOutput) -> bool {
+        self.offload.apply(output)
+    }
+
+    /// A chunk of an offloaded result.
+    pub fn retrieve(&self, key: &str, offset: usize) -> Result<String, String> {
+        self.offload.retrieve(key, offset)
+    }
+
     /// The counters `server_metrics` reports.
     pub fn metrics(&self, upstream_retries: u64) -> Value {
         self.metrics.snapshot(upstream_retries)
@@ -178,7 +193,9 @@ impl Guard {
 }
 
 impl Pass<'_> {
-    pub fn finish(self, output: &ToolOutput, facts: &CallFacts) {
+    /// Closes the call's audit pair. `output` is the full result (hashed before any cut);
+    /// `truncated` says whether the caller got it cut.
+    pub fn finish(self, output: &ToolOutput, facts: &CallFacts, truncated: bool) {
         let outcome = if output.is_error {
             Outcome::Error
         } else {
@@ -192,7 +209,7 @@ impl Pass<'_> {
         f.insert("is_error".into(), json!(output.is_error));
         f.insert("result_hash".into(), json!(result_hash(output)));
         f.insert("duration_ms".into(), json!(elapsed_ms(self.started)));
-        f.insert("truncated".into(), json!(false));
+        f.insert("truncated".into(), json!(truncated));
         if let Some(id) = &facts.run_id {
             f.insert("response_id".into(), json!(id));
         }

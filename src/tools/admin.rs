@@ -8,6 +8,36 @@ use serde_json::{Value, json};
 use super::ToolOutput;
 
 pub const METRICS_ARGS: [&str; 0] = [];
+pub const RETRIEVE_ARGS: [&str; 2] = ["retrieve_key", "offset"];
+
+/// `retrieve` arguments: a well-formed key (checked before the cache is consulted) and
+/// an optional character offset.
+pub fn validate_retrieve(args: &super::args::Args) -> Result<(String, usize), String> {
+    let key = super::args::required_text(
+        args,
+        "retrieve_key",
+        "'retrieve_key' is required and must be a non-empty string.",
+    )?;
+    let well_formed = key.len() == 35
+        && key.starts_with("rk_")
+        && key[3..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    if !well_formed {
+        return Err(
+            "Malformed retrieve_key. Expected the retrieve_key given in a truncated result."
+                .to_owned(),
+        );
+    }
+    let offset = match super::args::optional(args, "offset") {
+        None => 0,
+        Some(v) => crate::text::json_integer(v)
+            .filter(|n| *n >= 0)
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+            .ok_or("'offset' must be a non-negative integer.")?,
+    };
+    Ok((key.to_owned(), offset))
+}
 
 pub fn definitions() -> Vec<(&'static str, rmcp::model::Tool)> {
     use rmcp::model::{Tool, ToolAnnotations};
@@ -27,6 +57,26 @@ pub fn definitions() -> Vec<(&'static str, rmcp::model::Tool)> {
         "latency_ms": latency},
         "required":["calls","errors","validation_rejections","rate_limit_rejections","abandoned","latency_ms"]});
     vec![(
+        "retrieve",
+        Tool::new(
+            "retrieve",
+            "Fetch the rest of a result that was cut because it exceeded this server's output budget: pass the retrieve_key from the truncated result and the offset it names. Offloaded results are kept for one hour (at most 128 of them).",
+            object(json!({"type":"object",
+                "properties":{
+                    "retrieve_key":{"type":"string","minLength":1,"maxLength":64,"description":"The retrieve_key given in a truncated result."},
+                    "offset":{"type":"integer","minimum":0,"default":0,"description":"Character offset to continue from (the truncated result names it)."}},
+                "required":["retrieve_key"],
+                "additionalProperties":false})),
+        )
+        .with_title("Retrieve Offloaded Result")
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ),
+    ), (
         "server_metrics",
         Tool::new(
             "server_metrics",

@@ -3,10 +3,11 @@
 //! zalez/perplexity-agent-mcp: the same three tools, in the same order.
 
 /// Every tool this build implements, in `tools/list` order, with its group.
-pub const TOOLS: [(&str, &str); 4] = [
+pub const TOOLS: [(&str, &str); 5] = [
     ("perplexity_agent", "lifecycle"),
     ("perplexity_agent_result", "lifecycle"),
     ("perplexity_agent_cancel", "lifecycle"),
+    ("retrieve", "admin"),
     ("server_metrics", "admin"),
 ];
 
@@ -91,10 +92,10 @@ mod tests {
     #[test]
     fn profiles() {
         assert_eq!(ToolSelection::parse("").unwrap(), ToolSelection::all());
-        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 4);
+        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 5);
         assert_eq!(
             ToolSelection::parse("admin").unwrap().names(),
-            ["server_metrics"]
+            ["retrieve", "server_metrics"]
         );
         assert_eq!(
             ToolSelection::parse(" lifecycle ").unwrap().names(),

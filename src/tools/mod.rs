@@ -109,6 +109,13 @@ impl CallContext {
     }
 }
 
+/// A validated call of any tool.
+enum Call {
+    Lifecycle(research::LifecycleCall),
+    Retrieve { key: String, offset: usize },
+    Metrics,
+}
+
 /// The enabled tools of one server.
 pub struct Tools {
     client: Arc<PerplexityClient>,
@@ -180,11 +187,15 @@ impl Tools {
             "perplexity_agent_result" => &research::RESULT_ARGS,
             "perplexity_agent_cancel" => &research::CANCEL_ARGS,
             "server_metrics" => &admin::METRICS_ARGS,
+            "retrieve" => &admin::RETRIEVE_ARGS,
             _ => return Some(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
         let validated = args::reject_unknown(args, accepted).and_then(|()| match name {
-            "server_metrics" => Ok(None),
-            _ => research::validate(name, args).map(Some),
+            "server_metrics" => Ok(Call::Metrics),
+            "retrieve" => {
+                admin::validate_retrieve(args).map(|(key, offset)| Call::Retrieve { key, offset })
+            }
+            _ => research::validate(name, args).map(Call::Lifecycle),
         });
         let call = match validated {
             Ok(call) => call,
@@ -200,11 +211,18 @@ impl Tools {
         };
         let run = AssertUnwindSafe(async {
             match &call {
-                Some(call) => research::run(&self.client, self.wait, call, ctx).await,
-                None => (
+                Call::Lifecycle(call) => research::run(&self.client, self.wait, call, ctx).await,
+                Call::Metrics => (
                     admin::render(self.guard.metrics(self.client.retries())),
                     CallFacts::default(),
                 ),
+                Call::Retrieve { key, offset } => {
+                    let output = match self.guard.retrieve(key, *offset) {
+                        Ok(text) => ToolOutput::ok(text),
+                        Err(message) => ToolOutput::error(message),
+                    };
+                    (output, CallFacts::default())
+                }
             }
         })
         .catch_unwind();
@@ -222,7 +240,9 @@ impl Tools {
                 (ToolOutput::error(UNEXPECTED_FAILURE), CallFacts::default())
             }
         };
-        pass.finish(&output, &facts);
-        Some(output)
+        let mut shown = output.clone();
+        let truncated = self.guard.budget(&mut shown);
+        pass.finish(&output, &facts, truncated);
+        Some(shown)
     }
 }

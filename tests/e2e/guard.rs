@@ -291,3 +291,97 @@ fn server_metrics_counts_what_the_guard_saw() {
         "Unknown argument(s): verbose. This tool takes no arguments."
     );
 }
+
+#[test]
+fn long_results_are_offloaded_and_retrievable() {
+    let answer: String = (0..600)
+        .map(|i| format!("line {i:04} of the answer\n"))
+        .collect();
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50, "answer": answer}));
+    let audit = temp_path("offload");
+    let mut env = env_for(&fake);
+    env.push(("PERPLEXITY_MAX_OUTPUT_CHARS".into(), "2000".into()));
+    env.push((
+        "PERPLEXITY_AUDIT_LOG_PATH".into(),
+        audit.display().to_string(),
+    ));
+    let mut s = Server::start(&env);
+    let (text, is_error) =
+        tool_text(&s.request(&call(1, "perplexity_agent", json!({"query": "q"}))));
+    assert!(!is_error);
+    assert!(text.chars().count() <= 2000, "{}", text.chars().count());
+    let (wrapped, marker) = text
+        .rsplit_once("\n\n[Truncated: ")
+        .expect("a visible marker");
+    assert!(
+        wrapped.ends_with('>') && wrapped.contains("\n</untrusted-web-content-"),
+        "the wrapper stays closed"
+    );
+    let key = marker
+        .split("retrieve_key=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut offset: u64 = marker
+        .split("offset=")
+        .nth(1)
+        .unwrap()
+        .split(')')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut rest = String::new();
+    for id in 2..100 {
+        let r = s.request(&call(
+            id,
+            "retrieve",
+            json!({"retrieve_key": key, "offset": offset}),
+        ));
+        let (chunk, is_error) = tool_text(&r);
+        assert!(!is_error, "{chunk}");
+        let body = unwrap_spotlight(chunk.rsplit_once("\n\n[Characters ").unwrap().0);
+        offset += body.chars().count() as u64;
+        rest.push_str(&body);
+        if chunk.ends_with("This is the end.]") {
+            break;
+        }
+    }
+    assert!(
+        rest.contains("line 0599 of the answer"),
+        "the end of the answer came back"
+    );
+    for (args, message) in [
+        (
+            json!({"retrieve_key": "rk_00000000000000000000000000000000"}),
+            "Unknown or expired retrieve_key.",
+        ),
+        (
+            json!({"retrieve_key": "../../etc"}),
+            "Malformed retrieve_key.",
+        ),
+        (
+            json!({"retrieve_key": key, "offset": -1}),
+            "'offset' must be a non-negative integer.",
+        ),
+        (json!({}), "'retrieve_key' is required"),
+    ] {
+        let (text, is_error) = tool_text(&s.request(&call(200, "retrieve", args)));
+        assert!(is_error && text.starts_with(message), "{text}");
+    }
+    s.close_stdin();
+    s.wait_exit(Duration::from_secs(10));
+    let log = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        !log.contains(&key),
+        "the retrieve_key is a capability: never logged"
+    );
+    let first = records(&audit)
+        .into_iter()
+        .find(|r| r["event"] == "tool_result")
+        .unwrap();
+    assert_eq!(first["truncated"], true);
+}
