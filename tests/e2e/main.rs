@@ -8,5 +8,6 @@ mod concurrency;
 mod eras;
 mod framing;
 mod guard;
+mod hostile;
 mod lifecycle;
 mod secrets;
