@@ -256,7 +256,7 @@ async fn cancel(args: CancelArgs, client: &PerplexityClient, guard: &Guard, wait
     let outcome = research::cancel(client, &id, wait).await;
     let facts = CallFacts {
         run_id: Some(id.clone()),
-        usage: None,
+        ..CallFacts::default()
     };
     pass.finish(
         &research::render_cancel(&id, outcome.clone()),

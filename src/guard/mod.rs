@@ -10,6 +10,7 @@
 //! Touches: the audit log file (or stderr), the OS CSPRNG. No network.
 
 pub mod audit;
+pub mod injection;
 pub mod metrics;
 pub mod offload;
 pub mod rate;
@@ -66,6 +67,8 @@ pub struct CallFacts {
     pub run_id: Option<String>,
     /// Token usage and cost, as the API reported them.
     pub usage: Option<Value>,
+    /// Injection-pattern labels found in the retrieved text the call returned.
+    pub security_flags: Vec<&'static str>,
 }
 
 impl Guard {
@@ -215,6 +218,12 @@ impl Pass<'_> {
         }
         if let Some(usage) = &facts.usage {
             f.insert("usage".into(), usage.clone());
+        }
+        if !facts.security_flags.is_empty() {
+            f.insert(
+                "security_flags".into(),
+                json!({"possible_prompt_injection_patterns": facts.security_flags}),
+            );
         }
         self.guard
             .write("tool_result", self.front_end, &self.tool, &self.call_id, f);

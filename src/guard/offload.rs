@@ -1,7 +1,8 @@
 //! The output budget: a result longer than `PERPLEXITY_MAX_OUTPUT_CHARS` is returned cut,
 //! with a visible marker and a `retrieve_key`; the full text waits in a small in-memory
 //! cache (128 entries, least recently used out, one hour at most) for the `retrieve`
-//! tool. The key is the capability: 128 random bits from the OS CSPRNG, never logged.
+//! tool. The key is the capability: 96 random bits from the OS CSPRNG (24 lowercase hex
+//! characters), never logged.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -132,13 +133,12 @@ fn cut_keeping_wrapper(text: &str, keep: usize) -> (String, usize) {
 }
 
 fn new_key() -> String {
-    let mut bytes = [0u8; 16];
+    let mut bytes = [0u8; 12];
     if let Err(e) = getrandom::fill(&mut bytes) {
         // A guessable key would hand out results to anyone; refuse to make one.
         panic!("the OS random number generator failed: {e}");
     }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("rk_{hex}")
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -171,7 +171,7 @@ mod tests {
             .split('"')
             .next()
             .unwrap();
-        assert!(key.starts_with("rk_") && key.len() == 35);
+        assert!(key.len() == 24 && key.bytes().all(|b| b.is_ascii_hexdigit()));
         let offset: usize = out
             .text
             .split("offset=")
@@ -198,7 +198,10 @@ mod tests {
             }
         }
         assert_eq!(rebuilt, full);
-        assert_eq!(offload.retrieve("rk_nope", 0).unwrap_err(), UNKNOWN_KEY);
+        assert_eq!(
+            offload.retrieve("000000000000000000000000", 0).unwrap_err(),
+            UNKNOWN_KEY
+        );
         let mut small = ToolOutput::ok("short");
         assert!(!offload.apply(&mut small));
     }

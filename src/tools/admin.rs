@@ -18,9 +18,8 @@ pub fn validate_retrieve(args: &super::args::Args) -> Result<(String, usize), St
         "retrieve_key",
         "'retrieve_key' is required and must be a non-empty string.",
     )?;
-    let well_formed = key.len() == 35
-        && key.starts_with("rk_")
-        && key[3..]
+    let well_formed = key.len() == 24
+        && key
             .bytes()
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
     if !well_formed {
@@ -60,10 +59,10 @@ pub fn definitions() -> Vec<(&'static str, rmcp::model::Tool)> {
         "retrieve",
         Tool::new(
             "retrieve",
-            "Fetch the rest of a result that was cut because it exceeded this server's output budget: pass the retrieve_key from the truncated result and the offset it names. Offloaded results are kept for one hour (at most 128 of them).",
+            "Fetch the rest of a result that was cut because it exceeded this server's output budget: pass the retrieve_key from the truncated result and the offset it names. Offloaded results are kept for one hour (at most 128 of them); the key is 24 lowercase hex characters.",
             object(json!({"type":"object",
                 "properties":{
-                    "retrieve_key":{"type":"string","minLength":1,"maxLength":64,"description":"The retrieve_key given in a truncated result."},
+                    "retrieve_key":{"type":"string","minLength":24,"maxLength":24,"pattern":"^[0-9a-f]{24}$","description":"The retrieve_key given in a truncated result."},
                     "offset":{"type":"integer","minimum":0,"default":0,"description":"Character offset to continue from (the truncated result names it)."}},
                 "required":["retrieve_key"],
                 "additionalProperties":false})),

@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use super::args::{Args, optional, required_text};
 use super::render;
 use super::{CallContext, ToolOutput};
-use crate::guard::CallFacts;
 use crate::guard::spotlight::spotlight;
+use crate::guard::{CallFacts, injection};
 use crate::perplexity::agent::{
     CancelOutcome, CreateRun, RECENCY_VALUES, RunSnapshot, valid_run_id,
 };
@@ -247,12 +247,23 @@ impl ResearchOutcome {
 
     /// The run id and token usage, for the audit record.
     pub fn facts(&self) -> CallFacts {
+        let finished = match self {
+            ResearchOutcome::Finished { run, .. } => Some(run),
+            _ => None,
+        };
         CallFacts {
             run_id: self.run_id().map(str::to_owned),
-            usage: match self {
-                ResearchOutcome::Finished { run, .. } => run.raw().get("usage").cloned(),
-                _ => None,
-            },
+            usage: finished.and_then(|run| run.raw().get("usage").cloned()),
+            // Flag only: the lifecycle tools keep the reference peer's texts, so the
+            // labels go to the audit record, never into (or out of) the answer.
+            security_flags: finished.map_or_else(Vec::new, |run| {
+                let answer = run.answer_text();
+                let sources = run.sources();
+                injection::scan(
+                    std::iter::once(answer.as_str())
+                        .chain(sources.iter().map(|s| s.title.as_str())),
+                )
+            }),
         }
     }
 
@@ -430,7 +441,7 @@ pub async fn run(
         LifecycleCall::Cancel { id } => {
             let facts = CallFacts {
                 run_id: Some(id.clone()),
-                usage: None,
+                ..CallFacts::default()
             };
             return (render_cancel(id, cancel(client, id, wait).await), facts);
         }

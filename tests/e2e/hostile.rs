@@ -88,7 +88,7 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
         ("perplexity_agent_cancel", json!({"response_id": "resp_1"})),
         (
             "retrieve",
-            json!({"retrieve_key": "rk_00000000000000000000000000000000"}),
+            json!({"retrieve_key": "000000000000000000000000"}),
         ),
         ("server_metrics", json!({})),
     ];
