@@ -142,7 +142,7 @@ fn progress_for(json: bool) -> CliProgress {
     CliProgress::new(std::io::stderr().is_terminal() && !json)
 }
 
-async fn ask(args: AskArgs, client: &PerplexityClient, guard: &Guard) -> i32 {
+async fn ask(args: AskArgs, client: &PerplexityClient, guard: &Arc<Guard>) -> i32 {
     let params = json!({
         "query": args.question.join(" "), "preset": args.preset, "recency": args.recency,
         "domains": args.domains, "timeout": args.timeout, "wait": !args.no_wait,
@@ -224,7 +224,7 @@ fn ask_request(args: &AskArgs) -> Result<ResearchRequest, String> {
     })
 }
 
-async fn result(args: ResultArgs, client: &PerplexityClient, guard: &Guard) -> i32 {
+async fn result(args: ResultArgs, client: &PerplexityClient, guard: &Arc<Guard>) -> i32 {
     let params = json!({"response_id": args.response_id, "wait": args.wait});
     let id = match check_run_id(&args.response_id) {
         Ok(id) => id,
@@ -243,7 +243,7 @@ async fn result(args: ResultArgs, client: &PerplexityClient, guard: &Guard) -> i
     output::outcome(&outcome, Style::new(args.json, args.spotlight), wait)
 }
 
-async fn cancel(args: CancelArgs, client: &PerplexityClient, guard: &Guard, wait: u64) -> i32 {
+async fn cancel(args: CancelArgs, client: &PerplexityClient, guard: &Arc<Guard>, wait: u64) -> i32 {
     let params = json!({"response_id": args.response_id});
     let id = match check_run_id(&args.response_id) {
         Ok(id) => id,

@@ -6,8 +6,10 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
@@ -22,12 +24,20 @@ pub const MAX_RECORD_BYTES: usize = 100_000;
 const QUEUE: usize = 65_536;
 
 enum Message {
-    Line(String),
+    /// Redaction and serialization happen on the writer thread, off the caller's path.
+    Record {
+        event: String,
+        ts: String,
+        fields: Map<String, Value>,
+    },
     Flush(SyncSender<()>),
 }
 
 pub struct AuditLog {
-    tx: SyncSender<Message>,
+    tx: Sender<Message>,
+    /// Records queued and not yet written: the queue is bounded by this count rather
+    /// than by a preallocated buffer (which would cost megabytes of memory up front).
+    pending: Arc<AtomicUsize>,
     dropped_reported: Mutex<bool>,
 }
 
@@ -54,40 +64,33 @@ impl AuditLog {
             }
             Box::new(file)
         };
-        let (tx, rx) = mpsc::sync_channel(QUEUE);
+        let (tx, rx) = mpsc::channel();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let written = pending.clone();
         std::thread::Builder::new()
             .name("audit-log".into())
-            .spawn(move || write_loop(rx, &mut *sink))
+            .spawn(move || write_loop(rx, &mut *sink, &written))
             .map_err(|_| "cannot start the audit log writer".to_owned())?;
         Ok(AuditLog {
             tx,
+            pending,
             dropped_reported: Mutex::new(false),
         })
     }
 
-    /// Writes one record. `fields` are redacted; `event` and `ts` are set last, so no
-    /// caller-supplied field can overwrite them.
+    /// Queues one record; the writer thread redacts, serializes and writes it.
     pub fn record(&self, event: &str, fields: Map<String, Value>) {
-        let secrets = configured_secrets();
-        let mut record = match redact(&Value::Object(fields), &secrets) {
-            Value::Object(map) => map,
-            _ => Map::new(),
+        let message = Message::Record {
+            event: event.to_owned(),
+            ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            fields,
         };
-        let ts = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-        record.insert("event".into(), json!(event));
-        record.insert("ts".into(), json!(ts));
-        let mut line = sorted(&Value::Object(record)).to_string();
-        if line.len() > MAX_RECORD_BYTES {
-            line = sorted(&json!({
-                "_truncated": true,
-                "original_size": line.len(),
-                "sha256": sha256_hex(line.as_bytes()),
-                "event": event,
-                "ts": ts,
-            }))
-            .to_string();
+        let queued =
+            self.pending.fetch_add(1, Ordering::Relaxed) < QUEUE && self.tx.send(message).is_ok();
+        if !queued {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
         }
-        if let Err(TrySendError::Full(_)) = self.tx.try_send(Message::Line(line))
+        if !queued
             && let Ok(mut reported) = self.dropped_reported.lock()
             && !*reported
         {
@@ -105,11 +108,13 @@ impl AuditLog {
     }
 }
 
-fn write_loop(rx: Receiver<Message>, sink: &mut dyn Write) {
+fn write_loop(rx: Receiver<Message>, sink: &mut dyn Write, pending: &AtomicUsize) {
     let mut failed = false;
     for message in rx {
         match message {
-            Message::Line(mut line) => {
+            Message::Record { event, ts, fields } => {
+                pending.fetch_sub(1, Ordering::Relaxed);
+                let mut line = render(&event, &ts, fields);
                 line.push('\n');
                 let result = sink.write_all(line.as_bytes()).and_then(|()| sink.flush());
                 if let Err(e) = result
@@ -130,6 +135,30 @@ fn write_loop(rx: Receiver<Message>, sink: &mut dyn Write) {
             }
         }
     }
+}
+
+/// One record as a line: redacted, `event` and `ts` set last (no caller-supplied field
+/// can overwrite them), keys sorted, and a stub when it is too large.
+fn render(event: &str, ts: &str, fields: Map<String, Value>) -> String {
+    let secrets = configured_secrets();
+    let mut record = match redact(&Value::Object(fields), &secrets) {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    record.insert("event".into(), json!(event));
+    record.insert("ts".into(), json!(ts));
+    let line = sorted(&Value::Object(record)).to_string();
+    if line.len() <= MAX_RECORD_BYTES {
+        return line;
+    }
+    sorted(&json!({
+        "_truncated": true,
+        "original_size": line.len(),
+        "sha256": sha256_hex(line.as_bytes()),
+        "event": event,
+        "ts": ts,
+    }))
+    .to_string()
 }
 
 /// The secret values to scrub: the API key as it is now (read per record, like every

@@ -17,6 +17,7 @@ pub mod rate;
 pub mod redact;
 pub mod spotlight;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -53,8 +54,8 @@ pub struct Guard {
 
 /// Admission of one call: finish it with the result to write the closing record.
 #[must_use = "finish the pass to write the tool_result record"]
-pub struct Pass<'a> {
-    guard: &'a Guard,
+pub struct Pass {
+    guard: Arc<Guard>,
     call_id: String,
     tool: String,
     front_end: FrontEnd,
@@ -112,11 +113,11 @@ impl Guard {
     /// Charges the bucket for a validated call and opens its audit pair; a refusal is
     /// the `isError` result to return (and is audited as `rate_limited`).
     pub fn admit(
-        &self,
+        self: &Arc<Self>,
         front_end: FrontEnd,
         tool: &str,
         params: &Value,
-    ) -> Result<Pass<'_>, ToolOutput> {
+    ) -> Result<Pass, ToolOutput> {
         let call_id = new_call_id();
         if let Err(wait) = self.bucket.try_take() {
             let mut f = fields(params, "ok");
@@ -128,7 +129,7 @@ impl Guard {
         self.metrics.started_call();
         self.write("tool_call", front_end, tool, &call_id, fields(params, "ok"));
         Ok(Pass {
-            guard: self,
+            guard: self.clone(),
             call_id,
             tool: tool.to_owned(),
             front_end,
@@ -176,7 +177,7 @@ impl Guard {
 
     /// Records a call abandoned before it finished (client cancellation, shutdown),
     /// with the run it leaves behind.
-    pub fn abandoned(&self, pass: Pass<'_>, run_ids: &[String]) {
+    pub fn abandoned(&self, pass: Pass, run_ids: &[String]) {
         self.metrics
             .ended(&pass.tool, Outcome::Abandoned, Some(pass.started.elapsed()));
         let mut f = Map::new();
@@ -195,7 +196,7 @@ impl Guard {
     }
 }
 
-impl Pass<'_> {
+impl Pass {
     /// Closes the call's audit pair. `output` is the full result (hashed before any cut);
     /// `truncated` says whether the caller got it cut.
     pub fn finish(self, output: &ToolOutput, facts: &CallFacts, truncated: bool) {

@@ -24,7 +24,7 @@ use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, notification}
 use crate::config::MAX_CALLS_IN_FLIGHT;
 use crate::guard::FrontEnd;
 use crate::perplexity::wait::ProgressSink;
-use crate::tools::{CallContext, ToolOutput};
+use crate::tools::{Admitted, CallContext, ToolOutput};
 
 /// Frames waiting for the writer. Progress notifications are dropped rather than
 /// block when it is full; replies wait.
@@ -83,12 +83,30 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                 }
             }
             Action::Call(job) => {
+                // Validation and the rate limit run here, synchronously: refusals cost
+                // no concurrency slot and come back in request order, even in a storm.
+                let tools = dispatcher.tools();
+                let validated = match tools.validate(FrontEnd::McpStdio, &job.tool, &job.arguments)
+                {
+                    Ok(v) => v,
+                    Err(refusal) => {
+                        send(&outbox, dispatcher.call_reply(&job, &refusal)).await;
+                        continue;
+                    }
+                };
                 let Ok(permit) = permits.clone().try_acquire_owned() else {
                     let busy = ToolOutput::error(format!(
                         "This server is already handling {MAX_CALLS_IN_FLIGHT} tool calls. Retry when one of them has finished."
                     ));
                     send(&outbox, dispatcher.call_reply(&job, &busy)).await;
                     continue;
+                };
+                let admitted = match tools.admit(validated) {
+                    Ok(a) => a,
+                    Err(refusal) => {
+                        send(&outbox, dispatcher.call_reply(&job, &refusal)).await;
+                        continue;
+                    }
                 };
                 next_seq += 1;
                 let token = shutdown.child_token();
@@ -98,6 +116,7 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                 let call = run_call(
                     dispatcher.clone(),
                     job,
+                    admitted,
                     token,
                     next_seq,
                     in_flight.clone(),
@@ -159,6 +178,7 @@ fn answer_line(dispatcher: &Dispatcher, line: &[u8]) -> Action {
 async fn run_call(
     dispatcher: Arc<Dispatcher>,
     job: CallJob,
+    admitted: Admitted,
     token: CancellationToken,
     seq: u64,
     in_flight: InFlight,
@@ -176,9 +196,7 @@ async fn run_call(
         ..CallContext::default()
     };
     let tools = dispatcher.tools().clone();
-    let output = tools
-        .call(FrontEnd::McpStdio, &job.tool, &job.arguments, &ctx)
-        .await;
+    let output = tools.run(admitted, &ctx).await;
     if let Ok(mut map) = in_flight.lock() {
         let key = job.id.to_string();
         if map.get(&key).is_some_and(|(s, _)| *s == seq) {
@@ -206,13 +224,23 @@ async fn send(outbox: &mpsc::Sender<Value>, frame: Value) {
     let _ = outbox.send(frame).await;
 }
 
-/// The only code that writes to stdout.
+/// The only code that writes to stdout. Frames waiting together are written in one go
+/// (bounded), so a storm of replies does not make a `ping` wait behind thousands of
+/// separate writes.
 async fn write_frames(mut frames: mpsc::Receiver<Value>) {
+    const BATCH_BYTES: usize = 1 << 20;
     let mut stdout = tokio::io::stdout();
+    let mut buffer = String::new();
     while let Some(frame) = frames.recv().await {
-        let mut line = frame.to_string();
-        line.push('\n');
-        if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+        buffer.clear();
+        buffer.push_str(&frame.to_string());
+        buffer.push('\n');
+        while buffer.len() < BATCH_BYTES {
+            let Ok(next) = frames.try_recv() else { break };
+            buffer.push_str(&next.to_string());
+            buffer.push('\n');
+        }
+        if stdout.write_all(buffer.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
             // EPIPE: the client is gone. Nothing left to serve; end quietly.
             std::process::exit(0);
         }

@@ -17,7 +17,7 @@ use futures_util::FutureExt;
 use serde_json::Value;
 
 use crate::config::Config;
-use crate::guard::{CallFacts, FrontEnd, Guard};
+use crate::guard::{CallFacts, FrontEnd, Guard, Pass};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::wait::{ProgressSink, RunIdSink};
 use args::Args;
@@ -169,11 +169,8 @@ impl Tools {
         &self.guard
     }
 
-    /// Runs an enabled tool through the guard: unknown arguments are rejected first —
-    /// before any other validation and before the key is read — driven by the tool's
-    /// schema; then per-tool validation; then the rate limit and the audit record; then
-    /// the handler. `None` when the call was abandoned (`ctx.cancel`): no result is owed.
-    /// A panic in a handler becomes [`UNEXPECTED_FAILURE`], never a dead server.
+    /// Runs an enabled tool through the guard: [`Tools::validate`], [`Tools::admit`],
+    /// then [`Tools::run`]. `None` when the call was abandoned (`ctx.cancel`).
     pub async fn call(
         &self,
         front_end: FrontEnd,
@@ -181,6 +178,26 @@ impl Tools {
         args: &Args,
         ctx: &CallContext,
     ) -> Option<ToolOutput> {
+        let validated = match self.validate(front_end, name, args) {
+            Ok(v) => v,
+            Err(output) => return Some(output),
+        };
+        match self.admit(validated) {
+            Ok(admitted) => self.run(admitted, ctx).await,
+            Err(output) => Some(output),
+        }
+    }
+
+    /// Step 1, synchronous and cheap (it runs in the read loop, so refusals come back
+    /// in request order): unknown arguments are rejected first — before any other
+    /// validation and before the key is read — driven by the tool's schema; then the
+    /// per-tool rules. A rejection is audited and costs no rate-limit token.
+    pub fn validate(
+        &self,
+        front_end: FrontEnd,
+        name: &str,
+        args: &Args,
+    ) -> Result<Validated, ToolOutput> {
         let params = Value::Object(args.clone());
         let accepted: &[&str] = match name {
             "perplexity_agent" => &research::AGENT_ARGS,
@@ -188,7 +205,7 @@ impl Tools {
             "perplexity_agent_cancel" => &research::CANCEL_ARGS,
             "server_metrics" => &admin::METRICS_ARGS,
             "retrieve" => &admin::RETRIEVE_ARGS,
-            _ => return Some(ToolOutput::error(format!("Unknown tool: {name}"))),
+            _ => return Err(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
         let validated = args::reject_unknown(args, accepted).and_then(|()| match name {
             "server_metrics" => Ok(Call::Metrics),
@@ -197,18 +214,37 @@ impl Tools {
             }
             _ => research::validate(name, args).map(Call::Lifecycle),
         });
-        let call = match validated {
-            Ok(call) => call,
+        match validated {
+            Ok(call) => Ok(Validated {
+                call,
+                front_end,
+                tool: name.to_owned(),
+                params,
+            }),
             Err(message) => {
                 let output = ToolOutput::error(message);
                 self.guard.rejected(front_end, name, &params, &output);
-                return Some(output);
+                Err(output)
             }
-        };
-        let pass = match self.guard.admit(front_end, name, &params) {
-            Ok(pass) => pass,
-            Err(refusal) => return Some(refusal),
-        };
+        }
+    }
+
+    /// Step 2, synchronous: the rate limit and the opening audit record.
+    pub fn admit(&self, validated: Validated) -> Result<Admitted, ToolOutput> {
+        let pass = self
+            .guard
+            .admit(validated.front_end, &validated.tool, &validated.params)?;
+        Ok(Admitted {
+            call: validated.call,
+            tool: validated.tool,
+            pass,
+        })
+    }
+
+    /// Step 3: the handler, then the output budget and the closing audit record. A
+    /// panic in a handler becomes [`UNEXPECTED_FAILURE`], never a dead server.
+    pub async fn run(&self, admitted: Admitted, ctx: &CallContext) -> Option<ToolOutput> {
+        let Admitted { call, tool, pass } = admitted;
         let run = AssertUnwindSafe(async {
             match &call {
                 Call::Lifecycle(call) => research::run(&self.client, self.wait, call, ctx).await,
@@ -236,7 +272,7 @@ impl Tools {
         let (output, facts) = match ran {
             Ok(done) => done,
             Err(_) => {
-                tracing::error!(tool = name, kind = "panic", "tool failed unexpectedly");
+                tracing::error!(tool = %tool, kind = "panic", "tool failed unexpectedly");
                 (ToolOutput::error(UNEXPECTED_FAILURE), CallFacts::default())
             }
         };
@@ -245,4 +281,19 @@ impl Tools {
         pass.finish(&output, &facts, truncated);
         Some(shown)
     }
+}
+
+/// A call whose arguments passed validation.
+pub struct Validated {
+    call: Call,
+    front_end: FrontEnd,
+    tool: String,
+    params: Value,
+}
+
+/// A call the guard admitted: it holds its rate-limit token and audit pair.
+pub struct Admitted {
+    call: Call,
+    tool: String,
+    pass: Pass,
 }
