@@ -249,14 +249,17 @@ pub fn result_hash(output: &ToolOutput) -> String {
 
 /// A random 128-bit correlation id shared by a call's records.
 fn new_call_id() -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom::fill(&mut bytes).is_err() {
-        // Correlation only, not a secret: a clock-derived id is an acceptable fallback.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        bytes = nanos.to_le_bytes();
+    secure_hex::<16>()
+}
+
+/// `N` bytes from the OS CSPRNG, as lowercase hex. Spotlight nonces, retrieve keys and
+/// call ids all depend on being unguessable: without the CSPRNG a process has bigger
+/// problems, and a predictable value would silently weaken those controls, so this
+/// fails loudly instead (a panic in a tool becomes an `isError` result).
+pub(crate) fn secure_hex<const N: usize>() -> String {
+    let mut bytes = [0u8; N];
+    if let Err(e) = getrandom::fill(&mut bytes) {
+        panic!("the OS random number generator failed: {e}");
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

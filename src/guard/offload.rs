@@ -133,12 +133,7 @@ fn cut_keeping_wrapper(text: &str, keep: usize) -> (String, usize) {
 }
 
 fn new_key() -> String {
-    let mut bytes = [0u8; 12];
-    if let Err(e) = getrandom::fill(&mut bytes) {
-        // A guessable key would hand out results to anyone; refuse to make one.
-        panic!("the OS random number generator failed: {e}");
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    super::secure_hex::<12>()
 }
 
 #[cfg(test)]

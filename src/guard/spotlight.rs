@@ -20,14 +20,7 @@ fn wrap(body: &str, nonce: &str) -> String {
 }
 
 fn nonce() -> String {
-    let mut bytes = [0u8; 8];
-    // Without the OS CSPRNG we cannot make an unguessable delimiter; a process that
-    // cannot read it has bigger problems, and a fixed tag would silently weaken the
-    // control, so fail loudly.
-    if let Err(e) = getrandom::fill(&mut bytes) {
-        panic!("the OS random number generator failed: {e}");
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    super::secure_hex::<8>()
 }
 
 #[cfg(test)]
