@@ -297,3 +297,78 @@ pub struct Admitted {
     tool: String,
     pass: Pass,
 }
+
+#[cfg(test)]
+mod tests {
+    //! The published schemas cannot drift from what is enforced: every accepted-argument
+    //! list, bound and enum the validators use is checked against `tools/list`.
+
+    use super::*;
+    use crate::perplexity::agent::RECENCY_VALUES;
+    use serde_json::json;
+
+    fn schemas() -> Vec<(String, Value)> {
+        let tools = research::definitions(77)
+            .into_iter()
+            .chain(admin::definitions());
+        tools
+            .map(|(name, tool)| (name.to_owned(), serde_json::to_value(tool).unwrap()))
+            .collect()
+    }
+
+    fn accepted(name: &str) -> &'static [&'static str] {
+        match name {
+            "perplexity_agent" => &research::AGENT_ARGS,
+            "perplexity_agent_result" => &research::RESULT_ARGS,
+            "perplexity_agent_cancel" => &research::CANCEL_ARGS,
+            "retrieve" => &admin::RETRIEVE_ARGS,
+            "server_metrics" => &admin::METRICS_ARGS,
+            other => panic!("no accepted list for {other}"),
+        }
+    }
+
+    #[test]
+    fn schemas_match_what_is_enforced() {
+        let all = schemas();
+        let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+        let catalogue: Vec<&str> = catalogue::TOOLS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names, catalogue,
+            "every catalogued tool has a definition, in order"
+        );
+        for (name, tool) in &all {
+            let schema = &tool["inputSchema"];
+            assert_eq!(schema["type"], "object", "{name}");
+            assert_eq!(
+                schema["additionalProperties"], false,
+                "{name}: enforced, so declared"
+            );
+            let mut props: Vec<String> = schema["properties"]
+                .as_object()
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default();
+            props.sort();
+            let mut enforced: Vec<String> = accepted(name).iter().map(|s| s.to_string()).collect();
+            enforced.sort();
+            assert_eq!(
+                props, enforced,
+                "{name}: declared properties = accepted arguments"
+            );
+            assert!(
+                tool["description"].as_str().is_some_and(|d| d.len() > 40),
+                "{name}"
+            );
+            assert!(tool["title"].is_string(), "{name}");
+            assert!(tool["annotations"]["readOnlyHint"].is_boolean(), "{name}");
+        }
+        let agent = &all[0].1["inputSchema"]["properties"];
+        assert_eq!(agent["recency"]["enum"], json!(RECENCY_VALUES));
+        assert_eq!(agent["domains"]["maxItems"], json!(research::MAX_DOMAINS));
+        assert_eq!(agent["preset"]["default"], json!(research::DEFAULT_PRESET));
+        let result = &all[1].1["inputSchema"]["properties"];
+        assert_eq!(
+            result["wait_seconds"]["maximum"], 77,
+            "the maximum follows the budget"
+        );
+    }
+}
