@@ -157,37 +157,13 @@ impl Tools {
         self.names.contains(&name)
     }
 
-    pub fn client(&self) -> &PerplexityClient {
-        &self.client
-    }
-
-    pub fn wait_seconds(&self) -> u64 {
-        self.wait
-    }
-
     pub fn guard(&self) -> &Guard {
         &self.guard
     }
 
-    /// Runs an enabled tool through the guard: [`Tools::validate`], [`Tools::admit`],
-    /// then [`Tools::run`]. `None` when the call was abandoned (`ctx.cancel`).
-    pub async fn call(
-        &self,
-        front_end: FrontEnd,
-        name: &str,
-        args: &Args,
-        ctx: &CallContext,
-    ) -> Option<ToolOutput> {
-        let validated = match self.validate(front_end, name, args) {
-            Ok(v) => v,
-            Err(output) => return Some(output),
-        };
-        match self.admit(validated) {
-            Ok(admitted) => self.run(admitted, ctx).await,
-            Err(output) => Some(output),
-        }
-    }
-
+    /// Every call takes three steps: [`Tools::validate`] and [`Tools::admit`] (both
+    /// synchronous, so a front end can run them in its read loop), then [`Tools::run`].
+    ///
     /// Step 1, synchronous and cheap (it runs in the read loop, so refusals come back
     /// in request order): unknown arguments are rejected first — before any other
     /// validation and before the key is read — driven by the tool's schema; then the
