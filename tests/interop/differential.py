@@ -839,8 +839,11 @@ def cases() -> list[Case]:
              faults=[{"route": "create", "status": 400, "json": {"error": {"message": "M" * 700}}}]))
     add(Case("create: 503 until the deadline", "AT §6.3", [call(1, AGENT, {"query": "x"})],
              faults=[{"route": "create", "status": 503, "times": 3}]))
+    # The backoff is jittered ([1, 2) s): with W=2 whether the retry still fits the
+    # deadline is a coin toss on either side, so this case gets a budget it surely fits.
     add(Case("create: 429 once, then success", "AT §6.3", [call(1, AGENT, {"query": "x"})],
-             scenario={"duration_ms": 0}, faults=[{"route": "create", "status": 429}]))
+             scenario={"duration_ms": 0}, faults=[{"route": "create", "status": 429}],
+             env={"PERPLEXITY_AGENT_WAIT_SECONDS": "10"}))
     add(Case("create: redirect refused", "AT §6.4, §14.1", [call(1, AGENT, {"query": "x"})],
              faults=[{"route": "create", "kind": "redirect"}]))
     # create_response only applies to a JSON-mode create, so the fake is told not to
