@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use super::redact::{redact, scrub_text};
+use super::redact::redact;
 
 /// A record larger than this is replaced by a stub carrying its size and hash.
 pub const MAX_RECORD_BYTES: usize = 100_000;
@@ -170,11 +170,6 @@ fn configured_secrets() -> Vec<String> {
         .filter(|k| !k.is_empty())
         .into_iter()
         .collect()
-}
-
-/// Scrubs free text the same way records are scrubbed.
-pub fn scrub(text: &str) -> String {
-    scrub_text(text, &configured_secrets())
 }
 
 /// A copy with every object's keys in sorted order.
