@@ -27,6 +27,7 @@ pub const MAX_CALLS_IN_FLIGHT: usize = 64;
 const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 * 1024 * 1024;
 const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+const DEFAULT_CIRCUIT_COOLDOWN: Duration = Duration::from_secs(30);
 
 /// Everything the front ends need, resolved once at startup.
 #[derive(Debug, Clone)]
@@ -71,6 +72,9 @@ pub struct ApiConfig {
     pub max_attempts: u32,
     /// Explicit proxy for the Perplexity API only; `HTTP(S)_PROXY` are never used.
     pub proxy: Option<Url>,
+    /// How long the circuit breaker stays open before one probe
+    /// (`PERPLEXITY_CIRCUIT_COOLDOWN_SECONDS`).
+    pub circuit_cooldown: Duration,
 }
 
 impl Default for ApiConfig {
@@ -81,6 +85,7 @@ impl Default for ApiConfig {
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             proxy: None,
+            circuit_cooldown: DEFAULT_CIRCUIT_COOLDOWN,
         }
     }
 }
@@ -158,6 +163,13 @@ impl Config {
                     10,
                 )? as u32,
                 proxy: proxy_from(env("PERPLEXITY_PROXY").as_deref())?,
+                circuit_cooldown: Duration::from_secs(bounded_int(
+                    "PERPLEXITY_CIRCUIT_COOLDOWN_SECONDS",
+                    env("PERPLEXITY_CIRCUIT_COOLDOWN_SECONDS").as_deref(),
+                    DEFAULT_CIRCUIT_COOLDOWN.as_secs(),
+                    1,
+                    3600,
+                )?),
             },
             guard: GuardConfig {
                 rate_per_minute: bounded_int(

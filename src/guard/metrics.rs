@@ -33,6 +33,13 @@ impl ToolStats {
     }
 }
 
+/// What the Perplexity client knows, for the snapshot.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Upstream {
+    pub retries: u64,
+    pub circuit_open: bool,
+}
+
 pub struct Metrics {
     started: Instant,
     tools: Mutex<BTreeMap<String, ToolStats>>,
@@ -94,8 +101,8 @@ impl Metrics {
         }
     }
 
-    /// The snapshot `server_metrics` returns. `upstream_retries` comes from the client.
-    pub fn snapshot(&self, upstream_retries: u64) -> Value {
+    /// The snapshot `server_metrics` returns; `upstream` comes from the client.
+    pub fn snapshot(&self, upstream: Upstream) -> Value {
         let tools = self.tools.lock().map(|tools| {
             tools
                 .iter()
@@ -123,7 +130,8 @@ impl Metrics {
         json!({
             "uptime_seconds": self.started.elapsed().as_secs(),
             "calls_in_flight": self.in_flight.lock().map(|n| (*n).max(0)).unwrap_or(0),
-            "upstream_retries": upstream_retries,
+            "upstream_retries": upstream.retries,
+            "upstream_circuit_open": upstream.circuit_open,
             "tools": tools.unwrap_or_default(),
         })
     }
@@ -151,7 +159,10 @@ mod tests {
         }
         m.ended("t", Outcome::RateLimited, None);
         m.ended("t", Outcome::Rejected, None);
-        let snap = m.snapshot(7);
+        let snap = m.snapshot(Upstream {
+            retries: 7,
+            circuit_open: false,
+        });
         let t = &snap["tools"]["t"];
         assert_eq!(t["calls"], 102);
         assert_eq!(t["errors"], 2);

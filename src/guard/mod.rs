@@ -164,8 +164,8 @@ impl Guard {
     }
 
     /// The counters `server_metrics` reports.
-    pub fn metrics(&self, upstream_retries: u64) -> Value {
-        self.metrics.snapshot(upstream_retries)
+    pub fn metrics(&self, upstream: metrics::Upstream) -> Value {
+        self.metrics.snapshot(upstream)
     }
 
     /// Writes everything queued (at exit, and before a signal ends the process).

@@ -12,6 +12,8 @@
 //!   `PERPLEXITY_PROXY`, used as a CONNECT tunnel so TLS stays end to end.
 //! - Bodies are capped while reading (Content-Length pre-check plus a running count);
 //!   the overflow is decided before the retry decision, so it is never retried.
+//! - A circuit breaker ([`super::breaker`]) fails calls fast, sending nothing, after five
+//!   consecutive outages, so a dead upstream costs each call nothing rather than its budget.
 //! - Our loop is the only retry: reqwest's own transport retries are off, so a create
 //!   cannot be sent twice behind our back.
 
@@ -28,6 +30,7 @@ use secrecy::zeroize::Zeroizing;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+use super::breaker::{CircuitBreaker, Outcome};
 use super::error::{ApiError, MAX_ERROR_MESSAGE_CHARS, NetworkKind};
 use super::key::{self, Scrubber};
 use crate::config::{ApiConfig, redacted_proxy};
@@ -49,6 +52,7 @@ pub struct PerplexityClient {
     user_agent: HeaderValue,
     /// Retries made so far (for `server_metrics`).
     retries: AtomicU64,
+    breaker: CircuitBreaker,
 }
 
 /// What a request expects back on success.
@@ -133,6 +137,7 @@ impl PerplexityClient {
             config: config.clone(),
             user_agent,
             retries: AtomicU64::new(0),
+            breaker: CircuitBreaker::new(config.circuit_cooldown),
         })
     }
 
@@ -150,6 +155,11 @@ impl PerplexityClient {
     /// Retries made since start.
     pub fn retries(&self) -> u64 {
         self.retries.load(Ordering::Relaxed)
+    }
+
+    /// True while the circuit breaker refuses requests.
+    pub fn circuit_open(&self) -> bool {
+        self.breaker.is_open(Instant::now())
     }
 }
 
@@ -181,8 +191,28 @@ fn build_http(config: &ApiConfig) -> Result<reqwest::Client, ApiError> {
 }
 
 impl PerplexityClient {
-    /// Sends `request` with retries, all inside `deadline`.
+    /// Sends `request` with retries, all inside `deadline`, unless the breaker is open.
     pub(crate) async fn send(
+        &self,
+        request: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<Success, ApiError> {
+        let permit = self
+            .breaker
+            .admit(Instant::now())
+            .map_err(|open| ApiError::CircuitOpen {
+                retry_in_secs: open.retry_in.as_secs_f64().ceil() as u64,
+            })?;
+        let result = self.send_with_retries(request, deadline).await;
+        let outcome = match &result {
+            Ok(_) => Outcome::Answered,
+            Err(e) => e.breaker_outcome(),
+        };
+        permit.settle(outcome, Instant::now());
+        result
+    }
+
+    async fn send_with_retries(
         &self,
         request: &Request<'_>,
         deadline: Instant,

@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use super::breaker::{OPEN_AFTER, Outcome};
+
 /// Upstream error messages are echoed, but bounded.
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 500;
 
@@ -50,6 +52,10 @@ pub enum ApiError {
         attempts: u32,
     },
     DeadlineExceeded(Box<ApiError>),
+    /// The circuit breaker is open: no request was sent.
+    CircuitOpen {
+        retry_in_secs: u64,
+    },
 }
 
 impl ApiError {
@@ -117,6 +123,29 @@ impl fmt::Display for ApiError {
                 write!(f, "{last} (after {attempts} attempts)")
             }
             ApiError::DeadlineExceeded(last) => write!(f, "{last} (deadline exceeded)"),
+            ApiError::CircuitOpen { retry_in_secs } => write!(
+                f,
+                "Perplexity is unavailable: {OPEN_AFTER} requests in a row failed, so requests are paused. Try again in {retry_in_secs}s."
+            ),
+        }
+    }
+}
+
+impl ApiError {
+    /// What this failure says about the host, for the circuit breaker.
+    pub(crate) fn breaker_outcome(&self) -> Outcome {
+        match self {
+            // Nothing was sent.
+            ApiError::MissingKey
+            | ApiError::UnsendableKey
+            | ApiError::ClientSetup
+            | ApiError::CircuitOpen { .. } => Outcome::Unknown,
+            ApiError::AttemptsExhausted { last, .. } | ApiError::DeadlineExceeded(last) => {
+                last.breaker_outcome()
+            }
+            e if e.is_retryable() => Outcome::Outage,
+            // A 4xx, a redirect, an oversized or invalid body: the host is up.
+            _ => Outcome::Answered,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! - `client.rs` puts it into exactly one header (`Authorization`) of requests to the one
 //!   configured base URL (`https://api.perplexity.ai`, or a loopback `http://` fake), with
 //!   redirects refused, no ambient proxy, deadlines, retries and a body cap;
+//! - `breaker.rs` stops calling a host that keeps failing, for a cool-down;
 //! - `agent.rs` builds typed requests and reads responses tolerantly;
 //! - `stream.rs` reads a run's server-sent events under the same cap and deadline;
 //! - `wait.rs` learns when a run finishes (stream first, polling as the fallback).
@@ -14,6 +15,7 @@
 //! transport error message (which could echo headers).
 
 pub mod agent;
+mod breaker;
 pub mod client;
 pub mod error;
 mod key;

@@ -79,7 +79,7 @@ pub fn definitions() -> Vec<(&'static str, rmcp::model::Tool)> {
         "server_metrics",
         Tool::new(
             "server_metrics",
-            "Counters of this server since it started: calls, errors, validation and rate-limit rejections and abandoned calls per tool, latency percentiles (ms), upstream retries, calls in flight and uptime. Use it to diagnose slowness or refusals; it costs no Perplexity request.",
+            "Counters of this server since it started: calls, errors, validation and rate-limit rejections and abandoned calls per tool, latency percentiles (ms), upstream retries, whether the circuit breaker is pausing Perplexity requests, calls in flight and uptime. Use it to diagnose slowness or refusals; it costs no Perplexity request.",
             object(json!({"type":"object","additionalProperties":false})),
         )
         .with_title("Server Metrics")
@@ -88,8 +88,9 @@ pub fn definitions() -> Vec<(&'static str, rmcp::model::Tool)> {
                 "uptime_seconds":{"type":"integer","minimum":0},
                 "calls_in_flight":{"type":"integer","minimum":0},
                 "upstream_retries":{"type":"integer","minimum":0},
+                "upstream_circuit_open":{"type":"boolean"},
                 "tools":{"type":"object","additionalProperties": per_tool}},
-            "required":["uptime_seconds","calls_in_flight","upstream_retries","tools"]})))
+            "required":["uptime_seconds","calls_in_flight","upstream_retries","upstream_circuit_open","tools"]})))
         .with_annotations(
             ToolAnnotations::new()
                 .read_only(true)

@@ -225,7 +225,10 @@ impl Tools {
             match &call {
                 Call::Lifecycle(call) => research::run(&self.client, self.wait, call, ctx).await,
                 Call::Metrics => (
-                    admin::render(self.guard.metrics(self.client.retries())),
+                    admin::render(self.guard.metrics(crate::guard::metrics::Upstream {
+                        retries: self.client.retries(),
+                        circuit_open: self.client.circuit_open(),
+                    })),
                     CallFacts::default(),
                 ),
                 Call::Retrieve { key, offset } => {

@@ -334,3 +334,79 @@ fn no_certificate_store_is_needed_until_tls_is() {
     assert!(!is_error, "{text}");
     assert!(unwrap_spotlight(&text).starts_with("Fine."));
 }
+
+fn circuit_open(s: &mut Server) -> bool {
+    let r = s.request(&call(9, "server_metrics", json!({})));
+    r["result"]["structuredContent"]["upstream_circuit_open"]
+        .as_bool()
+        .expect("server_metrics says whether the circuit is open")
+}
+
+#[test]
+fn five_outages_open_the_circuit_then_one_probe_decides() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    let mut s = Server::start(&env_with(
+        &fake,
+        &[
+            ("PERPLEXITY_MAX_RETRIES", "1"),
+            ("PERPLEXITY_CIRCUIT_COOLDOWN_SECONDS", "1"),
+        ],
+    ));
+    let id = start_run(&mut s);
+    fake.clear_requests();
+    // Six outages: five open the breaker, the sixth is the failed probe.
+    fake.push_fault(json!({"route": "get", "status": 503, "times": 6}));
+    for n in 1..=5 {
+        let (text, is_error) = check(&mut s, &id);
+        assert!(
+            is_error && text.starts_with("Perplexity returned HTTP 503."),
+            "{text}"
+        );
+        assert_eq!(gets(&fake), n);
+    }
+    assert!(circuit_open(&mut s));
+
+    // Open: fails fast, nothing leaves the process, and the run is still named.
+    let started = Instant::now();
+    let (text, is_error) = check(&mut s, &id);
+    assert!(is_error);
+    assert!(
+        text.starts_with("Perplexity is unavailable: 5 requests in a row failed, so requests are paused. Try again in 1s. \u{2014} run "),
+        "{text}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(gets(&fake), 5);
+
+    // After the cool-down exactly one probe goes; it fails, so the breaker re-opens.
+    std::thread::sleep(Duration::from_millis(1100));
+    let (text, _) = check(&mut s, &id);
+    assert!(text.starts_with("Perplexity returned HTTP 503."), "{text}");
+    assert_eq!(gets(&fake), 6);
+    let (text, _) = check(&mut s, &id);
+    assert!(text.contains("requests are paused"), "{text}");
+    assert_eq!(gets(&fake), 6);
+
+    // The next probe succeeds and closes it.
+    std::thread::sleep(Duration::from_millis(1100));
+    let (text, is_error) = check(&mut s, &id);
+    assert!(!is_error, "{text}");
+    assert!(!circuit_open(&mut s));
+    let (_, is_error) = check(&mut s, &id);
+    assert!(!is_error);
+    assert_eq!(gets(&fake), 8);
+}
+
+#[test]
+fn refusals_are_not_outages() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    let mut s = Server::start(&env_with(&fake, &[("PERPLEXITY_MAX_RETRIES", "1")]));
+    let id = start_run(&mut s);
+    fake.clear_requests();
+    fake.push_fault(json!({"route": "get", "status": 401, "json": {"error": {"message": "Invalid API key"}}, "times": 6}));
+    for n in 1..=6 {
+        let (text, _) = check(&mut s, &id);
+        assert!(text.starts_with("Invalid API key"), "{text}");
+        assert_eq!(gets(&fake), n, "a 401 reaches the upstream every time");
+    }
+    assert!(!circuit_open(&mut s));
+}
