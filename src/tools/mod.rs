@@ -343,6 +343,18 @@ mod tests {
         let agent = &all[0].1["inputSchema"]["properties"];
         assert_eq!(agent["recency"]["enum"], json!(RECENCY_VALUES));
         assert_eq!(agent["domains"]["maxItems"], json!(research::MAX_DOMAINS));
+        assert_eq!(
+            agent["domains"]["items"]["maxLength"],
+            json!(research::MAX_DOMAIN_CHARS)
+        );
+        assert_eq!(
+            agent["query"]["maxLength"],
+            json!(research::MAX_QUERY_CHARS)
+        );
+        assert_eq!(
+            agent["preset"]["maxLength"],
+            json!(research::MAX_PRESET_CHARS)
+        );
         assert_eq!(agent["preset"]["default"], json!(research::DEFAULT_PRESET));
         let result = &all[1].1["inputSchema"]["properties"];
         assert_eq!(

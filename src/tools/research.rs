@@ -25,6 +25,12 @@ use crate::text::{json_integer, py_strip};
 
 pub const DEFAULT_PRESET: &str = "medium";
 pub const MAX_DOMAINS: usize = 20;
+/// Bounds the reference peer does not have (it accepts any length). Generous, so no real
+/// question is refused, but a megabyte "query" is refused before it is billed.
+pub const MAX_QUERY_CHARS: usize = 16_384;
+pub const MAX_PRESET_CHARS: usize = 64;
+/// The longest DNS name.
+pub const MAX_DOMAIN_CHARS: usize = 253;
 /// A plain check (`wait_seconds: 0`) still gets this long for its retries, so one
 /// 429/503 does not become an error (never more than the wait budget).
 const PLAIN_CHECK_WINDOW: Duration = Duration::from_secs(5);
@@ -53,10 +59,10 @@ pub fn definitions(wait: u64) -> Vec<(&'static str, rmcp::model::Tool)> {
                 "Research a question with Perplexity's Agent API, which searches the web in several steps and returns one synthesized answer with numbered sources. Best for deep or multi-hop questions. By default the call waits for the answer; if the run outlasts this server's wait budget you get a response_id instead, to collect later with perplexity_agent_result.",
                 schema(json!({"type":"object",
                     "properties":{
-                        "query":{"type":"string","minLength":1,"description":"The question to research."},
-                        "preset":{"type":"string","default":"medium","description":"Research depth: fast, low, medium, high, xhigh or wide-research. Deeper presets take longer."},
+                        "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The question to research."},
+                        "preset":{"type":"string","maxLength":MAX_PRESET_CHARS,"default":"medium","description":"Research depth: fast, low, medium, high, xhigh or wide-research. Deeper presets take longer."},
                         "recency":{"type":"string","enum":["hour","day","week","month","year"],"description":"Use only sources published within this window."},
-                        "domains":{"type":"array","items":{"type":"string"},"maxItems":20,"description":"Limit sources to these domains; prefix a domain with '-' to exclude it instead. An allowlist or a denylist, not both."},
+                        "domains":{"type":"array","items":{"type":"string","maxLength":MAX_DOMAIN_CHARS},"maxItems":MAX_DOMAINS,"description":"Limit sources to these domains; prefix a domain with '-' to exclude it instead. An allowlist or a denylist, not both."},
                         "wait":{"type":"boolean","default":true,"description":"Wait for the answer. Set false to get a response_id at once, for example to start several deep runs in parallel and collect them later."}},
                     "required":["query"],
                     "additionalProperties":false})),
@@ -130,6 +136,11 @@ impl ResearchRequest {
             "query",
             "'query' is required and must be a non-empty string.",
         )?;
+        if query.chars().count() > MAX_QUERY_CHARS {
+            return Err(format!(
+                "'query' must be at most {MAX_QUERY_CHARS} characters."
+            ));
+        }
         let preset = match optional(args, "preset") {
             None => DEFAULT_PRESET,
             Some(v) => v
@@ -138,6 +149,11 @@ impl ResearchRequest {
                 .filter(|s| !s.is_empty())
                 .ok_or("'preset' must be a non-empty string.")?,
         };
+        if preset.chars().count() > MAX_PRESET_CHARS {
+            return Err(format!(
+                "'preset' must be at most {MAX_PRESET_CHARS} characters."
+            ));
+        }
         let recency = match optional(args, "recency") {
             None => None,
             Some(v) => Some(
@@ -156,6 +172,15 @@ impl ResearchRequest {
                     .ok_or("'domains' must be an array of strings.")?;
                 if items.len() > MAX_DOMAINS {
                     return Err("'domains' accepts at most 20 entries.".to_owned());
+                }
+                if items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .any(|d| d.chars().count() > MAX_DOMAIN_CHARS)
+                {
+                    return Err(format!(
+                        "Each entry of 'domains' must be at most {MAX_DOMAIN_CHARS} characters."
+                    ));
                 }
                 keep_domains(items.iter().filter_map(Value::as_str))
             }
@@ -495,6 +520,27 @@ mod tests {
         assert_eq!(
             err(json!({"query": "q", "domains": ["a", 1]})),
             "'domains' must be an array of strings."
+        );
+        // Bounds counted in characters (é is two bytes), checked after trimming.
+        let longest = "é".repeat(MAX_QUERY_CHARS);
+        assert!(
+            ResearchRequest::from_args(&args(json!({"query": format!(" {longest} ")}))).is_ok()
+        );
+        assert_eq!(
+            err(json!({"query": format!("{longest}x")})),
+            "'query' must be at most 16384 characters."
+        );
+        assert_eq!(
+            err(json!({"query": "q", "preset": "p".repeat(65)})),
+            "'preset' must be at most 64 characters."
+        );
+        assert_eq!(
+            err(json!({"query": "q", "domains": ["a.org", "d".repeat(254)]})),
+            "Each entry of 'domains' must be at most 253 characters."
+        );
+        assert!(
+            ResearchRequest::from_args(&args(json!({"query": "q", "domains": ["d".repeat(253)]})))
+                .is_ok()
         );
         let many: Vec<&str> = std::iter::repeat_n("", 21).collect();
         assert_eq!(

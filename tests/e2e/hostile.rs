@@ -145,6 +145,10 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
         json!({"query": "q", "domains": vec!["a.org"; 21]}),
         json!({"query": "q", "domains": vec![""; 5000]}),
         json!({"query": "q", "domains": [["nested"]]}),
+        json!({"query": "q".repeat(16_385)}),
+        json!({"query": "q".repeat(1_000_000)}),
+        json!({"query": "q", "preset": "p".repeat(65)}),
+        json!({"query": "q", "domains": ["d".repeat(254)]}),
     ] {
         cases.push(("perplexity_agent".to_owned(), args));
     }
@@ -157,7 +161,8 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
         assert!(
             text.starts_with("Unknown argument(s)")
                 || text.starts_with('\'')
-                || text.starts_with("Malformed"),
+                || text.starts_with("Malformed")
+                || text.starts_with("Each entry"),
             "{tool} {args:.200}: unexpected message {text:.300}"
         );
         assert!(text.chars().count() < 2000, "errors stay bounded");
