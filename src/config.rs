@@ -293,6 +293,129 @@ fn proxy_from(raw: Option<&str>) -> Result<Option<Url>, ConfigError> {
     Ok(Some(url))
 }
 
+/// Settings of `serve --http`, read only when it is asked for.
+#[derive(Clone)]
+pub struct HttpConfig {
+    pub bind: std::net::SocketAddr,
+    /// SHA-256 of `PERPLEXITY_HTTP_AUTH_TOKEN`: only the digest is kept, and comparing
+    /// digests is constant-time whatever the presented token's length.
+    pub token_digest: [u8; 32],
+    /// Extra `Host` names accepted besides the loopback ones (lowercase, no port).
+    pub allowed_hosts: Vec<String>,
+    /// Extra `Origin`s accepted besides loopback ones (`scheme://host[:port]`).
+    pub allowed_origins: Vec<String>,
+    /// Requests handled at once; more get 503 with `Retry-After`.
+    pub max_in_flight: usize,
+    /// After SIGTERM/SIGINT, how long in-flight calls may finish before their waits end.
+    pub drain: Duration,
+}
+
+impl fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("bind", &self.bind)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("allowed_origins", &self.allowed_origins)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Shortest accepted bearer token: 32 characters (e.g. `openssl rand -hex 32` gives 64).
+pub const MIN_HTTP_TOKEN_CHARS: usize = 32;
+
+impl HttpConfig {
+    pub fn from_env(bind: &str, allow_remote: bool) -> Result<HttpConfig, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok(), bind, allow_remote)
+    }
+
+    pub fn from_lookup(
+        env: impl Fn(&str) -> Option<String>,
+        bind: &str,
+        allow_remote: bool,
+    ) -> Result<HttpConfig, ConfigError> {
+        use sha2::Digest;
+        let bind: std::net::SocketAddr = bind.trim().parse().map_err(|_| ConfigError {
+            variable: "--bind",
+            problem: format!("{bind:?} is not an IP address and port, such as 127.0.0.1:8080"),
+        })?;
+        // Loopback unless the operator says otherwise, out loud.
+        if !bind.ip().is_loopback() && !allow_remote {
+            return Err(ConfigError {
+                variable: "--bind",
+                problem: format!(
+                    "{bind} is reachable from other machines; pass --allow-remote to listen there (and terminate TLS in a reverse proxy in front)"
+                ),
+            });
+        }
+        let token =
+            secrecy::SecretString::from(env("PERPLEXITY_HTTP_AUTH_TOKEN").unwrap_or_default());
+        let token = secrecy::ExposeSecret::expose_secret(&token);
+        if token.trim().is_empty() {
+            return Err(ConfigError {
+                variable: "PERPLEXITY_HTTP_AUTH_TOKEN",
+                problem: format!(
+                    "is required for --http: every request must carry it as a bearer token. Generate one with `openssl rand -hex 32` (at least {MIN_HTTP_TOKEN_CHARS} characters)"
+                ),
+            });
+        }
+        if token.chars().count() < MIN_HTTP_TOKEN_CHARS {
+            return Err(ConfigError {
+                variable: "PERPLEXITY_HTTP_AUTH_TOKEN",
+                problem: format!("must be at least {MIN_HTTP_TOKEN_CHARS} characters long"),
+            });
+        }
+        // A token a client cannot send in a header would lock everyone out.
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ConfigError {
+                variable: "PERPLEXITY_HTTP_AUTH_TOKEN",
+                problem: "must be printable ASCII without spaces".to_owned(),
+            });
+        }
+        let token_digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        let allowed_hosts = list(env("PERPLEXITY_HTTP_ALLOWED_HOSTS").as_deref())
+            .map(|h| h.to_ascii_lowercase())
+            .collect();
+        let allowed_origins = list(env("PERPLEXITY_HTTP_ALLOWED_ORIGINS").as_deref())
+            .map(|o| match Url::parse(o) {
+                Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
+                    Ok(url.origin().ascii_serialization())
+                }
+                _ => Err(ConfigError {
+                    variable: "PERPLEXITY_HTTP_ALLOWED_ORIGINS",
+                    problem: format!("{o:?} is not an origin such as https://app.example.com"),
+                }),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(HttpConfig {
+            bind,
+            token_digest,
+            allowed_hosts,
+            allowed_origins,
+            max_in_flight: bounded_int(
+                "PERPLEXITY_HTTP_MAX_IN_FLIGHT",
+                env("PERPLEXITY_HTTP_MAX_IN_FLIGHT").as_deref(),
+                1024,
+                1,
+                65_536,
+            )? as usize,
+            drain: Duration::from_secs(bounded_int(
+                "PERPLEXITY_HTTP_DRAIN_SECONDS",
+                env("PERPLEXITY_HTTP_DRAIN_SECONDS").as_deref(),
+                10,
+                0,
+                600,
+            )?),
+        })
+    }
+}
+
+fn list(raw: Option<&str>) -> impl Iterator<Item = &str> {
+    raw.unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
 fn bounded_int(
     variable: &'static str,
     raw: Option<&str>,
@@ -384,5 +507,42 @@ mod tests {
             None,
         );
         assert_eq!(bad.unwrap_err().variable, "PERPLEXITY_MAX_RETRIES");
+    }
+
+    #[test]
+    fn http_needs_a_long_token_and_loopback_unless_told() {
+        let token = "t".repeat(32);
+        let env = |name: &str| (name == "PERPLEXITY_HTTP_AUTH_TOKEN").then(|| token.clone());
+        let cfg = HttpConfig::from_lookup(env, "127.0.0.1:8080", false).unwrap();
+        assert_eq!(cfg.max_in_flight, 1024);
+        assert!(!format!("{cfg:?}").contains(&token));
+        let err = |e: ConfigError| e.variable;
+        assert_eq!(
+            err(HttpConfig::from_lookup(|_| None, "127.0.0.1:8080", false).unwrap_err()),
+            "PERPLEXITY_HTTP_AUTH_TOKEN"
+        );
+        let short = |_: &str| Some("x".repeat(31));
+        assert_eq!(
+            err(HttpConfig::from_lookup(short, "127.0.0.1:8080", false).unwrap_err()),
+            "PERPLEXITY_HTTP_AUTH_TOKEN"
+        );
+        assert_eq!(
+            err(HttpConfig::from_lookup(env, "0.0.0.0:8080", false).unwrap_err()),
+            "--bind"
+        );
+        assert!(HttpConfig::from_lookup(env, "0.0.0.0:8080", true).is_ok());
+        assert!(HttpConfig::from_lookup(env, "[::1]:0", false).is_ok());
+        let origins = |name: &str| match name {
+            "PERPLEXITY_HTTP_AUTH_TOKEN" => Some("t".repeat(40)),
+            "PERPLEXITY_HTTP_ALLOWED_ORIGINS" => {
+                Some("https://App.Example.com, http://x.org:81".into())
+            }
+            _ => None,
+        };
+        let cfg = HttpConfig::from_lookup(origins, "127.0.0.1:1", false).unwrap();
+        assert_eq!(
+            cfg.allowed_origins,
+            ["https://app.example.com", "http://x.org:81"]
+        );
     }
 }

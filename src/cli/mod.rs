@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, MAX_WAIT_SECONDS};
+use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, HttpConfig, MAX_WAIT_SECONDS};
 use crate::guard::{CallFacts, FrontEnd, Guard};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::RECENCY_VALUES;
@@ -53,6 +53,20 @@ pub struct ServeArgs {
     /// Tools to offer: a comma list of names and groups (overrides PERPLEXITY_TOOLS).
     #[arg(long, value_name = "LIST")]
     pub tools: Option<String>,
+    /// Serve MCP over Streamable HTTP at /mcp instead of stdio (needs PERPLEXITY_HTTP_AUTH_TOKEN).
+    #[arg(long)]
+    pub http: bool,
+    /// Address and port to listen on with --http.
+    #[arg(
+        long,
+        value_name = "ADDR:PORT",
+        default_value = "127.0.0.1:8080",
+        requires = "http"
+    )]
+    pub bind: String,
+    /// Allow a --bind address other machines can reach (TLS belongs in a reverse proxy).
+    #[arg(long, requires = "http")]
+    pub allow_remote: bool,
 }
 
 #[derive(Debug, Args)]
@@ -118,10 +132,21 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Command::Ask(args) => ask(args, &client, &guard).await,
         Command::Result(args) => result(args, &client, &guard).await,
         Command::Cancel(args) => cancel(args, &client, &guard, config.wait_seconds).await,
-        Command::Serve(_) => {
+        Command::Serve(args) => {
+            let http = match args
+                .http
+                .then(|| HttpConfig::from_env(&args.bind, args.allow_remote))
+                .transpose()
+            {
+                Ok(http) => http,
+                Err(e) => return output::fail(Exit::Config, &e.to_string()),
+            };
             let tools = Arc::new(Tools::new(&config, client, guard.clone()));
             let dispatcher = Arc::new(crate::mcp::dispatch::Dispatcher::new(tools));
-            crate::mcp::stdio::serve(dispatcher).await
+            match http {
+                Some(http) => crate::mcp::http::serve(dispatcher, http, config.wait_seconds).await,
+                None => crate::mcp::stdio::serve(dispatcher).await,
+            }
         }
     };
     guard.flush();

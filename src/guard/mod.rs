@@ -33,6 +33,7 @@ use rate::{SystemClock, TokenBucket, refusal_text};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrontEnd {
     McpStdio,
+    McpHttp,
     Cli,
 }
 
@@ -40,6 +41,7 @@ impl FrontEnd {
     pub fn as_str(self) -> &'static str {
         match self {
             FrontEnd::McpStdio => "mcp-stdio",
+            FrontEnd::McpHttp => "mcp-http",
             FrontEnd::Cli => "cli",
         }
     }

@@ -12,16 +12,23 @@ use super::protocol::{
     INSTRUCTIONS, LEGACY_VERSIONS, LOG_LEVELS, RpcError, SUPPORTED_VERSIONS, code, error_frame,
     result_frame, server_info,
 };
+use super::{prompts, resources};
 use crate::tools::{ToolOutput, Tools};
 
 /// Methods we know in some era; anything else is -32601 before any era check.
-const KNOWN_METHODS: [&str; 6] = [
+const KNOWN_METHODS: [&str; 12] = [
     "initialize",
     "ping",
     "server/discover",
     "tools/list",
     "tools/call",
     "logging/setLevel",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
 ];
 
 /// What the transport should do with one message.
@@ -46,6 +53,17 @@ pub struct CallJob {
     pub arguments: Map<String, Value>,
     /// A string or integer `_meta.progressToken`, as given.
     pub progress_token: Option<Value>,
+    /// What the result becomes: a tool result, or the contents of a resource.
+    pub reply: ReplyAs,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyAs {
+    ToolResult,
+    /// `resources/read` of a run: answered by `perplexity_agent_result` through the guard.
+    Resource {
+        uri: String,
+    },
 }
 
 pub struct Dispatcher {
@@ -75,43 +93,28 @@ impl Dispatcher {
     }
 
     pub fn handle_message(&self, message: Value) -> Action {
-        let Value::Object(mut message) = message else {
-            // Batches included: removed from MCP in 2025-06-18.
-            return Action::Reply(error_frame(
-                &Value::Null,
-                &RpcError::new(code::INVALID_REQUEST, "Invalid request."),
-            ));
-        };
-        // A notification iff the `id` key is absent; `"id": null` is a request.
-        let Some(id) = message.remove("id") else {
-            return notification(&message);
-        };
-        let Some(method) = message
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
-            return Action::Reply(error_frame(
-                &id,
-                &RpcError::new(code::INVALID_REQUEST, "Missing method."),
-            ));
+        let (id, method, params) = match envelope(message) {
+            Envelope::Request { id, method, params } => (id, method, params),
+            Envelope::Other(action) => return action,
         };
         if !KNOWN_METHODS.contains(&method.as_str()) {
             return Action::Reply(error_frame(&id, &RpcError::method_not_found(&method)));
         }
-        let params = match message.remove("params") {
-            Some(Value::Object(params)) => params,
-            _ => Map::new(),
-        };
         let era = stdio_era(&method, &params);
         if era == Era::Modern
             && let Err(e) = validate_modern_meta(&method, &params)
         {
             return Action::Reply(error_frame(&id, &e));
         }
-        match self.request(&method, era, params, &id) {
+        self.answer(id, &method, params, era)
+    }
+
+    /// Answers a request whose era the transport has decided and whose `_meta` it has
+    /// validated.
+    pub fn answer(&self, id: Value, method: &str, params: Map<String, Value>, era: Era) -> Action {
+        match self.request(method, era, params, &id) {
             Ok(Handled::Result(result)) => {
-                Action::Reply(result_frame(&id, shape(era, &method, result)))
+                Action::Reply(result_frame(&id, shape(era, method, result)))
             }
             Ok(Handled::Call(job)) => Action::Call(job),
             Err(e) => Action::Reply(error_frame(&id, &e)),
@@ -123,23 +126,49 @@ impl Dispatcher {
         method: &str,
         era: Era,
         params: Map<String, Value>,
-        id: &Value,
+        request_id: &Value,
     ) -> Result<Handled, RpcError> {
         let result = match (method, era) {
             ("initialize", _) => initialize(&params),
             ("ping", _) => json!({}),
             ("server/discover", _) => json!({
                 "supportedVersions": SUPPORTED_VERSIONS,
-                "capabilities": {"tools": {}},
+                "capabilities": capabilities(Era::Modern),
                 "instructions": INSTRUCTIONS,
             }),
+            ("resources/list", _) => {
+                // Runs are not listed: their ids are capabilities, known to whoever started them.
+                json!({"resources": []})
+            }
+            ("resources/templates/list", _) => {
+                json!({"resourceTemplates": [resources::template()]})
+            }
+            ("resources/read", _) => {
+                let (uri, id) = resources::parse_read(&params)?;
+                return Ok(Handled::Call(CallJob {
+                    id: request_id.clone(),
+                    era,
+                    tool: "perplexity_agent_result".to_owned(),
+                    arguments: json!({"response_id": id})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                    progress_token: None,
+                    reply: ReplyAs::Resource { uri },
+                }));
+            }
+            ("prompts/list", _) => prompts::list(),
+            ("prompts/get", _) => prompts::get(&params)?,
+            ("completion/complete", _) => prompts::complete(&params)?,
             ("tools/list", _) => {
                 if params.get("cursor").is_some_and(|c| !c.is_null()) {
                     return Err(RpcError::new(code::INVALID_PARAMS, "Invalid cursor."));
                 }
                 json!({"tools": self.tools.list()})
             }
-            ("tools/call", _) => return self.tool_call(params, era, id).map(Handled::Call),
+            ("tools/call", _) => {
+                return self.tool_call(params, era, request_id).map(Handled::Call);
+            }
             ("logging/setLevel", Era::Legacy) => {
                 let level = params.get("level").and_then(Value::as_str);
                 if !level.is_some_and(|l| LOG_LEVELS.contains(&l)) {
@@ -195,18 +224,67 @@ impl Dispatcher {
             tool,
             arguments,
             progress_token,
+            reply: ReplyAs::ToolResult,
         })
     }
 
-    /// The reply frame of a finished tool call (shaped for its era).
+    /// The reply frame of a finished call (shaped for its era).
     pub fn call_reply(&self, job: &CallJob, output: &ToolOutput) -> Value {
-        result_frame(&job.id, shape(job.era, "tools/call", output.to_json()))
+        match &job.reply {
+            ReplyAs::ToolResult => {
+                result_frame(&job.id, shape(job.era, "tools/call", output.to_json()))
+            }
+            ReplyAs::Resource { uri } => match resources::contents(uri, output) {
+                Ok(result) => result_frame(&job.id, shape(job.era, "resources/read", result)),
+                Err(e) => error_frame(&job.id, &e),
+            },
+        }
     }
 }
 
 enum Handled {
     Result(Value),
     Call(CallJob),
+}
+
+/// A parsed JSON-RPC message, before any era rule.
+pub enum Envelope {
+    Request {
+        id: Value,
+        method: String,
+        params: Map<String, Value>,
+    },
+    /// A notification (possibly a cancellation), or an invalid message with its error.
+    Other(Action),
+}
+
+/// Object? notification (no `id` key; `"id": null` is a request)? method a string?
+pub fn envelope(message: Value) -> Envelope {
+    let Value::Object(mut message) = message else {
+        // Batches included: removed from MCP in 2025-06-18.
+        return Envelope::Other(Action::Reply(error_frame(
+            &Value::Null,
+            &RpcError::new(code::INVALID_REQUEST, "Invalid request."),
+        )));
+    };
+    let Some(id) = message.remove("id") else {
+        return Envelope::Other(notification(&message));
+    };
+    let Some(method) = message
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return Envelope::Other(Action::Reply(error_frame(
+            &id,
+            &RpcError::new(code::INVALID_REQUEST, "Missing method."),
+        )));
+    };
+    let params = match message.remove("params") {
+        Some(Value::Object(params)) => params,
+        _ => Map::new(),
+    };
+    Envelope::Request { id, method, params }
 }
 
 fn shape(era: Era, method: &str, result: Value) -> Value {
@@ -237,10 +315,21 @@ fn initialize(params: &Map<String, Value>) -> Value {
         .unwrap_or(LEGACY_VERSIONS[0]);
     json!({
         "protocolVersion": version,
-        "capabilities": {"tools": {}, "logging": {}},
+        "capabilities": capabilities(Era::Legacy),
         "serverInfo": server_info(),
         "instructions": INSTRUCTIONS,
     })
+}
+
+/// What we serve: tools, the run resource template, prompts and their completions.
+/// Legacy clients may also set a log level (we accept it; we send no log messages).
+/// Nothing changes at run time, so no `listChanged` and no `subscribe`.
+fn capabilities(era: Era) -> Value {
+    let mut caps = json!({"tools": {}, "resources": {}, "prompts": {}, "completions": {}});
+    if era == Era::Legacy {
+        caps["logging"] = json!({});
+    }
+    caps
 }
 
 /// A value the way Python's `repr` shows it (the reference peer's `Unknown tool: 'x'`).

@@ -92,7 +92,15 @@ pub fn validate_modern_meta(method: &str, params: &Map<String, Value>) -> Result
 
 /// Whether a method's result may be cached by a modern client.
 pub fn is_cacheable(method: &str) -> bool {
-    matches!(method, "server/discover" | "tools/list")
+    matches!(
+        method,
+        "server/discover"
+            | "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    )
 }
 
 /// Modern shaping, applied to a result the caller owns (never to shared data such as
@@ -107,7 +115,13 @@ pub fn shape_modern(method: &str, mut result: Value) -> Value {
             json!({ META_SERVER_INFO: server_info() }),
         );
         if is_cacheable(method) {
-            map.insert("ttlMs".to_owned(), json!(CACHE_TTL_MS));
+            // A run changes until it finishes: its contents are never to be reused.
+            let ttl = if method == "resources/read" {
+                0
+            } else {
+                CACHE_TTL_MS
+            };
+            map.insert("ttlMs".to_owned(), json!(ttl));
             map.insert("cacheScope".to_owned(), json!("private"));
         }
     }

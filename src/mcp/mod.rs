@@ -9,5 +9,9 @@
 pub mod dispatch;
 pub mod era;
 pub mod framing;
+pub mod http;
+mod progress;
+pub mod prompts;
 pub mod protocol;
+pub mod resources;
 pub mod stdio;

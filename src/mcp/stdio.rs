@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
@@ -20,10 +20,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{Action, CallJob, Dispatcher};
 use super::framing::{Line, LineReader};
-use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, notification};
+use super::progress::ProgressNotifier;
+use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame};
 use crate::config::MAX_CALLS_IN_FLIGHT;
 use crate::guard::FrontEnd;
-use crate::perplexity::wait::ProgressSink;
 use crate::tools::{Admitted, CallContext, ToolOutput};
 
 /// Frames waiting for the writer. Progress notifications are dropped rather than
@@ -185,13 +185,10 @@ async fn run_call(
     outbox: mpsc::Sender<Value>,
 ) {
     let ctx = CallContext {
-        progress: job.progress_token.clone().map(|token| {
-            Arc::new(ProgressNotifier {
-                token,
-                outbox: outbox.clone(),
-                last: Mutex::new(None),
-            }) as Arc<dyn ProgressSink>
-        }),
+        progress: job
+            .progress_token
+            .clone()
+            .map(|token| ProgressNotifier::sink(token, outbox.clone())),
         cancel: token,
         ..CallContext::default()
     };
@@ -247,34 +244,7 @@ async fn write_frames(mut frames: mpsc::Receiver<Value>) {
     }
 }
 
-/// Sends `notifications/progress` for one call: counts only, strictly increasing
-/// `progress`, never a `total`, never shaped.
-struct ProgressNotifier {
-    token: Value,
-    outbox: mpsc::Sender<Value>,
-    last: Mutex<Option<f64>>,
-}
-
-impl ProgressSink for ProgressNotifier {
-    fn progress(&self, elapsed: f64, summary: &str) {
-        let Ok(mut last) = self.last.lock() else {
-            return;
-        };
-        let value = match *last {
-            Some(prev) if elapsed <= prev => prev + 0.001,
-            _ => elapsed,
-        };
-        *last = Some(value);
-        let frame = notification(
-            "notifications/progress",
-            json!({"progressToken": self.token, "progress": value, "message": summary}),
-        );
-        // Best effort: a full outbox drops a progress update rather than stall the call.
-        let _ = self.outbox.try_send(frame);
-    }
-}
-
-fn watch_signals(shutdown: CancellationToken) {
+pub(super) fn watch_signals(shutdown: CancellationToken) {
     tokio::spawn(async move {
         #[cfg(unix)]
         {

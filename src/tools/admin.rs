@@ -105,7 +105,7 @@ pub fn definitions() -> Vec<(&'static str, rmcp::model::Tool)> {
 pub fn render(snapshot: Value) -> ToolOutput {
     ToolOutput {
         text: snapshot.to_string(),
-        is_error: false,
         structured: Some(snapshot),
+        ..ToolOutput::ok(String::new())
     }
 }

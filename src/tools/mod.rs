@@ -34,6 +34,9 @@ pub struct ToolOutput {
     pub text: String,
     pub is_error: bool,
     pub structured: Option<Value>,
+    /// The run (or other object) the call named does not exist upstream (HTTP 404).
+    /// Not part of the tool result; `resources/read` turns it into -32602.
+    pub not_found: bool,
 }
 
 impl ToolOutput {
@@ -42,6 +45,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: false,
             structured: None,
+            not_found: false,
         }
     }
 
@@ -50,6 +54,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: true,
             structured: None,
+            not_found: false,
         }
     }
 

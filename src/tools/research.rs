@@ -18,7 +18,8 @@ use crate::perplexity::agent::{
     CancelOutcome, CreateRun, RECENCY_VALUES, RunSnapshot, valid_run_id,
 };
 use crate::perplexity::wait::{
-    PollPlan, ProgressSink, RunIdSink, RunProgress, WaitError, Waited, create_and_wait, poll,
+    PollPlan, ProgressSink, RunIdSink, RunProgress, WaitError, WaitErrorKind, Waited,
+    create_and_wait, poll,
 };
 use crate::perplexity::{ApiError, PerplexityClient};
 use crate::text::{json_integer, py_strip};
@@ -397,7 +398,10 @@ pub fn render_outcome(outcome: &ResearchOutcome) -> ToolOutput {
             id,
             &outcome.progress_text().unwrap_or_default(),
         )),
-        ResearchOutcome::Failed(e) => ToolOutput::error(render::wait_error(e)),
+        ResearchOutcome::Failed(e) => ToolOutput {
+            not_found: matches!(&e.kind, WaitErrorKind::Api(api) if api.http_status() == Some(404)),
+            ..ToolOutput::error(render::wait_error(e))
+        },
     }
 }
 

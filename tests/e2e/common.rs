@@ -433,6 +433,12 @@ pub fn assert_frame(era: Era, method: &str, frame: &Value) {
         ("tools/call", _) => "CallToolResult",
         ("server/discover", _) => "DiscoverResult",
         ("ping", _) | ("logging/setLevel", _) => "EmptyResult",
+        ("resources/list", _) => "ListResourcesResult",
+        ("resources/templates/list", _) => "ListResourceTemplatesResult",
+        ("resources/read", _) => "ReadResourceResult",
+        ("prompts/list", _) => "ListPromptsResult",
+        ("prompts/get", _) => "GetPromptResult",
+        ("completion/complete", _) => "CompleteResult",
         _ => return,
     };
     assert_valid(era, def, &frame["result"]);

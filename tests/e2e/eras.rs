@@ -73,7 +73,10 @@ fn server_discover_is_always_answered_and_shaped() {
                 result["supportedVersions"],
                 json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"])
             );
-            assert_eq!(result["capabilities"], json!({"tools": {}}));
+            assert_eq!(
+                result["capabilities"],
+                json!({"tools": {}, "resources": {}, "prompts": {}, "completions": {}})
+            );
             assert_eq!(result["resultType"], "complete");
             assert_eq!(result["ttlMs"], 300000);
             assert_eq!(result["cacheScope"], "private");

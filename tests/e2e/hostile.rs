@@ -209,8 +209,8 @@ fn a_corpus_of_hostile_protocol_messages_keeps_the_loop_alive() {
         "TOOLS/CALL",
         "tools/call ",
         "tools\u{0}/call",
-        "resources/read",
-        "prompts/get",
+        "resources/subscribe",
+        "sampling/createMessage",
         "initialize/",
         "../ping",
         "notifications/cancelled",
@@ -231,6 +231,36 @@ fn a_corpus_of_hostile_protocol_messages_keeps_the_loop_alive() {
     ] {
         lines.push((
             json!({"jsonrpc":"2.0","id":8,"method":"tools/call","params":params})
+                .to_string()
+                .into_bytes(),
+            -32602,
+        ));
+    }
+    // Resources and prompts exist now: malformed reads and gets are invalid params.
+    for (method, params) in [
+        ("resources/read", json!({})),
+        ("resources/read", json!({"uri": 5})),
+        (
+            "resources/read",
+            json!({"uri": "perplexity://runs/../../etc/passwd"}),
+        ),
+        ("resources/read", json!({"uri": "file:///etc/passwd"})),
+        ("prompts/get", json!({})),
+        (
+            "prompts/get",
+            json!({"name": "research_brief", "arguments": {"topic": "x", "api_key": "y"}}),
+        ),
+        (
+            "prompts/get",
+            json!({"name": "research_brief", "arguments": {"topic": "x".repeat(5000)}}),
+        ),
+        (
+            "completion/complete",
+            json!({"argument": {"name": "preset", "value": "h"}}),
+        ),
+    ] {
+        lines.push((
+            json!({"jsonrpc":"2.0","id":10,"method":method,"params":params})
                 .to_string()
                 .into_bytes(),
             -32602,

@@ -11,3 +11,4 @@ mod guard;
 mod hostile;
 mod lifecycle;
 mod secrets;
+mod surfaces;

@@ -89,6 +89,13 @@ NORMALISERS_DOC = {
     # GET ?stream=true resumes), the peer polls GET. Only non-GET requests are
     # compared, with `stream` removed from our create body. AT §15.4.
     "request-pattern": "AT §15.4: polling vs streaming request patterns",
+    # Our schemas bound every string (security-controls.md §1 note: query <= 16,384,
+    # preset <= 64, each domain <= 253); the peer's have no maximum. Removed only when
+    # the value is exactly ours.
+    "bounds": "SC §1: maxLength on query/preset/domains items",
+    # We serve resources (the run template), prompts and completions (issue 4); the peer
+    # offers tools only. Removed from our capabilities only when they are empty objects.
+    "surfaces": "issue 4: resources/prompts/completions capabilities",
 }
 
 
@@ -135,6 +142,11 @@ DOCUMENTED: dict[str, Allowance] = {
         "legacy logging/setLevel answered ({} or -32602 for a bad level); peer -32601",
         lambda o, p: _err(p, -32601) and (
             (_is_result(o) and o[0]["result"] == {}) or _err(o, -32602)),
+    ),
+    "surfaces": Allowance(
+        "issue 4: resources, prompts and completions are served",
+        "resources/list, prompts/list answered and completion/complete validated by us; peer -32601",
+        lambda o, p: _err(p, -32601) and (_is_result(o) or _err(o, -32602)),
     ),
     # Bad bytes INSIDE a JSON string: the peer decodes lossily (U+FFFD) and answers,
     # we answer -32700.
@@ -377,15 +389,15 @@ def cases() -> list[Case]:
         req(1, "foo/bar"),
         req(2, "foo/bar", {"_meta": modern()}),
         req(3, "foo/bar", {"_meta": modern(**{"io.modelcontextprotocol/protocolVersion": "1900-01-01"})}),
-        req(4, "resources/list"),
-        req(5, "prompts/list", {"_meta": modern()}),
+        In(req(4, "resources/list"), "surfaces"),
+        In(req(5, "prompts/list", {"_meta": modern()}), "surfaces"),
         In(req(6, "logging/setLevel", {"level": "debug"}), "setlevel"),
         In(req(7, "logging/setLevel", {"level": "verbose"}), "setlevel"),
         req(8, "logging/setLevel", {"level": "debug", "_meta": modern()}),
         req(9, "subscriptions/listen", {"_meta": modern()}),
         req(10, "notifications/initialized"),
         req(11, "notifications/cancelled", {"requestId": 1}),
-        req(12, "completion/complete"),
+        In(req(12, "completion/complete"), "surfaces"),
         req(13, "Ping"),
         req(14, "tools/list/"),
         req(15, ""),
@@ -1115,6 +1127,16 @@ class Normaliser:
                         t["description"] = "<description>"
                         self.used.add("descriptions")
                     props = (t.get("inputSchema") or {}).get("properties") or {}
+                    ours_bounds = {"query": 16384, "preset": 64}
+                    for pname, bound in ours_bounds.items():
+                        p = props.get(pname)
+                        if isinstance(p, dict) and p.get("maxLength") == bound:
+                            del p["maxLength"]
+                            self.used.add("bounds")
+                    items = (props.get("domains") or {}).get("items") if isinstance(props.get("domains"), dict) else None
+                    if isinstance(items, dict) and items.get("maxLength") == 253:
+                        del items["maxLength"]
+                        self.used.add("bounds")
                     for pname, p in props.items():
                         if isinstance(p, dict) and isinstance(p.get("description"), str):
                             d = p["description"]
@@ -1139,6 +1161,20 @@ def strip_init_extras(ours: dict, peer: dict, used: set) -> None:
     if isinstance(caps, dict) and caps.get("logging") == {} and "logging" not in (rp.get("capabilities") or {}):
         del caps["logging"]
         used.add("initialize-extras")
+
+
+def strip_surfaces(ours: dict, peer: dict, used: set) -> None:
+    """Documented (issue 4): we also advertise resources, prompts and completions."""
+    ro, rp = ours.get("result"), peer.get("result")
+    if not (isinstance(ro, dict) and isinstance(rp, dict)):
+        return
+    caps, peer_caps = ro.get("capabilities"), rp.get("capabilities")
+    if not (isinstance(caps, dict) and isinstance(peer_caps, dict)):
+        return
+    for name in ("resources", "prompts", "completions"):
+        if caps.get(name) == {} and name not in peer_caps:
+            del caps[name]
+            used.add("surfaces")
 
 
 def strip_rid_suffix(ours: dict, peer: dict, used: set) -> None:
@@ -1301,6 +1337,7 @@ def compare(case: Case, ours: Outcome, peer: Outcome) -> tuple[list[Diff], list[
         pf = [n_p.frame(f, "peer") for f in p_by.get(k, [])]
         for a, b in zip(of, pf):
             strip_init_extras(a, b, used)
+            strip_surfaces(a, b, used)
             strip_rid_suffix(a, b, used)
         if k == "null":
             # id-null frames: order-insensitive (our replies may be concurrent), and

@@ -1,0 +1,111 @@
+//! Streamable HTTP transport (`serve --http`): `/mcp` for both protocol eras, and an
+//! unauthenticated `/healthz` that reports liveness only.
+//!
+//! Policy is layers around the endpoint (`policy.rs`), so no handler can forget one:
+//! admission (in-flight cap → 503, time limit) → body cap (413) → `Host`/`Origin` (403)
+//! → bearer token (401) → `endpoint.rs`. On SIGTERM/SIGINT the listener closes, calls in
+//! flight get the drain period to finish, then their waits end (never the upstream runs)
+//! and each caller is told which run to collect later.
+//!
+//! Touches: one TCP listener; the tools through the guard. No outbound network of its own.
+
+mod endpoint;
+mod policy;
+mod sessions;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
+use axum::routing::{get, post};
+use tokio_util::sync::CancellationToken;
+
+use super::dispatch::Dispatcher;
+use crate::config::HttpConfig;
+use endpoint::Endpoint;
+use policy::Policy;
+
+/// After the drain period, how long ended waits get to answer before the process exits.
+const FINAL_GRACE: Duration = Duration::from_secs(2);
+
+/// Serves until SIGTERM/SIGINT; returns the exit code.
+pub async fn serve(dispatcher: Arc<Dispatcher>, config: HttpConfig, wait_seconds: u64) -> i32 {
+    let listener = match tokio::net::TcpListener::bind(config.bind).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!(
+                "perplexity-agent: cannot listen on {}: {}. Choose another --bind address or port.",
+                config.bind,
+                e.kind()
+            );
+            return 1;
+        }
+    };
+    let address = listener.local_addr().unwrap_or(config.bind);
+    if !config.bind.ip().is_loopback() {
+        eprintln!(
+            "perplexity-agent: warning: listening on {address}, reachable from other machines. This server speaks plain HTTP: put a TLS-terminating reverse proxy in front of it."
+        );
+    }
+    eprintln!("perplexity-agent: MCP over HTTP on http://{address}/mcp");
+
+    let endpoint = Arc::new(Endpoint {
+        dispatcher: dispatcher.clone(),
+        sessions: sessions::Sessions::default(),
+        stopping: CancellationToken::new(),
+    });
+    let app = router(
+        endpoint.clone(),
+        Arc::new(Policy::new(&config, wait_seconds)),
+    );
+
+    let stop = CancellationToken::new();
+    super::stdio::watch_signals(stop.clone());
+    let server = axum::serve(listener, app).with_graceful_shutdown(stop.clone().cancelled_owned());
+    let drain = async {
+        stop.cancelled().await;
+        tokio::time::sleep(config.drain).await;
+        endpoint.stopping.cancel();
+        tokio::time::sleep(FINAL_GRACE).await;
+    };
+    tokio::select! {
+        result = server => {
+            if let Err(e) = result {
+                tracing::error!(kind = ?e.kind(), "HTTP server failed");
+            }
+        }
+        () = drain => {}
+    }
+    dispatcher.tools().guard().flush();
+    0
+}
+
+fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>) -> Router {
+    // `layer` wraps what is already there: the last one added runs first.
+    let mcp = Router::new()
+        .route(
+            "/mcp",
+            post(endpoint::post)
+                .get(endpoint::get)
+                .delete(endpoint::delete),
+        )
+        .with_state(endpoint)
+        .layer(from_fn_with_state(policy.clone(), policy::authenticate))
+        .layer(from_fn_with_state(
+            policy.clone(),
+            policy::check_host_and_origin,
+        ))
+        .layer(axum::middleware::from_fn(policy::read_body));
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .merge(mcp)
+        .fallback(|| async {
+            policy::plain(
+                StatusCode::NOT_FOUND,
+                "Not found. The MCP endpoint is /mcp.",
+            )
+        })
+        .layer(from_fn_with_state(policy, policy::admit))
+}

@@ -1,0 +1,155 @@
+//! Legacy-era HTTP sessions: `initialize` mints an `Mcp-Session-Id`, later requests must
+//! carry it, DELETE ends it. The table is bounded (idle sessions expire, the least
+//! recently used one is evicted when full), so a client minting sessions in a loop cannot
+//! grow memory. A session holds only the cancel handles of its calls in flight: the
+//! protocol state itself lives in each request, as on stdio.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::guard::secure_hex;
+
+/// Sessions kept at once.
+const MAX_SESSIONS: usize = 4096;
+/// A session unused for this long is forgotten (its next request gets 404 and the client
+/// re-initializes).
+const IDLE_EXPIRY: Duration = Duration::from_secs(3600);
+
+#[derive(Default)]
+pub struct Sessions {
+    table: Mutex<HashMap<String, Session>>,
+}
+
+struct Session {
+    last_used: Instant,
+    /// Calls in flight, by the JSON text of their request id, for `notifications/cancelled`.
+    calls: HashMap<String, CancellationToken>,
+}
+
+impl Sessions {
+    /// A new session id: 128 bits from the OS CSPRNG, lowercase hex (visible ASCII).
+    pub fn create(&self) -> String {
+        let id = secure_hex::<16>();
+        let mut table = self.lock();
+        let now = Instant::now();
+        if table.len() >= MAX_SESSIONS {
+            table.retain(|_, s| now.duration_since(s.last_used) < IDLE_EXPIRY);
+        }
+        if table.len() >= MAX_SESSIONS
+            && let Some(oldest) = table
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(k, _)| k.clone())
+            && let Some(evicted) = table.remove(&oldest)
+        {
+            evicted.calls.values().for_each(CancellationToken::cancel);
+        }
+        table.insert(
+            id.clone(),
+            Session {
+                last_used: now,
+                calls: HashMap::new(),
+            },
+        );
+        id
+    }
+
+    /// Marks the session used; `false` when it is unknown or expired.
+    pub fn touch(&self, id: &str) -> bool {
+        let mut table = self.lock();
+        let now = Instant::now();
+        match table.get_mut(id) {
+            Some(s) if now.duration_since(s.last_used) < IDLE_EXPIRY => {
+                s.last_used = now;
+                true
+            }
+            Some(_) => {
+                table.remove(id);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Ends a session and the waits of its calls; `false` when it was unknown.
+    pub fn remove(&self, id: &str) -> bool {
+        match self.lock().remove(id) {
+            Some(session) => {
+                session.calls.values().for_each(CancellationToken::cancel);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn register(&self, id: &str, request: &str, token: CancellationToken) {
+        if let Some(s) = self.lock().get_mut(id) {
+            s.calls.insert(request.to_owned(), token);
+        }
+    }
+
+    pub fn unregister(&self, id: &str, request: &str) {
+        if let Some(s) = self.lock().get_mut(id) {
+            s.calls.remove(request);
+        }
+    }
+
+    /// `notifications/cancelled`: ends that call's wait (unknown ids are ignored).
+    pub fn cancel(&self, id: &str, request: &str) {
+        if let Some(token) = self
+            .lock()
+            .get_mut(id)
+            .and_then(|s| s.calls.remove(request))
+        {
+            token.cancel();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_and_cancel() {
+        let sessions = Sessions::default();
+        let id = sessions.create();
+        assert_eq!(id.len(), 32);
+        assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+        assert!(sessions.touch(&id));
+        assert!(!sessions.touch("nope"));
+        let token = CancellationToken::new();
+        sessions.register(&id, "7", token.clone());
+        sessions.cancel(&id, "8");
+        assert!(!token.is_cancelled());
+        sessions.cancel(&id, "7");
+        assert!(token.is_cancelled());
+        let other = CancellationToken::new();
+        sessions.register(&id, "9", other.clone());
+        assert!(sessions.remove(&id));
+        assert!(other.is_cancelled(), "ending a session ends its waits");
+        assert!(!sessions.touch(&id));
+        assert!(!sessions.remove(&id));
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let sessions = Sessions::default();
+        let first = sessions.create();
+        for _ in 0..MAX_SESSIONS {
+            sessions.create();
+        }
+        assert_eq!(sessions.lock().len(), MAX_SESSIONS);
+        assert!(
+            !sessions.touch(&first),
+            "the least recently used went first"
+        );
+    }
+}
