@@ -63,7 +63,7 @@ class Baseline:
 
     @classmethod
     def load(cls, path: str) -> "Baseline":
-        header, entries, seen_key = [], [], False
+        header, entries, seen_key, empty_list = [], [], False, False
         for n, raw in enumerate(pathlib.Path(path).read_text().splitlines(), 1):
             line = raw.rstrip()
             if not line.strip():
@@ -74,7 +74,7 @@ class Baseline:
                 continue
             if not seen_key:
                 if line in ("server:", "server: []"):
-                    seen_key = True
+                    seen_key, empty_list = True, line.endswith("[]")
                     continue
                 raise ValueError(f"{path}:{n}: expected `server:` (only server entries are allowed)")
             m = re.match(r"^  - (?P<entry>\"[^\"]*\"|'[^']*'|[^\s#]+)\s*(?:#\s*(?P<reason>.*))?$", line)
@@ -83,6 +83,10 @@ class Baseline:
             entries.append((m["entry"].strip("\"'"), (m["reason"] or "").strip()))
         if not seen_key:
             raise ValueError(f"{path}: no `server:` key")
+        if empty_list and entries:
+            raise ValueError(f"{path}: `server: []` followed by entries")
+        if not empty_list and not entries:
+            raise ValueError(f"{path}: `server:` with no entries is null to the suite: write `server: []`")
         return cls(header, entries)
 
     def problems(self, scored: list[str], unscored: list[str]) -> list[str]:
@@ -237,7 +241,8 @@ def main() -> int:
     except (OSError, ValueError) as err:
         if a.command != "update":
             print(f"  baseline {a.baseline}: {err}")
-            print(f"conformance {a.set}: FAILED (unreadable baseline)")
+            print(f"baseline {a.set}: unreadable" if a.command == "check"
+                  else f"conformance {a.set}: FAILED (unreadable baseline)")
             return 1
         baseline, problems = Baseline([], []), []
 

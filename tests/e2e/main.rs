@@ -9,6 +9,7 @@ mod eras;
 mod framing;
 mod guard;
 mod hostile;
+mod http;
 mod lifecycle;
 mod secrets;
 mod surfaces;
