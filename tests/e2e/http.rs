@@ -486,7 +486,9 @@ fn modern_requests_must_repeat_their_body_in_headers() {
     );
 
     let list = modern_tools_list(2);
-    let cases: Vec<(Vec<(&str, &str)>, Value, u16, i64)> = vec![
+    // (headers, body, expected status, expected error code or 0 for a result)
+    type Case<'a> = (Vec<(&'a str, &'a str)>, Value, u16, i64);
+    let cases: Vec<Case> = vec![
         (
             vec![
                 ("Mcp-Method", "tools/list"),
