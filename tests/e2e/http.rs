@@ -372,6 +372,13 @@ fn oversized_bodies_and_saturation_are_refused_and_the_server_goes_on() {
     let auth = format!("Bearer {TOKEN}");
     let r = h.send("POST", "/mcp", &[("Authorization", &auth)], &big);
     assert_eq!(r.status, 413);
+    // Below the cap (8 MiB) a large body is read and answered: a 3 MiB query is refused
+    // by validation, not by the transport.
+    let large = modern_call(9, "perplexity_agent", json!({"query": "q".repeat(3 << 20)}));
+    let r = h.modern(&large);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (text, is_error) = tool_text(&r.json());
+    assert!(is_error && text.contains("at most 16384 characters"), "{text}");
 
     // One slot: a waiting call holds it, so the next request gets 503 at once.
     let client = h.client;

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
@@ -92,6 +93,8 @@ fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>) -> Router {
                 .delete(endpoint::delete),
         )
         .with_state(endpoint)
+        // The cap is ours (read_body); axum's own 2 MB default would cut it short.
+        .layer(DefaultBodyLimit::max(policy::MAX_BODY_BYTES))
         .layer(from_fn_with_state(policy.clone(), policy::authenticate))
         .layer(from_fn_with_state(
             policy.clone(),
