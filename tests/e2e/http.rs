@@ -378,7 +378,10 @@ fn oversized_bodies_and_saturation_are_refused_and_the_server_goes_on() {
     let r = h.modern(&large);
     assert_eq!(r.status, 200, "{}", r.text());
     let (text, is_error) = tool_text(&r.json());
-    assert!(is_error && text.contains("at most 16384 characters"), "{text}");
+    assert!(
+        is_error && text.contains("at most 16384 characters"),
+        "{text}"
+    );
 
     // One slot: a waiting call holds it, so the next request gets 503 at once.
     let client = h.client;
@@ -644,8 +647,13 @@ fn modern_requests_must_repeat_their_body_in_headers() {
 #[test]
 fn progress_streams_over_sse_then_the_result() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 1500}));
+    let audit = std::env::temp_dir().join(format!("pa-http-audit-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&audit);
     let mut env = env_for(&fake);
-    env.extend(http_env(&[]));
+    env.extend(http_env(&[(
+        "PERPLEXITY_AUDIT_LOG_PATH",
+        audit.to_str().unwrap(),
+    )]));
     let h = Http::start(&env);
     let mut call = modern_call(1, "perplexity_agent", json!({"query": "q"}));
     call["params"]["_meta"]["progressToken"] = json!("tok-1");
@@ -684,6 +692,17 @@ fn progress_streams_over_sse_then_the_result() {
     let frames = r.events();
     assert!(frames.len() >= 2, "{frames:?}");
     assert_frame(Era::Legacy, "tools/call", frames.last().unwrap());
+
+    // Through the same guard as stdio: audited, with this front end named.
+    wait_until("the audit records", Duration::from_secs(5), || {
+        std::fs::read_to_string(&audit).is_ok_and(|t| t.matches("\"tool_result\"").count() >= 2)
+    });
+    let log = std::fs::read_to_string(&audit).unwrap();
+    for line in log.lines() {
+        let record: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(record["front_end"], "mcp-http", "{record}");
+    }
+    let _ = std::fs::remove_file(&audit);
 }
 
 #[test]
