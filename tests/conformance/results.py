@@ -276,6 +276,11 @@ def main() -> int:
 
     print(f"  passed ({len(r['passed'])}): {' '.join(r['passed']) or '-'}")
     print(f"  failed ({len(r['failed'])}): {' '.join(r['failed']) or '-'}")
+    ran = [s for s in unscored if s in results]
+    if ran:
+        bad = [s for s in ran if any(c["status"] in FAILING for c in results[s])]
+        print(f"  not scored (for information): {len(ran) - len(bad)} of {len(ran)} pass; "
+              f"failing: {' '.join(bad) or '-'}")
     for key, label in (("unexpected", "UNEXPECTED failure (not in the baseline)"),
                        ("stale", "STALE baseline entry (now passes: remove it)"),
                        ("inert", "baseline entry that matched nothing (remove it)")):

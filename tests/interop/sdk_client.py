@@ -12,18 +12,30 @@ API facts taken from the installed mcp 2.3.0 (not guessed):
   progress_callback: async (progress: float, total: float | None, message: str | None) -> None
   A JSON-RPC error reply is raised as mcp.MCPError (with .code).
 
+Every mode runs twice: over stdio, and over Streamable HTTP (`serve --http` on
+127.0.0.1, the bearer token supplied through an httpx client passed to
+`streamable_http_client(url, http_client=...)`).
+
 Usage: python sdk_client.py   (env: CARGO_TARGET_DIR or INTEROP_OUR_BIN / INTEROP_FAKE_BIN)
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
+import subprocess
 import sys
+import threading
 
 from common import DUMMY_KEY, TOOL_NAMES, FakeUpstream, Tally, base_env, our_binary
 
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+HTTP_TOKEN = "interop-http-token-" + os.urandom(16).hex()
 
 MODES = [("legacy", "2025-11-25"), ("auto", "2026-07-28"), ("2026-07-28", "2026-07-28")]
 BOGUS_TEXT = "Unknown argument(s): bogus. Accepted: domains, preset, query, recency, wait."
@@ -71,17 +83,54 @@ def check_spotlight(label: str, text: str, expected_body: str) -> None:
             f"expected {expected_body!r}\n     got      {m['body']!r}")
 
 
-async def run_mode(fake: FakeUpstream, mode: str, want_version: str) -> None:
-    env = base_env({
+def server_env(fake: FakeUpstream) -> dict:
+    return base_env({
         "PERPLEXITY_API_BASE": fake.base_url,
         "PERPLEXITY_API_KEY": DUMMY_KEY,
         "PERPLEXITY_RATE_BURST": "100000",
         "PERPLEXITY_RATE_PER_MINUTE": "1000000",
+        "PERPLEXITY_HTTP_AUTH_TOKEN": HTTP_TOKEN,
     })
-    srv = StdioServerParameters(command=our_binary(), args=[], env=env)
+
+
+@contextlib.contextmanager
+def http_server(fake: FakeUpstream):
+    """Our binary as a Streamable HTTP server on a free loopback port; yields the URL."""
+    proc = subprocess.Popen([our_binary(), "serve", "--http", "--bind", "127.0.0.1:0"],
+                            env=server_env(fake), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in proc.stderr:
+            m = re.search(r"MCP over HTTP on (http://\S+/mcp)", line)
+            if m:
+                url = m.group(1)
+                break
+        if url is None:
+            raise RuntimeError("the HTTP server did not start")
+        # Keep draining stderr so the server never blocks on a full pipe.
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def target(fake: FakeUpstream, url: str | None):
+    if url is None:
+        return StdioServerParameters(command=our_binary(), args=[], env=server_env(fake))
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {HTTP_TOKEN}"})
+    return streamable_http_client(url, http_client=http)
+
+
+async def run_mode(fake: FakeUpstream, mode: str, want_version: str, url: str | None = None) -> None:
+    srv = target(fake, url)
     fake.reset({"answer": ANSWER, "sources": SOURCES})
     async with Client(srv, mode=mode, read_timeout_seconds=90) as c:
-        p = f"[{mode}]"
+        p = f"[{mode}{' http' if url else ''}]"
         T.check(f"{p} negotiated protocol version {want_version}", c.protocol_version == want_version,
                 f"got {c.protocol_version!r}")
         if mode != "2026-07-28":
@@ -111,11 +160,19 @@ async def run_mode(fake: FakeUpstream, mode: str, want_version: str) -> None:
                     ann is not None and ann.read_only_hint is False and ann.destructive_hint is False,
                     f"got {ann!r}")
 
-        try:
-            await c.send_ping()
-            T.check(f"{p} ping answered", True)
-        except Exception as exc:  # noqa: BLE001
-            T.check(f"{p} ping answered", False, f"{type(exc).__name__}: {exc}")
+        if url and c.protocol_version == "2026-07-28":
+            # Modern HTTP has no ping (mcp-protocol.md §3.2): 404 + -32601.
+            try:
+                await c.send_ping()
+                T.check(f"{p} ping -> method not found", False, "got an answer")
+            except MCPError as exc:
+                T.check(f"{p} ping -> method not found", exc.code == -32601, f"got {exc.code} {exc}")
+        else:
+            try:
+                await c.send_ping()
+                T.check(f"{p} ping answered", True)
+            except Exception as exc:  # noqa: BLE001
+                T.check(f"{p} ping answered", False, f"{type(exc).__name__}: {exc}")
 
         # Unknown argument: isError result, never reaches the network.
         fake.clear_requests()
@@ -203,6 +260,37 @@ async def main() -> int:
                 await run_mode(fake, mode, version)
             except Exception as exc:  # noqa: BLE001 - a crash in one mode is a failed check
                 T.check(f"[{mode}] session ran to completion", False, f"{type(exc).__name__}: {exc}")
+        with http_server(fake) as url:
+            for mode, version in MODES:
+                try:
+                    await run_mode(fake, mode, version, url)
+                except Exception as exc:  # noqa: BLE001
+                    T.check(f"[{mode} http] session ran to completion", False, f"{type(exc).__name__}: {exc}")
+            # Without the token, the SDK gets nowhere.
+            try:
+                async with Client(url, mode="auto", read_timeout_seconds=10) as c:
+                    await c.list_tools()
+                T.check("[http] no token -> refused", False, "connected without a token")
+            except Exception as exc:  # noqa: BLE001
+                def leaves(e: BaseException):
+                    if isinstance(e, BaseExceptionGroup):
+                        for sub in e.exceptions:
+                            yield from leaves(sub)
+                    else:
+                        yield e
+                texts = " | ".join(f"{type(e).__name__}: {e}" for e in leaves(exc))
+                T.check("[http] no token -> the SDK cannot connect", True, texts[:300])
+            # What it got, seen directly: 401 with a Bearer challenge.
+            import urllib.error
+            import urllib.request
+            req = urllib.request.Request(url, data=b"{}", method="POST")
+            try:
+                urllib.request.urlopen(req, timeout=10)
+                T.check("[http] no token -> 401 Bearer challenge", False, "accepted")
+            except urllib.error.HTTPError as err:
+                T.check("[http] no token -> 401 Bearer challenge",
+                        err.code == 401 and err.headers.get("WWW-Authenticate", "").startswith("Bearer"),
+                        f"got {err.code} {err.headers.get('WWW-Authenticate')!r}")
     finally:
         fake.stop()
     return T.finish()
