@@ -37,6 +37,7 @@ pub struct Config {
     pub tools: ToolSelection,
     pub api: ApiConfig,
     pub guard: GuardConfig,
+    pub fetch: crate::fetch::FetchConfig,
 }
 
 /// The controls every call passes through.
@@ -196,6 +197,32 @@ impl Config {
                     1_000,
                     10_000_000,
                 )? as usize,
+            },
+            fetch: crate::fetch::FetchConfig {
+                allow_private: crate::fetch::address::parse_allow_private(
+                    env("PERPLEXITY_FETCH_ALLOW_PRIVATE")
+                        .as_deref()
+                        .unwrap_or(""),
+                )
+                .map_err(|problem| ConfigError {
+                    variable: "PERPLEXITY_FETCH_ALLOW_PRIVATE",
+                    problem,
+                })?,
+                timeout: Duration::from_secs(bounded_int(
+                    "PERPLEXITY_TIMEOUT",
+                    env("PERPLEXITY_TIMEOUT").as_deref(),
+                    DEFAULT_ATTEMPT_TIMEOUT.as_secs(),
+                    1,
+                    300,
+                )?),
+                max_bytes: bounded_int(
+                    "PERPLEXITY_FETCH_MAX_BYTES",
+                    env("PERPLEXITY_FETCH_MAX_BYTES").as_deref(),
+                    5 * 1024 * 1024,
+                    1024,
+                    1 << 30,
+                )?,
+                max_chars: 80_000,
             },
         })
     }

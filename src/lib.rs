@@ -3,9 +3,10 @@
 //! Where things live (each module's header says what it may touch):
 //! - [`config`]: environment and flags → one typed config; every default.
 //! - [`perplexity`]: the only code that holds the API key or talks to Perplexity.
+//! - [`fetch`]: the SSRF-guarded page fetcher, the only other egress.
 //! - [`tools`]: the tool catalogue, shared by every front end.
-//! - [`guard`]: controls every call passes through (spotlighting so far).
-//! - [`mcp`]: the MCP server (both eras; stdio).
+//! - [`guard`]: controls every call passes through (rate limit, audit, spotlighting, budget).
+//! - [`mcp`]: the MCP server (both eras; stdio and Streamable HTTP).
 //! - [`cli`]: the human command line.
 //!
 //! stdout belongs to the MCP protocol writer in `serve` mode: `print!` is denied in the
@@ -15,6 +16,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod fetch;
 pub mod guard;
 pub mod mcp;
 pub mod perplexity;

@@ -46,6 +46,8 @@ pub enum Command {
     Result(ResultArgs),
     /// Ask Perplexity to stop a run.
     Cancel(CancelArgs),
+    /// Read web pages through the SSRF-guarded fetcher and print their text.
+    Fetch(FetchArgs),
 }
 
 #[derive(Debug, Args, Default)]
@@ -111,6 +113,16 @@ pub struct ResultArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct FetchArgs {
+    /// The pages to read (http or https; at most 10).
+    #[arg(value_name = "URL", required = true)]
+    pub urls: Vec<String>,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct CancelArgs {
     /// The id printed by `ask`.
     pub response_id: String,
@@ -120,6 +132,11 @@ pub struct CancelArgs {
 
 /// Runs a CLI command; returns the process exit code.
 pub async fn run(command: Command, config: Config) -> i32 {
+    if let Some(allowed) = config.fetch.allow_private.lifted() {
+        tracing::warn!(
+            "PERPLEXITY_FETCH_ALLOW_PRIVATE={allowed}: the page fetcher may reach these non-public addresses"
+        );
+    }
     let client = match PerplexityClient::new(&config.api) {
         Ok(c) => Arc::new(c),
         Err(e) => return output::fail(Exit::Config, &e),
@@ -132,6 +149,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Command::Ask(args) => ask(args, &client, &guard).await,
         Command::Result(args) => result(args, &client, &guard).await,
         Command::Cancel(args) => cancel(args, &client, &guard, config.wait_seconds).await,
+        Command::Fetch(args) => fetch(args, &config, &guard).await,
         Command::Serve(args) => {
             let http = match args
                 .http
@@ -188,7 +206,7 @@ async fn ask(args: AskArgs, client: &PerplexityClient, guard: &Arc<Guard>) -> i3
         }
         Some(t) => (t as u64).min(MAX_WAIT_SECONDS),
     };
-    let pass = match guard.admit(FrontEnd::Cli, "ask", &params) {
+    let pass = match guard.admit(FrontEnd::Cli, "ask", &params, 1) {
         Ok(pass) => pass,
         Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
     };
@@ -255,7 +273,7 @@ async fn result(args: ResultArgs, client: &PerplexityClient, guard: &Arc<Guard>)
         Ok(id) => id,
         Err(message) => return rejected(guard, "result", &params, &message),
     };
-    let pass = match guard.admit(FrontEnd::Cli, "result", &params) {
+    let pass = match guard.admit(FrontEnd::Cli, "result", &params, 1) {
         Ok(pass) => pass,
         Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
     };
@@ -274,7 +292,7 @@ async fn cancel(args: CancelArgs, client: &PerplexityClient, guard: &Arc<Guard>,
         Ok(id) => id,
         Err(message) => return rejected(guard, "cancel", &params, &message),
     };
-    let pass = match guard.admit(FrontEnd::Cli, "cancel", &params) {
+    let pass = match guard.admit(FrontEnd::Cli, "cancel", &params, 1) {
         Ok(pass) => pass,
         Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
     };
@@ -289,4 +307,29 @@ async fn cancel(args: CancelArgs, client: &PerplexityClient, guard: &Arc<Guard>,
         false,
     );
     output::cancel(&id, outcome, args.json)
+}
+
+async fn fetch(args: FetchArgs, config: &Config, guard: &Arc<Guard>) -> i32 {
+    use crate::tools::fetch as tool;
+    let params = json!({"urls": args.urls, "max_urls": args.urls.len()});
+    let call = match params.as_object().map(tool::validate) {
+        Some(Ok(call)) => call,
+        Some(Err(message)) => return rejected(guard, "fetch", &params, &message),
+        None => return usage_error("no URL given"),
+    };
+    let pass = match guard.admit(FrontEnd::Cli, "fetch", &params, call.urls.len() as u32) {
+        Ok(pass) => pass,
+        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
+    };
+    let fetcher =
+        crate::fetch::Fetcher::new(config.fetch.clone(), Arc::new(crate::fetch::SystemResolver));
+    let fetched = tool::run(&fetcher, &call).await;
+    let rendered = tool::render(&fetched);
+    let facts = CallFacts {
+        security_flags: tool::flags(&fetched),
+        fetch_allow_private: config.fetch.allow_private.lifted(),
+        ..CallFacts::default()
+    };
+    pass.finish(&rendered, &facts, false);
+    output::fetched(&fetched, &rendered, args.json)
 }

@@ -251,3 +251,44 @@ pub fn cancel(id: &str, outcome: Result<CancelOutcome, ApiError>, json: bool) ->
         Err(_) => Exit::Failed as i32,
     }
 }
+
+/// `fetch`: pages on stdout (title, URL, text), failures and injection flags on stderr;
+/// exit 0 when at least one page was read.
+pub fn fetched(
+    fetched: &[crate::tools::fetch::Fetched],
+    rendered: &crate::tools::ToolOutput,
+    json: bool,
+) -> i32 {
+    if json {
+        say!("{}", rendered.structured.clone().unwrap_or_default());
+    } else {
+        for f in fetched {
+            match &f.outcome {
+                Ok(page) => {
+                    say!(
+                        "# {}\n{}\n",
+                        page.title.as_deref().unwrap_or("(no title)"),
+                        page.final_url
+                    );
+                    say!("{}\n", page.text);
+                    if page.truncated {
+                        note!("perplexity-agent: {} was cut at the size cap", f.url);
+                    }
+                    if !f.flags.is_empty() {
+                        note!(
+                            "perplexity-agent: warning: possible prompt injection in {}: {}",
+                            f.url,
+                            f.flags.join(", ")
+                        );
+                    }
+                }
+                Err(e) => note!("perplexity-agent: {}: not fetched: {}", f.url, e.message),
+            }
+        }
+    }
+    if fetched.iter().any(|f| f.outcome.is_ok()) {
+        Exit::Success as i32
+    } else {
+        Exit::Failed as i32
+    }
+}

@@ -72,6 +72,8 @@ pub struct CallFacts {
     pub usage: Option<Value>,
     /// Injection-pattern labels found in the retrieved text the call returned.
     pub security_flags: Vec<&'static str>,
+    /// `PERPLEXITY_FETCH_ALLOW_PRIVATE` when it lifted the fetcher's address check.
+    pub fetch_allow_private: Option<String>,
 }
 
 impl Guard {
@@ -119,9 +121,10 @@ impl Guard {
         front_end: FrontEnd,
         tool: &str,
         params: &Value,
+        cost: u32,
     ) -> Result<Pass, ToolOutput> {
         let call_id = new_call_id();
-        if let Err(wait) = self.bucket.try_take() {
+        if let Err(wait) = self.bucket.try_take_n(cost) {
             let mut f = fields(params, "ok");
             f.insert("retry_after_ms".into(), json!(wait.as_millis() as u64));
             self.write("rate_limited", front_end, tool, &call_id, f);
@@ -221,6 +224,9 @@ impl Pass {
         }
         if let Some(usage) = &facts.usage {
             f.insert("usage".into(), usage.clone());
+        }
+        if let Some(allowed) = &facts.fetch_allow_private {
+            f.insert("fetch_allow_private".into(), json!(allowed));
         }
         if !facts.security_flags.is_empty() {
             f.insert(

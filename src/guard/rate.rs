@@ -40,6 +40,13 @@ impl TokenBucket {
 
     /// Takes one token, or says how long until one is available.
     pub fn try_take(&self) -> Result<(), Duration> {
+        self.try_take_n(1)
+    }
+
+    /// Takes `n` tokens at once (a call that makes `n` requests), or none. A cost above
+    /// the bucket size is charged as a full bucket, so it stays possible.
+    pub fn try_take_n(&self, n: u32) -> Result<(), Duration> {
+        let cost = f64::from(n.max(1)).min(self.capacity);
         let now = self.clock.now();
         let Ok(mut state) = self.state.lock() else {
             return Ok(());
@@ -47,12 +54,12 @@ impl TokenBucket {
         let (tokens, last) = *state;
         let refilled = (tokens + now.saturating_duration_since(last).as_secs_f64() * self.rate)
             .min(self.capacity);
-        if refilled >= 1.0 {
-            *state = (refilled - 1.0, now);
+        if refilled >= cost {
+            *state = (refilled - cost, now);
             Ok(())
         } else {
             *state = (refilled, now);
-            Err(Duration::from_secs_f64((1.0 - refilled) / self.rate))
+            Err(Duration::from_secs_f64((cost - refilled) / self.rate))
         }
     }
 }

@@ -3,10 +3,11 @@
 //! zalez/perplexity-agent-mcp: the same three tools, in the same order.
 
 /// Every tool this build implements, in `tools/list` order, with its group.
-pub const TOOLS: [(&str, &str); 5] = [
+pub const TOOLS: [(&str, &str); 6] = [
     ("perplexity_agent", "lifecycle"),
     ("perplexity_agent_result", "lifecycle"),
     ("perplexity_agent_cancel", "lifecycle"),
+    ("fetch_url", "fetch"),
     ("retrieve", "admin"),
     ("server_metrics", "admin"),
 ];
@@ -92,7 +93,11 @@ mod tests {
     #[test]
     fn profiles() {
         assert_eq!(ToolSelection::parse("").unwrap(), ToolSelection::all());
-        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 5);
+        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 6);
+        assert_eq!(
+            ToolSelection::parse("fetch").unwrap().names(),
+            ["fetch_url"]
+        );
         assert_eq!(
             ToolSelection::parse("admin").unwrap().names(),
             ["retrieve", "server_metrics"]

@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod args;
 pub mod catalogue;
+pub mod fetch;
 pub mod render;
 pub mod research;
 
@@ -17,6 +18,7 @@ use futures_util::FutureExt;
 use serde_json::Value;
 
 use crate::config::Config;
+use crate::fetch::{Fetcher, SystemResolver};
 use crate::guard::{CallFacts, FrontEnd, Guard, Pass};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::wait::{ProgressSink, RunIdSink};
@@ -117,6 +119,7 @@ impl CallContext {
 /// A validated call of any tool.
 enum Call {
     Lifecycle(research::LifecycleCall),
+    Fetch(fetch::FetchCall),
     Retrieve { key: String, offset: usize },
     Metrics,
 }
@@ -124,6 +127,7 @@ enum Call {
 /// The enabled tools of one server.
 pub struct Tools {
     client: Arc<PerplexityClient>,
+    fetcher: Arc<Fetcher>,
     guard: Arc<Guard>,
     wait: u64,
     /// `tools/list` entries, built once (the set never varies per connection).
@@ -135,6 +139,7 @@ impl Tools {
     pub fn new(config: &Config, client: Arc<PerplexityClient>, guard: Arc<Guard>) -> Self {
         let enabled: Vec<_> = research::definitions(config.wait_seconds)
             .into_iter()
+            .chain([fetch::definition()])
             .chain(admin::definitions())
             .filter(|(name, _)| config.tools.contains(name))
             .collect();
@@ -146,6 +151,7 @@ impl Tools {
         );
         Tools {
             client,
+            fetcher: Arc::new(Fetcher::new(config.fetch.clone(), Arc::new(SystemResolver))),
             guard,
             wait: config.wait_seconds,
             list,
@@ -186,6 +192,7 @@ impl Tools {
             "perplexity_agent_cancel" => &research::CANCEL_ARGS,
             "server_metrics" => &admin::METRICS_ARGS,
             "retrieve" => &admin::RETRIEVE_ARGS,
+            "fetch_url" => &fetch::FETCH_ARGS,
             _ => return Err(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
         let validated = args::reject_unknown(args, accepted).and_then(|()| match name {
@@ -193,6 +200,7 @@ impl Tools {
             "retrieve" => {
                 admin::validate_retrieve(args).map(|(key, offset)| Call::Retrieve { key, offset })
             }
+            "fetch_url" => fetch::validate(args).map(Call::Fetch),
             _ => research::validate(name, args).map(Call::Lifecycle),
         });
         match validated {
@@ -212,9 +220,17 @@ impl Tools {
 
     /// Step 2, synchronous: the rate limit and the opening audit record.
     pub fn admit(&self, validated: Validated) -> Result<Admitted, ToolOutput> {
-        let pass = self
-            .guard
-            .admit(validated.front_end, &validated.tool, &validated.params)?;
+        // A call that fetches n pages costs n tokens: a batch is not a way around the limit.
+        let cost = match &validated.call {
+            Call::Fetch(call) => call.urls.len() as u32,
+            _ => 1,
+        };
+        let pass = self.guard.admit(
+            validated.front_end,
+            &validated.tool,
+            &validated.params,
+            cost,
+        )?;
         Ok(Admitted {
             call: validated.call,
             tool: validated.tool,
@@ -229,6 +245,15 @@ impl Tools {
         let run = AssertUnwindSafe(async {
             match &call {
                 Call::Lifecycle(call) => research::run(&self.client, self.wait, call, ctx).await,
+                Call::Fetch(call) => {
+                    let fetched = fetch::run(&self.fetcher, call).await;
+                    let facts = CallFacts {
+                        security_flags: fetch::flags(&fetched),
+                        fetch_allow_private: self.fetcher.config().allow_private.lifted(),
+                        ..CallFacts::default()
+                    };
+                    (fetch::render(&fetched), facts)
+                }
                 Call::Metrics => (
                     admin::render(self.guard.metrics(crate::guard::metrics::Upstream {
                         retries: self.client.retries(),
@@ -294,6 +319,7 @@ mod tests {
     fn schemas() -> Vec<(String, Value)> {
         let tools = research::definitions(77)
             .into_iter()
+            .chain([fetch::definition()])
             .chain(admin::definitions());
         tools
             .map(|(name, tool)| (name.to_owned(), serde_json::to_value(tool).unwrap()))
@@ -307,6 +333,7 @@ mod tests {
             "perplexity_agent_cancel" => &research::CANCEL_ARGS,
             "retrieve" => &admin::RETRIEVE_ARGS,
             "server_metrics" => &admin::METRICS_ARGS,
+            "fetch_url" => &fetch::FETCH_ARGS,
             other => panic!("no accepted list for {other}"),
         }
     }
@@ -361,6 +388,14 @@ mod tests {
             json!(research::MAX_PRESET_CHARS)
         );
         assert_eq!(agent["preset"]["default"], json!(research::DEFAULT_PRESET));
+        let fetch_props = &all[3].1["inputSchema"]["properties"];
+        assert_eq!(fetch_props["urls"]["maxItems"], json!(fetch::MAX_URLS));
+        assert_eq!(fetch_props["max_urls"]["maximum"], json!(fetch::MAX_URLS));
+        assert_eq!(fetch_props["url"]["maxLength"], json!(fetch::MAX_URL_CHARS));
+        assert_eq!(
+            fetch_props["urls"]["items"]["maxLength"],
+            json!(fetch::MAX_URL_CHARS)
+        );
         let result = &all[1].1["inputSchema"]["properties"];
         assert_eq!(
             result["wait_seconds"]["maximum"], 77,

@@ -290,6 +290,7 @@ impl ResearchOutcome {
                         .chain(sources.iter().map(|s| s.title.as_str())),
                 )
             }),
+            ..CallFacts::default()
         }
     }
 

@@ -1,0 +1,321 @@
+//! The SSRF-guarded page fetcher: **the only egress besides the Perplexity API.** An
+//! auditor asking "where can a URL an agent names make us connect?" reads this folder.
+//!
+//! For the first URL and every redirect hop (`address.rs` decides on the *parsed* host):
+//! http/https only, no userinfo; a name is resolved here, with a timeout, and the fetch
+//! is refused if **any** address is not public; the connection then goes to exactly the
+//! validated addresses (the name still goes out as `Host` and TLS SNI, so certificates
+//! are checked against it), leaving no second lookup for DNS rebinding to exploit.
+//! Redirects are followed by hand (≤ 5, each hop re-validated, never https → http);
+//! environment proxies are ignored; only text-like content types are read, with the size
+//! cap checked on `Content-Length` before reading and counted while streaming; compressed
+//! bodies are never inflated. The text is extracted, capped and handed back for scanning
+//! and spotlighting by the caller. No credentials, cookies or API key are ever sent.
+
+pub mod address;
+mod content;
+mod resolve;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, LOCATION};
+use tokio::time::Instant;
+use url::Url;
+
+pub use address::AllowPrivate;
+use address::{Target, check_addr, target_of};
+pub use resolve::{Resolve, SystemResolver};
+
+/// Redirect hops followed before giving up.
+pub const MAX_REDIRECTS: usize = 5;
+/// Name resolution gets at most this long.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+const USER_AGENT: &str = concat!(
+    "perplexity-agent/",
+    env!("CARGO_PKG_VERSION"),
+    " (+https://github.com/perplexity-agent/perplexity-agent)"
+);
+
+#[derive(Debug, Clone)]
+pub struct FetchConfig {
+    /// `PERPLEXITY_FETCH_ALLOW_PRIVATE`: lifts only the address check.
+    pub allow_private: AllowPrivate,
+    /// The whole fetch, redirects included.
+    pub timeout: Duration,
+    /// Body bytes read at most (`PERPLEXITY_FETCH_MAX_BYTES`).
+    pub max_bytes: u64,
+    /// Characters of extracted text kept.
+    pub max_chars: usize,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        FetchConfig {
+            allow_private: AllowPrivate::None,
+            timeout: Duration::from_secs(30),
+            max_bytes: 5 * 1024 * 1024,
+            max_chars: 80_000,
+        }
+    }
+}
+
+/// One fetched page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub requested_url: String,
+    pub final_url: String,
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub title: Option<String>,
+    pub text: String,
+    /// The body or the text was cut at its cap.
+    pub truncated: bool,
+    pub fetched_bytes: u64,
+}
+
+/// Why a URL was not fetched. `kind` is a stable machine-readable label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchError {
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl FetchError {
+    fn new(kind: &'static str, message: impl Into<String>) -> Self {
+        FetchError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+pub struct Fetcher {
+    config: FetchConfig,
+    resolver: Arc<dyn Resolve>,
+}
+
+impl Fetcher {
+    pub fn new(config: FetchConfig, resolver: Arc<dyn Resolve>) -> Self {
+        Fetcher { config, resolver }
+    }
+
+    pub fn config(&self) -> &FetchConfig {
+        &self.config
+    }
+
+    /// Fetches `raw` and extracts its text, under one deadline for every hop.
+    pub async fn fetch(&self, raw: &str) -> Result<Page, FetchError> {
+        let deadline = Instant::now() + self.config.timeout;
+        match tokio::time::timeout_at(deadline, self.fetch_hops(raw)).await {
+            Ok(result) => result,
+            Err(_) => Err(FetchError::new(
+                "timeout",
+                format!(
+                    "the fetch took longer than {}s",
+                    self.config.timeout.as_secs()
+                ),
+            )),
+        }
+    }
+
+    async fn fetch_hops(&self, raw: &str) -> Result<Page, FetchError> {
+        let mut url = Url::parse(raw.trim())
+            .map_err(|e| FetchError::new("invalid_url", format!("not a valid URL ({e})")))?;
+        let requested_url = url.to_string();
+        let mut hops = 0;
+        loop {
+            let addrs = self.validate(&url).await?;
+            let mut response = self.request(&url, &addrs).await?;
+            let status = response.status();
+            if status.is_redirection()
+                && let Some(location) = response.headers().get(LOCATION)
+            {
+                hops += 1;
+                if hops > MAX_REDIRECTS {
+                    return Err(FetchError::new(
+                        "too_many_redirects",
+                        format!("more than {MAX_REDIRECTS} redirects"),
+                    ));
+                }
+                let next = location
+                    .to_str()
+                    .ok()
+                    .and_then(|l| url.join(l).ok())
+                    .ok_or_else(|| {
+                        FetchError::new("bad_redirect", "a redirect to an invalid location")
+                    })?;
+                if url.scheme() == "https" && next.scheme() == "http" {
+                    return Err(FetchError::new(
+                        "insecure_redirect",
+                        format!("refused a redirect from https to plain http ({next})"),
+                    ));
+                }
+                url = next;
+                continue;
+            }
+            if status.as_u16() >= 400 {
+                return Err(FetchError::new(
+                    "http_status",
+                    format!("the server answered HTTP {}", status.as_u16()),
+                ));
+            }
+            if status.is_redirection() {
+                return Err(FetchError::new(
+                    "bad_redirect",
+                    "a redirect without a location",
+                ));
+            }
+            let headers = response.headers();
+            if let Some(encoding) = headers.get(CONTENT_ENCODING)
+                && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
+            {
+                // We asked for identity: inflating would let a small body become huge.
+                return Err(FetchError::new(
+                    "compressed",
+                    "the server sent a compressed body, which is not accepted",
+                ));
+            }
+            let content_type = headers
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            if !content::text_like(content_type.as_deref()) {
+                return Err(FetchError::new(
+                    "unsupported_content_type",
+                    format!(
+                        "{} is not a text content type; only web pages and text are fetched",
+                        content_type.as_deref().unwrap_or("?")
+                    ),
+                ));
+            }
+            let max = self.config.max_bytes;
+            if response.content_length().is_some_and(|len| len > max) {
+                return Err(FetchError::new(
+                    "too_large",
+                    format!("the page is larger than the {max}-byte cap"),
+                ));
+            }
+            let mut body = Vec::new();
+            let mut cut = false;
+            while let Some(chunk) = response
+                .chunk()
+                .await
+                .map_err(|_| FetchError::new("network", "the connection failed while reading"))?
+            {
+                let room = (max - body.len() as u64) as usize;
+                if chunk.len() > room {
+                    body.extend_from_slice(&chunk[..room]);
+                    cut = true;
+                    break;
+                }
+                body.extend_from_slice(&chunk);
+            }
+            drop(response);
+            let extracted = content::extract(
+                &body,
+                content_type.as_deref(),
+                url.as_str(),
+                self.config.max_chars,
+            )
+            .map_err(|e| FetchError::new("not_text", e))?;
+            return Ok(Page {
+                requested_url,
+                final_url: url.to_string(),
+                status: status.as_u16(),
+                content_type,
+                title: extracted.title,
+                text: extracted.text,
+                truncated: cut || extracted.truncated,
+                fetched_bytes: body.len() as u64,
+            });
+        }
+    }
+
+    /// The addresses this hop may connect to: all of them public (or explicitly allowed).
+    async fn validate(&self, url: &Url) -> Result<Vec<IpAddr>, FetchError> {
+        let target = target_of(url).map_err(|e| FetchError::new("invalid_url", e))?;
+        let allow = &self.config.allow_private;
+        let addrs = match target {
+            Target::Ip(ip) => vec![ip],
+            Target::Name(name) => {
+                let port = url.port_or_known_default().unwrap_or(80);
+                let found =
+                    tokio::time::timeout(RESOLVE_TIMEOUT, self.resolver.lookup(&name, port))
+                        .await
+                        .map_err(|_| FetchError::new("dns", format!("resolving {name} timed out")))?
+                        .map_err(|_| {
+                            FetchError::new("dns", format!("{name} could not be resolved"))
+                        })?;
+                if found.is_empty() {
+                    return Err(FetchError::new("dns", format!("{name} has no addresses")));
+                }
+                found
+            }
+        };
+        for ip in &addrs {
+            check_addr(*ip, allow)
+                .map_err(|blocked| FetchError::new("blocked_address", blocked.to_string()))?;
+        }
+        Ok(addrs)
+    }
+
+    /// One request, pinned to `addrs`. A fresh client per hop: its resolver knows only
+    /// the validated addresses, so nothing can re-resolve the name behind our back.
+    async fn request(&self, url: &Url, addrs: &[IpAddr]) -> Result<reqwest::Response, FetchError> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let port = url.port_or_known_default().unwrap_or(80);
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .retry(reqwest::retry::never())
+
+            .referer(false)
+            .http1_only()
+            .user_agent(USER_AGENT)
+            .connect_timeout(Duration::from_secs(10));
+        if let Some(url::Host::Domain(name)) = url.host() {
+            let pinned: Vec<SocketAddr> =
+                addrs.iter().map(|ip| SocketAddr::new(*ip, port)).collect();
+            builder = builder.resolve_to_addrs(name, &pinned);
+        }
+        if url.scheme() == "http" {
+            // Plain http needs no certificate store.
+            builder = builder.tls_certs_only(Vec::new());
+        }
+        let client = builder.build().map_err(|_| {
+            FetchError::new(
+                "client",
+                "could not set up the HTTPS client (no usable certificate store)",
+            )
+        })?;
+        client
+            .get(url.clone())
+            .header(
+                ACCEPT,
+                "text/html, application/xhtml+xml, text/*;q=0.9, application/json;q=0.8, */*;q=0.1",
+            )
+            .header(ACCEPT_ENCODING, "identity")
+            .send()
+            .await
+            .map_err(|e| {
+                let what = if e.is_timeout() {
+                    "timed out"
+                } else if e.is_connect() {
+                    "could not connect"
+                } else {
+                    "the request failed"
+                };
+                FetchError::new(
+                    "network",
+                    format!("{} ({what})", url.host_str().unwrap_or("?")),
+                )
+            })
+    }
+}
