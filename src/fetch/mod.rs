@@ -275,7 +275,6 @@ impl Fetcher {
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .retry(reqwest::retry::never())
-
             .referer(false)
             .http1_only()
             .user_agent(USER_AGENT)
@@ -317,5 +316,113 @@ impl Fetcher {
                     format!("{} ({what})", url.host_str().unwrap_or("?")),
                 )
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! DNS rebinding, in process (the resolver is scripted): the connection goes to the
+    //! address that was validated, never to what a second lookup would say.
+
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Public-looking first (127.0.0.2, allowed by the test's override), then private.
+    struct Flip(AtomicUsize);
+
+    impl Resolve for Flip {
+        fn lookup<'a>(&'a self, _host: &'a str, _port: u16) -> resolve::Lookup<'a> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst);
+            let ip = if n == 0 {
+                [127, 0, 0, 2]
+            } else {
+                [127, 0, 0, 3]
+            };
+            Box::pin(async move { Ok(vec![IpAddr::from(ip)]) })
+        }
+    }
+
+    struct Both;
+
+    impl Resolve for Both {
+        fn lookup<'a>(&'a self, _host: &'a str, _port: u16) -> resolve::Lookup<'a> {
+            Box::pin(async {
+                Ok(vec![
+                    IpAddr::from([127, 0, 0, 2]),
+                    IpAddr::from([127, 0, 0, 3]),
+                ])
+            })
+        }
+    }
+
+    /// Serves one tiny page per connection on `ip`, counting connections.
+    fn server(ip: &str, port: u16) -> (u16, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind((ip, port)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let count = hits.clone();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                count.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                let body = "<html><head><title>pinned</title></head><body><p>ok</p></body></html>";
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        (port, hits)
+    }
+
+    fn fetcher(resolver: Arc<dyn Resolve>) -> Fetcher {
+        let allow = address::parse_allow_private("127.0.0.2/32").unwrap();
+        Fetcher::new(
+            FetchConfig {
+                allow_private: allow,
+                timeout: Duration::from_secs(5),
+                ..FetchConfig::default()
+            },
+            resolver,
+        )
+    }
+
+    #[tokio::test]
+    async fn the_connection_goes_to_the_validated_address() {
+        let (port, good) = server("127.0.0.2", 0);
+        let (_, bad) = server("127.0.0.3", port);
+        let flip = Arc::new(Flip(AtomicUsize::new(0)));
+        let page = fetcher(flip.clone())
+            .fetch(&format!("http://rebind.test:{port}/"))
+            .await
+            .unwrap();
+        assert_eq!(page.title.as_deref(), Some("pinned"));
+        assert_eq!(good.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            bad.load(Ordering::SeqCst),
+            0,
+            "a second lookup was followed"
+        );
+        assert_eq!(flip.0.load(Ordering::SeqCst), 1, "resolved exactly once");
+    }
+
+    #[tokio::test]
+    async fn one_private_address_among_public_ones_refuses_the_fetch() {
+        let (port, good) = server("127.0.0.2", 0);
+        let err = fetcher(Arc::new(Both))
+            .fetch(&format!("http://mixed.test:{port}/"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, "blocked_address");
+        assert!(
+            err.message.starts_with("127.0.0.3 is loopback"),
+            "{}",
+            err.message
+        );
+        assert_eq!(good.load(Ordering::SeqCst), 0);
     }
 }
