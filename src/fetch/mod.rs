@@ -275,6 +275,9 @@ impl Fetcher {
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .retry(reqwest::retry::never())
+            // HTTP(S)_PROXY would send the request to a proxy that resolves the name
+            // itself, past every check above.
+            .no_proxy()
             .referer(false)
             .http1_only()
             .user_agent(USER_AGENT)
