@@ -38,7 +38,7 @@ fn main() {
         let call = research::validate("perplexity_agent", &map).expect("valid");
         std::hint::black_box(&call);
         let pass = guard
-            .admit(FrontEnd::McpStdio, "perplexity_agent", &params)
+            .admit(FrontEnd::McpStdio, "perplexity_agent", &params, 1)
             .expect("admitted");
         let mut shown = output.clone();
         let truncated = guard.budget(&mut shown);

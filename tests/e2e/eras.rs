@@ -229,6 +229,25 @@ fn logging_set_level_is_legacy_only() {
 
 #[test]
 fn tool_list_is_exact_and_follows_the_environment() {
+    let mut all = Server::start(&[]);
+    let r = all.request(&request(1, "tools/list", json!({})));
+    let names: Vec<&str> = r["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "perplexity_agent",
+            "perplexity_agent_result",
+            "perplexity_agent_cancel",
+            "fetch_url",
+            "retrieve",
+            "server_metrics"
+        ]
+    );
     let mut s = Server::start(&[("PERPLEXITY_TOOLS".into(), "lifecycle".into())]);
     let r = s.request(&request(1, "tools/list", json!({})));
     let tools = r["result"]["tools"].as_array().unwrap();
