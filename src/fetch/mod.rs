@@ -307,6 +307,15 @@ impl Fetcher {
             .send()
             .await
             .map_err(|e| {
+                let host = url.host_str().unwrap_or("?");
+                // Verification is always on: an untrusted or mismatched certificate is a
+                // refusal, never something to retry without checks.
+                if crate::perplexity::client::is_tls(&e) {
+                    return FetchError::new(
+                        "tls",
+                        format!("{host}: the TLS certificate could not be verified for this name"),
+                    );
+                }
                 let what = if e.is_timeout() {
                     "timed out"
                 } else if e.is_connect() {
@@ -314,10 +323,7 @@ impl Fetcher {
                 } else {
                     "the request failed"
                 };
-                FetchError::new(
-                    "network",
-                    format!("{} ({what})", url.host_str().unwrap_or("?")),
-                )
+                FetchError::new("network", format!("{host} ({what})"))
             })
     }
 }
@@ -411,6 +417,61 @@ mod tests {
             "a second lookup was followed"
         );
         assert_eq!(flip.0.load(Ordering::SeqCst), 1, "resolved exactly once");
+    }
+
+    /// Pins 127.0.0.2 for any name.
+    struct Loopback2;
+
+    impl Resolve for Loopback2 {
+        fn lookup<'a>(&'a self, _host: &'a str, _port: u16) -> resolve::Lookup<'a> {
+            Box::pin(async { Ok(vec![IpAddr::from([127, 0, 0, 2])]) })
+        }
+    }
+
+    #[tokio::test]
+    async fn https_sends_the_name_as_sni_and_verifies_the_certificate() {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        // A throwaway self-signed certificate for the name: not trusted by the client.
+        let cert = rcgen::generate_simple_self_signed(vec!["pinned.test".to_owned()]).unwrap();
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
+        let config = Arc::new(
+            rustls::ServerConfig::builder()
+                .with_no_client_auth()
+                .with_single_cert(vec![CertificateDer::from(cert.cert.der().to_vec())], key)
+                .unwrap(),
+        );
+        let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sni = Arc::new(std::sync::Mutex::new(None::<String>));
+        let seen = sni.clone();
+        std::thread::spawn(move || {
+            if let Ok((mut tcp, _)) = listener.accept() {
+                let mut conn = rustls::ServerConnection::new(config).unwrap();
+                // Read the ClientHello, answer with our certificate, let the client judge it.
+                for _ in 0..20 {
+                    if conn.read_tls(&mut tcp).unwrap_or(0) == 0
+                        || conn.process_new_packets().is_err()
+                    {
+                        break;
+                    }
+                    if let Some(name) = conn.server_name() {
+                        *seen.lock().unwrap() = Some(name.to_owned());
+                    }
+                    let _ = conn.write_tls(&mut tcp);
+                }
+            }
+        });
+        let err = fetcher(Arc::new(Loopback2))
+            .fetch(&format!("https://pinned.test:{port}/"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, "tls", "{err:?}");
+        assert_eq!(
+            sni.lock().unwrap().as_deref(),
+            Some("pinned.test"),
+            "SNI is the name, not the pinned IP"
+        );
     }
 
     #[tokio::test]

@@ -407,11 +407,24 @@ pub(crate) fn network_kind(error: reqwest::Error) -> ApiError {
     ApiError::Network(kind)
 }
 
-fn is_tls(error: &reqwest::Error) -> bool {
+pub(crate) fn is_tls(error: &reqwest::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = source {
         if e.is::<rustls::Error>() {
             return true;
+        }
+        // An io::Error's `source()` skips the error it wraps (hyper nests them): look
+        // inside, however deep.
+        let mut wrapped = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref());
+        while let Some(inner) = wrapped {
+            if inner.is::<rustls::Error>() {
+                return true;
+            }
+            wrapped = inner
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref());
         }
         source = e.source();
     }
