@@ -1,7 +1,8 @@
 //! `/mcp`: one JSON-RPC message per POST, served in the era its headers and `_meta`
 //! choose (`mcp-protocol.md` §3.2, §10). Legacy requests live in sessions minted by
 //! `initialize`; modern requests are stateless and must repeat in headers what their body
-//! says. A tool call answers with JSON, or with an SSE stream when it asked for progress.
+//! says. What to answer is the [`Handler`]'s business; this file only decides who may ask
+//! what, in which era, and how the answer travels (JSON, or SSE when the handler streams).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -19,17 +20,15 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::handler::{Handled, Handler, Incoming, Outbound};
 use super::policy::Slot;
 use super::sessions::Sessions;
-use crate::guard::FrontEnd;
-use crate::mcp::dispatch::{Action, CallJob, Dispatcher, Envelope, envelope};
+use crate::mcp::dispatch::{Action, Envelope, envelope};
 use crate::mcp::era::{Era, request_meta, validate_modern_meta};
-use crate::mcp::progress::ProgressNotifier;
 use crate::mcp::protocol::{
     META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, RpcError, SUPPORTED_VERSIONS, code,
     error_frame,
 };
-use crate::tools::{CallContext, ToolOutput};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -48,12 +47,13 @@ const NOT_MODERN: [&str; 6] = [
     "subscriptions/listen",
 ];
 const HEADER_MISMATCH: i64 = -32020;
+const MISSING_CAPABILITY: i64 = -32021;
 /// Frames of one streamed call waiting for its client.
 const STREAM_BUFFER: usize = 64;
 
 pub struct Endpoint {
-    pub dispatcher: Arc<Dispatcher>,
-    pub sessions: Sessions,
+    pub handler: Arc<dyn Handler>,
+    pub sessions: Arc<Sessions>,
     /// Cancelled when shutdown's drain period is over: the waits still going end, and
     /// their callers are told the run ids to collect later.
     pub stopping: CancellationToken,
@@ -73,11 +73,15 @@ pub async fn post(
         );
     };
     let session = header(&headers, SESSION_HEADER);
-    // A response from the client (to a request we never send) is acknowledged like a
-    // notification.
+    // A response from the client: to a request we asked in its session (else ignored).
     if message.get("method").is_none()
         && (message.get("result").is_some() || message.get("error").is_some())
     {
+        if let (Some(session), Some(id)) = (&session, message.get("id")) {
+            endpoint
+                .sessions
+                .deliver(session, &id.to_string(), message.clone());
+        }
         return StatusCode::ACCEPTED.into_response();
     }
     let (id, method, params) = match envelope(message) {
@@ -104,14 +108,14 @@ pub async fn post(
         modern(&endpoint, &headers, id, &method, params, slot).await
     } else if session.is_none() && method == "server/discover" {
         // The bare dual-era probe (no `_meta`, no modern header): answered as on stdio.
-        reply(
-            &endpoint,
-            endpoint.dispatcher.answer(id, &method, params, Era::Modern),
-            Era::Modern,
-            None,
-            slot,
-        )
-        .await
+        let probe = Incoming {
+            id,
+            method,
+            params,
+            era: Era::Modern,
+            session: None,
+        };
+        dispatch(&endpoint, probe, slot).await
     } else {
         legacy(&endpoint, &headers, session, id, &method, params, slot).await
     }
@@ -185,8 +189,14 @@ async fn modern(
     if let Err(e) = validate_modern_meta(method, &params) {
         return bad(e);
     }
-    let action = endpoint.dispatcher.answer(id, method, params, Era::Modern);
-    reply(endpoint, action, Era::Modern, None, slot).await
+    let request = Incoming {
+        id,
+        method: method.to_owned(),
+        params,
+        era: Era::Modern,
+        session: None,
+    };
+    dispatch(endpoint, request, slot).await
 }
 
 async fn legacy(
@@ -199,14 +209,26 @@ async fn legacy(
     slot: Option<OwnedSemaphorePermit>,
 ) -> Response {
     if method == "initialize" {
-        let action = endpoint.dispatcher.answer(id, method, params, Era::Legacy);
-        let mut response = reply(endpoint, action, Era::Legacy, None, slot).await;
-        if response.status() == StatusCode::OK
-            && let Ok(value) = HeaderValue::from_str(&endpoint.sessions.create())
-        {
-            response
-                .headers_mut()
-                .insert(HeaderName::from_static(SESSION_HEADER), value);
+        // The session exists while initialize is handled (a handler may keep state for
+        // it), and is dropped again unless initialize succeeded.
+        let created = endpoint.sessions.create();
+        let request = Incoming {
+            id,
+            method: method.to_owned(),
+            params,
+            era: Era::Legacy,
+            session: Some(created.clone()),
+        };
+        let mut response = dispatch(endpoint, request, slot).await;
+        match HeaderValue::from_str(&created) {
+            Ok(value) if response.status() == StatusCode::OK => {
+                response
+                    .headers_mut()
+                    .insert(HeaderName::from_static(SESSION_HEADER), value);
+            }
+            _ => {
+                endpoint.sessions.remove(&created);
+            }
         }
         return response;
     }
@@ -238,108 +260,81 @@ async fn legacy(
             ),
         );
     }
-    let action = endpoint.dispatcher.answer(id, method, params, Era::Legacy);
-    reply(endpoint, action, Era::Legacy, Some(session), slot).await
-}
-
-/// Turns the dispatcher's answer into an HTTP response.
-async fn reply(
-    endpoint: &Arc<Endpoint>,
-    action: Action,
-    era: Era,
-    session: Option<String>,
-    slot: Option<OwnedSemaphorePermit>,
-) -> Response {
-    match action {
-        Action::Reply(frame) => {
-            let not_found = era == Era::Modern
-                && frame["error"]["code"].as_i64() == Some(code::METHOD_NOT_FOUND);
-            let status = if not_found {
-                StatusCode::NOT_FOUND
-            } else {
-                StatusCode::OK
-            };
-            json(status, frame)
-        }
-        Action::Call(job) => call(endpoint, job, session, slot).await,
-        Action::Cancel(_) | Action::Nothing => StatusCode::ACCEPTED.into_response(),
-    }
-}
-
-/// A tool call through the guard. Validation and the rate limit answer at once; an
-/// admitted call runs in its own task, so a client that goes away cannot cut its audit
-/// record short. Modern: closing the response is the cancellation. Legacy: it is not;
-/// `notifications/cancelled` in the session is.
-async fn call(
-    endpoint: &Arc<Endpoint>,
-    job: CallJob,
-    session: Option<String>,
-    slot: Option<OwnedSemaphorePermit>,
-) -> Response {
-    let dispatcher = endpoint.dispatcher.clone();
-    let tools = dispatcher.tools().clone();
-    let admitted = match tools
-        .validate(FrontEnd::McpHttp, &job.tool, &job.arguments)
-        .and_then(|validated| tools.admit(validated))
-    {
-        Ok(admitted) => admitted,
-        Err(refusal) => return json(StatusCode::OK, dispatcher.call_reply(&job, &refusal)),
+    let request = Incoming {
+        id,
+        method: method.to_owned(),
+        params,
+        era: Era::Legacy,
+        session: Some(session),
     };
+    dispatch(endpoint, request, slot).await
+}
+
+/// Hands the request to the handler and turns its answer into an HTTP response. Work
+/// that runs later gets a cancel token: a modern client closing its response cancels it;
+/// in a legacy session, `notifications/cancelled` (or DELETE) does; shutdown always does.
+async fn dispatch(
+    endpoint: &Arc<Endpoint>,
+    request: Incoming,
+    slot: Option<OwnedSemaphorePermit>,
+) -> Response {
+    let era = request.era;
+    let session = request.session.clone();
+    let key = request.id.to_string();
+    let streamed = endpoint.handler.streams(&request);
+    let (frames, rx) = mpsc::channel::<Value>(if streamed { STREAM_BUFFER } else { 1 });
     let token = endpoint.stopping.child_token();
-    let request_key = job.id.to_string();
-    if let Some(session) = &session {
-        endpoint
-            .sessions
-            .register(session, &request_key, token.clone());
-    }
-    let (frames, mut rx) = mpsc::channel::<Value>(STREAM_BUFFER);
-    let streamed = job.progress_token.is_some();
-    let ctx = CallContext {
-        progress: job
-            .progress_token
-            .clone()
-            .map(|t| ProgressNotifier::sink(t, frames.clone())),
+    let out = Outbound {
+        frames: streamed.then(|| frames.clone()),
+        session: session.clone().map(|s| (endpoint.sessions.clone(), s)),
         cancel: token.clone(),
-        ..CallContext::default()
+        stopping: endpoint.stopping.clone(),
     };
-    let cancel_on_close = (job.era == Era::Modern).then(|| token.clone().drop_guard());
-    let endpoint_ = endpoint.clone();
+    let work = match endpoint.handler.clone().handle(request, out) {
+        Handled::Now(Some(frame)) => return json(status_of(era, &frame), frame),
+        Handled::Now(None) => return StatusCode::ACCEPTED.into_response(),
+        Handled::Later(work) => work,
+    };
+    if let Some(session) = &session {
+        endpoint.sessions.register(session, &key, token.clone());
+    }
+    let sessions = endpoint.sessions.clone();
     tokio::spawn(async move {
-        let output = tools.run(admitted, &ctx).await;
+        let reply = work.await;
         if let Some(session) = &session {
-            endpoint_.sessions.unregister(session, &request_key);
+            sessions.unregister(session, &key);
         }
-        let output = match output {
-            Some(output) => Some(output),
-            // Cut short by shutdown: say so, with the runs to collect later.
-            None if endpoint_.stopping.is_cancelled() => Some(shutting_down(&ctx)),
-            // The client cancelled: no reply, but the runs are named on stderr.
-            None => {
-                for id in ctx.run_ids.take() {
-                    tracing::warn!(tool = %job.tool, response_id = %id, "stopped waiting for research run {id}; it may still be running");
-                }
-                None
-            }
-        };
-        if let Some(output) = output {
-            let _ = frames.send(dispatcher.call_reply(&job, &output)).await;
+        if let Some(frame) = reply {
+            let _ = frames.send(frame).await;
         }
     });
+    let cancel_on_close = (era == Era::Modern).then(|| token.drop_guard());
     if streamed {
         return stream(rx, cancel_on_close, slot);
     }
+    let mut rx = rx;
     let frame = rx.recv().await;
     if let Some(guard) = cancel_on_close {
         guard.disarm();
     }
     drop(slot);
     match frame {
-        Some(frame) => json(StatusCode::OK, frame),
+        Some(frame) => json(status_of(era, &frame), frame),
         None => StatusCode::NO_CONTENT.into_response(),
     }
 }
 
-/// The call's frames as SSE: progress notifications, then the response, then the end.
+/// HTTP status of a JSON reply: in the modern era an unknown method is 404 and a missing
+/// client capability 400; everything else (tool errors included) is 200.
+fn status_of(era: Era, frame: &Value) -> StatusCode {
+    match (era, frame["error"]["code"].as_i64()) {
+        (Era::Modern, Some(code::METHOD_NOT_FOUND)) => StatusCode::NOT_FOUND,
+        (Era::Modern, Some(MISSING_CAPABILITY)) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
+}
+
+/// The request's frames as SSE: what the handler sent, then the reply, then the end.
 /// The stream owns the in-flight slot and, in the modern era, the cancel-on-close guard.
 fn stream(
     rx: mpsc::Receiver<Value>,
@@ -362,15 +357,6 @@ fn stream(
         .headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
-}
-
-fn shutting_down(ctx: &CallContext) -> ToolOutput {
-    let ids = ctx.run_ids.take();
-    let mut text = "The server is shutting down, so it stopped waiting.".to_owned();
-    for id in ids {
-        text.push_str(&format!(" Research run {id} may still be running: collect it later with perplexity_agent_result."));
-    }
-    ToolOutput::error(text)
 }
 
 /// GET: we offer no standalone server-to-client stream, in either era.

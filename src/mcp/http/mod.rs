@@ -10,8 +10,12 @@
 //! Touches: one TCP listener; the tools through the guard. No outbound network of its own.
 
 mod endpoint;
+mod handler;
 mod policy;
+mod product;
 mod sessions;
+
+pub use handler::{AskError, Handled, Handler, Incoming, Outbound};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,8 +35,19 @@ use policy::Policy;
 /// After the drain period, how long ended waits get to answer before the process exits.
 const FINAL_GRACE: Duration = Duration::from_secs(2);
 
-/// Serves until SIGTERM/SIGINT; returns the exit code.
+/// Serves the product until SIGTERM/SIGINT; returns the exit code.
 pub async fn serve(dispatcher: Arc<Dispatcher>, config: HttpConfig, wait_seconds: u64) -> i32 {
+    let product = Arc::new(product::Product {
+        dispatcher: dispatcher.clone(),
+    });
+    let code = serve_with(product, config, Duration::from_secs(wait_seconds)).await;
+    dispatcher.tools().guard().flush();
+    code
+}
+
+/// Serves any [`Handler`] behind the same policy layers. `longest` is the longest a
+/// legitimate request may take (the request time limit adds a minute to it).
+pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: Duration) -> i32 {
     let listener = match tokio::net::TcpListener::bind(config.bind).await {
         Ok(listener) => listener,
         Err(e) => {
@@ -53,14 +68,11 @@ pub async fn serve(dispatcher: Arc<Dispatcher>, config: HttpConfig, wait_seconds
     eprintln!("perplexity-agent: MCP over HTTP on http://{address}/mcp");
 
     let endpoint = Arc::new(Endpoint {
-        dispatcher: dispatcher.clone(),
-        sessions: sessions::Sessions::default(),
+        handler,
+        sessions: Arc::new(sessions::Sessions::default()),
         stopping: CancellationToken::new(),
     });
-    let app = router(
-        endpoint.clone(),
-        Arc::new(Policy::new(&config, wait_seconds)),
-    );
+    let app = router(endpoint.clone(), Arc::new(Policy::new(&config, longest)));
 
     let stop = CancellationToken::new();
     super::stdio::watch_signals(stop.clone());
@@ -79,7 +91,6 @@ pub async fn serve(dispatcher: Arc<Dispatcher>, config: HttpConfig, wait_seconds
         }
         () = drain => {}
     }
-    dispatcher.tools().guard().flush();
     0
 }
 

@@ -38,14 +38,14 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// `wait_seconds` bounds the longest legitimate request (a tool call that waits).
-    pub fn new(config: &HttpConfig, wait_seconds: u64) -> Self {
+    /// `longest` bounds the longest legitimate request (a tool call that waits).
+    pub fn new(config: &HttpConfig, longest: Duration) -> Self {
         Policy {
             token_digest: config.token_digest,
             allowed_hosts: config.allowed_hosts.clone(),
             allowed_origins: config.allowed_origins.clone(),
             slots: Arc::new(Semaphore::new(config.max_in_flight)),
-            request_timeout: Duration::from_secs(wait_seconds + 60),
+            request_timeout: longest + Duration::from_secs(60),
         }
     }
 }

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::guard::secure_hex;
@@ -27,6 +29,8 @@ struct Session {
     last_used: Instant,
     /// Calls in flight, by the JSON text of their request id, for `notifications/cancelled`.
     calls: HashMap<String, CancellationToken>,
+    /// Our requests to the client awaiting its answer, by the JSON text of their id.
+    pending: HashMap<String, oneshot::Sender<Value>>,
 }
 
 impl Sessions {
@@ -52,6 +56,7 @@ impl Sessions {
             Session {
                 last_used: now,
                 calls: HashMap::new(),
+                pending: HashMap::new(),
             },
         );
         id
@@ -105,6 +110,35 @@ impl Sessions {
             .and_then(|s| s.calls.remove(request))
         {
             token.cancel();
+        }
+    }
+
+    /// Registers a request we sent to the client; `false` when the session is gone.
+    pub fn expect_response(&self, id: &str, request: &str, answer: oneshot::Sender<Value>) -> bool {
+        match self.lock().get_mut(id) {
+            Some(s) => {
+                s.pending.insert(request.to_owned(), answer);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn forget_response(&self, id: &str, request: &str) {
+        if let Some(s) = self.lock().get_mut(id) {
+            s.pending.remove(request);
+        }
+    }
+
+    /// A response the client POSTed: handed to whoever asked (unknown ids are ignored,
+    /// so a client cannot inject answers to questions we never asked).
+    pub fn deliver(&self, id: &str, request: &str, response: Value) {
+        if let Some(answer) = self
+            .lock()
+            .get_mut(id)
+            .and_then(|s| s.pending.remove(request))
+        {
+            let _ = answer.send(response);
         }
     }
 

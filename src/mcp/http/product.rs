@@ -1,0 +1,86 @@
+//! The product over HTTP: the same dispatcher and tools as stdio, every call through the
+//! guard. Quick methods answer at once; a tool call (or a run resource read) runs in its
+//! own task and streams only when the client asked for progress.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::handler::{Handled, Handler, Incoming, Outbound};
+use crate::guard::FrontEnd;
+use crate::mcp::dispatch::{Action, CallJob, Dispatcher};
+use crate::mcp::era::request_meta;
+use crate::mcp::progress::ProgressNotifier;
+use crate::tools::{CallContext, ToolOutput};
+
+pub struct Product {
+    pub dispatcher: Arc<Dispatcher>,
+}
+
+impl Handler for Product {
+    fn streams(&self, request: &Incoming) -> bool {
+        request.method == "tools/call"
+            && request_meta(&request.params)
+                .and_then(|m| m.get("progressToken"))
+                .is_some_and(|t| t.is_string() || crate::text::json_integer(t).is_some())
+    }
+
+    fn handle(self: Arc<Self>, request: Incoming, out: Outbound) -> Handled {
+        match self
+            .dispatcher
+            .answer(request.id, &request.method, request.params, request.era)
+        {
+            Action::Reply(frame) => Handled::Now(Some(frame)),
+            Action::Call(job) => self.call(job, out),
+            Action::Cancel(_) | Action::Nothing => Handled::Now(None),
+        }
+    }
+}
+
+impl Product {
+    /// Validation and the rate limit answer at once; an admitted call runs later.
+    fn call(&self, job: CallJob, out: Outbound) -> Handled {
+        let dispatcher = self.dispatcher.clone();
+        let tools = dispatcher.tools().clone();
+        let admitted = match tools
+            .validate(FrontEnd::McpHttp, &job.tool, &job.arguments)
+            .and_then(|validated| tools.admit(validated))
+        {
+            Ok(admitted) => admitted,
+            Err(refusal) => return Handled::Now(Some(dispatcher.call_reply(&job, &refusal))),
+        };
+        Handled::Later(Box::pin(async move {
+            let ctx = CallContext {
+                progress: job
+                    .progress_token
+                    .clone()
+                    .zip(out.frames())
+                    .map(|(token, frames)| ProgressNotifier::sink(token, frames)),
+                cancel: out.cancel_token(),
+                ..CallContext::default()
+            };
+            match tools.run(admitted, &ctx).await {
+                Some(output) => Some(dispatcher.call_reply(&job, &output)),
+                // Cut short by shutdown: say so, with the runs to collect later.
+                None if out.stopping() => Some(dispatcher.call_reply(&job, &shutting_down(&ctx))),
+                // The client cancelled: no reply, but the runs are named on stderr.
+                None => {
+                    for id in ctx.run_ids.take() {
+                        tracing::warn!(tool = %job.tool, response_id = %id, "stopped waiting for research run {id}; it may still be running");
+                    }
+                    None::<Value>
+                }
+            }
+        }))
+    }
+}
+
+fn shutting_down(ctx: &CallContext) -> ToolOutput {
+    let mut text = "The server is shutting down, so it stopped waiting.".to_owned();
+    for id in ctx.run_ids.take() {
+        text.push_str(&format!(
+            " Research run {id} may still be running: collect it later with perplexity_agent_result."
+        ));
+    }
+    ToolOutput::error(text)
+}
