@@ -8,6 +8,9 @@
 # (the report then marks it n/a with the reason). Only loopback is contacted at run
 # time; installs use the ordinary clients (cargo, npm) against their registries.
 # On a shared machine, limit the build: CARGO_BUILD_JOBS=1 bash bench/http.sh
+# BENCH_SRC=<dir> builds perplexity-agent and fake-perplexity from another source tree
+# (e.g. `git archive <commit> | tar -x -C <dir>`), to measure a given commit; the load
+# generator is always built from this tree.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,8 +23,10 @@ mkdir -p "$WORK"
 log() { printf '[http-bench] %s\n' "$*" >&2; }
 
 # ---- our binaries and the load generator ---------------------------------------------
-log "building release binaries (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-if ! (cd "$ROOT" && cargo build --release --locked -p perplexity-agent -p fake-perplexity -p loadgen); then
+SRC="${BENCH_SRC:-$ROOT}"
+log "building release binaries from $SRC (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+if ! (cd "$SRC" && cargo build --release --locked -p perplexity-agent -p fake-perplexity) ||
+    ! (cd "$ROOT" && cargo build --release --locked -p loadgen); then
     log "release build failed: nothing to benchmark"
     exit 1
 fi

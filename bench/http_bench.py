@@ -311,6 +311,21 @@ def loadgen_argv(a, port: int, spec: dict, extra: list[str]) -> list[str]:
     return argv + extra
 
 
+def response_size(srv: Server, spec: dict) -> int | None:
+    """Bytes of one response body to the spec's request (specs without a setup only)."""
+    if "setup_body" in spec:
+        return None
+    headers = {"Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+    for h in spec["headers"]:
+        k, v = h.split(":", 1)
+        headers[k.strip()] = v.strip()
+    status, _, body = http("POST", f"http://127.0.0.1:{srv.port}/mcp", spec["body"], headers)
+    if status != 200 or spec["expect"].encode() not in body:
+        raise BenchError(f"{srv.kind}: probe answered {status}: {body[:300]!r}")
+    return len(body)
+
+
 def shown_request(spec: dict) -> str:
     """A readable description of a spec for the report (the token elided)."""
     def clean(h):
@@ -650,6 +665,9 @@ def main() -> int:
                 contenders.append(("node", servers["node"]))
             for key, srv in contenders:
                 tp_specs[key] = shown_request(throughput_spec(key, srv))
+                size = response_size(srv, throughput_spec(key, srv))
+                if size is not None:
+                    tp_specs[key] += f" (response body: {size} bytes)"
             for rnd in range(a.runs):
                 order = contenders[rnd % len(contenders):] + contenders[:rnd % len(contenders)]
                 for key, srv in order:

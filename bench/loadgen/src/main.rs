@@ -632,3 +632,85 @@ fn main() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// Serves `replies` (raw bytes, in pieces) on one connection, one per request read.
+    async fn serve(replies: Vec<Vec<&'static [u8]>>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            for pieces in replies {
+                let _ = socket.read(&mut buf).await.unwrap();
+                for piece in pieces {
+                    socket.write_all(piece).await.unwrap();
+                    socket.flush().await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn content_length_chunked_and_keep_alive() {
+        let addr = serve(vec![
+            vec![
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nMcp-Session-Id: abc\r\n\r\nhel",
+                b"lo",
+            ],
+            vec![
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nfoo\r\n",
+                b"4;ext=1\r\nbar!\r\n0\r\nX-Trailer: 1\r\n\r\n",
+            ],
+            vec![b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"],
+            vec![b"HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 2\r\n\r\nno"],
+        ])
+        .await;
+        let mut conn = Conn::connect(&addr).await.unwrap();
+        let r = conn
+            .roundtrip(b"GET / HTTP/1.1\r\n\r\n", true)
+            .await
+            .unwrap();
+        assert_eq!(
+            (r.status, r.body.as_slice(), r.close),
+            (200, &b"hello"[..], false)
+        );
+        assert!(
+            r.headers
+                .contains(&("mcp-session-id".to_owned(), "abc".to_owned()))
+        );
+        let r = conn
+            .roundtrip(b"GET / HTTP/1.1\r\n\r\n", false)
+            .await
+            .unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"foobar!"[..]));
+        let r = conn
+            .roundtrip(b"GET / HTTP/1.1\r\n\r\n", false)
+            .await
+            .unwrap();
+        assert_eq!((r.status, r.body.len()), (202, 0));
+        let r = conn
+            .roundtrip(b"GET / HTTP/1.1\r\n\r\n", false)
+            .await
+            .unwrap();
+        assert_eq!(
+            (r.status, r.body.as_slice(), r.close),
+            (503, &b"no"[..], true)
+        );
+        assert!(conn.buf.is_empty());
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<u64> = (1..=100).map(|x| x * 1000).collect();
+        assert_eq!(percentile(&v, 0.50), 50.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert!(percentile(&[], 0.5).is_nan());
+    }
+}
