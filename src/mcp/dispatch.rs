@@ -164,7 +164,9 @@ impl Dispatcher {
                 if params.get("cursor").is_some_and(|c| !c.is_null()) {
                     return Err(RpcError::new(code::INVALID_PARAMS, "Invalid cursor."));
                 }
-                json!({"tools": self.tools.list()})
+                let mut result = Map::with_capacity(1);
+                result.insert("tools".to_owned(), self.tools.list().clone());
+                Value::Object(result)
             }
             ("tools/call", _) => {
                 return self.tool_call(params, era, request_id).map(Handled::Call);

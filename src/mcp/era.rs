@@ -110,10 +110,9 @@ pub fn is_cacheable(method: &str) -> bool {
 pub fn shape_modern(method: &str, mut result: Value) -> Value {
     if let Value::Object(map) = &mut result {
         map.entry("resultType").or_insert_with(|| json!("complete"));
-        map.insert(
-            "_meta".to_owned(),
-            json!({ META_SERVER_INFO: server_info() }),
-        );
+        let mut meta = Map::with_capacity(1);
+        meta.insert(META_SERVER_INFO.to_owned(), server_info());
+        map.insert("_meta".to_owned(), Value::Object(meta));
         if is_cacheable(method) {
             // A run changes until it finishes: its contents are never to be reused.
             let ttl = if method == "resources/read" {

@@ -45,11 +45,16 @@ pub mod code {
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 
-/// `serverInfo`, through rmcp's model type.
+/// `serverInfo`, through rmcp's model type (built once: every modern result carries it).
 pub fn server_info() -> Value {
-    let mut info = rmcp::model::Implementation::new("perplexity-agent", env!("CARGO_PKG_VERSION"));
-    info.title = Some("Perplexity Agent".to_owned());
-    serde_json::to_value(info).unwrap_or(Value::Null)
+    static INFO: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    INFO.get_or_init(|| {
+        let mut info =
+            rmcp::model::Implementation::new("perplexity-agent", env!("CARGO_PKG_VERSION"));
+        info.title = Some("Perplexity Agent".to_owned());
+        serde_json::to_value(info).unwrap_or(Value::Null)
+    })
+    .clone()
 }
 
 /// A JSON-RPC error. `data` appears only when there is some (never `"data": null`).
@@ -82,8 +87,14 @@ impl RpcError {
     }
 }
 
+/// Built by hand: `json!` would copy `result` through the serializer (a tool list is
+/// kilobytes, and this runs for every reply).
 pub fn result_frame(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+    let mut frame = serde_json::Map::with_capacity(3);
+    frame.insert("jsonrpc".to_owned(), Value::from("2.0"));
+    frame.insert("id".to_owned(), id.clone());
+    frame.insert("result".to_owned(), result);
+    Value::Object(frame)
 }
 
 pub fn error_frame(id: &Value, error: &RpcError) -> Value {
