@@ -1,9 +1,22 @@
 //! What a fetched body may be, and what we keep of it: text-like content types only
 //! (decided from the headers, before the body is read), decoded by its declared charset,
-//! HTML reduced to its readable text (a Readability port: no scripts, styles or
-//! navigation), everything capped in characters.
+//! HTML reduced to its readable text, everything capped in characters.
+//!
+//! Pages up to [`READABILITY_MAX_BYTES`] go through a Readability port (the main content
+//! only: no scripts, styles, navigation, sidebars). Larger pages would cost it hundreds of
+//! milliseconds for text we would mostly cut, so they are streamed through the HTML
+//! tokenizer instead, skipping script/style/navigation/header/footer/aside content and
+//! stopping as soon as the character cap is reached.
+
+use std::cell::{Cell, RefCell};
 
 use encoding_rs::{Encoding, UTF_8};
+use html5ever::tendril::StrTendril;
+use html5ever::tokenizer::states::RawKind;
+use html5ever::tokenizer::{
+    BufferQueue, CharacterTokens, EndTag, StartTag, TagToken, Token, TokenSink, TokenSinkResult,
+    Tokenizer, TokenizerOpts,
+};
 
 use crate::text::cap_chars;
 
@@ -79,9 +92,18 @@ pub fn extract(
         return Err("the content is not text (binary data under a text content type)".to_owned());
     }
     let (title, text) = if is_html(content_type, &decoded) {
-        readable(&decoded, url)
+        if decoded.len() <= READABILITY_MAX_BYTES {
+            readable(&decoded, url)
+        } else {
+            streamed(&decoded, max_chars)
+        }
     } else {
-        (None, decoded.into_owned())
+        // Only what can survive the cap is copied (tidying shrinks text, so keep twice).
+        let keep = decoded
+            .char_indices()
+            .nth(max_chars.saturating_mul(2))
+            .map_or(decoded.len(), |(i, _)| i);
+        (None, decoded[..keep].to_owned())
     };
     let text = tidy(&text);
     let truncated = text.chars().count() > max_chars;
@@ -100,7 +122,7 @@ pub fn extract(
 
 fn readable(html: &str, url: &str) -> (Option<String>, String) {
     let config = dom_smoothie::Config {
-        text_mode: dom_smoothie::TextMode::Formatted,
+        text_mode: dom_smoothie::TextMode::Raw,
         // Bounds the work a hostile page can cause (the body is already capped).
         max_elements_to_parse: 100_000,
         ..Default::default()
@@ -112,6 +134,159 @@ fn readable(html: &str, url: &str) -> (Option<String>, String) {
         // Nothing readable (e.g. an empty page): no text rather than raw markup.
         Err(_) => (None, String::new()),
     }
+}
+
+/// Above this many bytes of HTML, [`streamed`] extraction instead of Readability.
+pub const READABILITY_MAX_BYTES: usize = 512 * 1024;
+
+/// Elements whose content is never readable text.
+const SKIPPED: [&str; 14] = [
+    "script", "style", "noscript", "template", "svg", "math", "head", "nav", "header", "footer",
+    "aside", "form", "select", "iframe",
+];
+/// Elements that start a new line of text.
+const BLOCKS: [&str; 24] = [
+    "p",
+    "div",
+    "br",
+    "li",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "tr",
+    "table",
+    "section",
+    "article",
+    "main",
+    "blockquote",
+    "pre",
+    "figure",
+    "hr",
+];
+
+/// Collects text from tokens; the tokenizer alone does not know which elements hold raw
+/// text, so the sink tells it (as the tree builder would).
+struct TextSink {
+    text: RefCell<String>,
+    title: RefCell<Option<String>>,
+    in_title: Cell<bool>,
+    /// Depth inside skipped elements.
+    skip: Cell<usize>,
+}
+
+impl TokenSink for TextSink {
+    type Handle = ();
+
+    fn process_token(&self, token: Token, _line: u64) -> TokenSinkResult<()> {
+        match token {
+            TagToken(tag) => {
+                let name: &str = &tag.name;
+                let skipped = SKIPPED.contains(&name);
+                match tag.kind {
+                    StartTag => {
+                        if name == "title" {
+                            self.in_title.set(true);
+                        } else if skipped && !tag.self_closing {
+                            self.skip.set(self.skip.get() + 1);
+                        }
+                        if BLOCKS.contains(&name) {
+                            self.text.borrow_mut().push('\n');
+                        }
+                        return match name {
+                            "script" => TokenSinkResult::RawData(RawKind::ScriptData),
+                            "style" | "xmp" | "iframe" | "noembed" | "noframes" => {
+                                TokenSinkResult::RawData(RawKind::Rawtext)
+                            }
+                            "title" | "textarea" => TokenSinkResult::RawData(RawKind::Rcdata),
+                            "plaintext" => TokenSinkResult::Plaintext,
+                            _ => TokenSinkResult::Continue,
+                        };
+                    }
+                    EndTag => {
+                        if name == "title" {
+                            self.in_title.set(false);
+                        } else if skipped {
+                            self.skip.set(self.skip.get().saturating_sub(1));
+                        }
+                        if BLOCKS.contains(&name) {
+                            self.text.borrow_mut().push('\n');
+                        }
+                    }
+                }
+            }
+            CharacterTokens(chars) => self.characters(&chars),
+            _ => {}
+        }
+        TokenSinkResult::Continue
+    }
+}
+
+impl TextSink {
+    fn characters(&self, chars: &StrTendril) {
+        if self.in_title.get() {
+            let mut title = self.title.borrow_mut();
+            title.get_or_insert_with(String::new).push_str(chars);
+            return;
+        }
+        if self.skip.get() > 0 {
+            return;
+        }
+        // Runs of whitespace become one space; lines are made by block elements.
+        let mut text = self.text.borrow_mut();
+        for c in chars.chars() {
+            if c.is_whitespace() {
+                if !text.ends_with([' ', '\n']) && !text.is_empty() {
+                    text.push(' ');
+                }
+            } else {
+                text.push(c);
+            }
+        }
+    }
+}
+
+/// Tokenizer-based extraction for large pages: fed in slices, stopped once the text
+/// passes the cap (plus room for [`tidy`] to shrink it).
+fn streamed(html: &str, max_chars: usize) -> (Option<String>, String) {
+    const SLICE: usize = 64 * 1024;
+    let sink = TextSink {
+        text: RefCell::new(String::new()),
+        title: RefCell::new(None),
+        in_title: Cell::new(false),
+        skip: Cell::new(0),
+    };
+    let tokenizer = Tokenizer::new(sink, TokenizerOpts::default());
+    let input = BufferQueue::default();
+    let mut rest = html;
+    while !rest.is_empty() {
+        let mut end = rest.len().min(SLICE);
+        while !rest.is_char_boundary(end) {
+            end += 1;
+        }
+        input.push_back(StrTendril::from_slice(&rest[..end]));
+        rest = &rest[end..];
+        let _ = tokenizer.feed(&input);
+        // Bytes of text bound characters from above: twice the cap is plenty.
+        if tokenizer.sink.text.borrow().len() > max_chars.saturating_mul(2) + 1024 {
+            break;
+        }
+    }
+    tokenizer.end();
+    let text = tokenizer.sink.text.take();
+    let title = tokenizer
+        .sink
+        .title
+        .take()
+        .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));
+    (title, text)
 }
 
 /// More than 1 % control characters (other than whitespace) or U+FFFD: not text.
@@ -199,6 +374,30 @@ mod tests {
             out.text
         );
         assert!(!out.truncated);
+    }
+
+    #[test]
+    fn large_pages_are_streamed_to_the_cap() {
+        let para = "<p>Some   readable\n text &amp; more.</p>";
+        let html = format!(
+            "<html><head><title> Big  one </title><style>p{{}}</style><script>if (a < b) {{ var hidden = '</p>'; }}</script></head>\
+             <body><nav>Menu items</nav><header>Site header</header><article>{}</article>\
+             <aside>Sidebar</aside><footer>Footer</footer></body></html>",
+            para.repeat(20_000)
+        );
+        assert!(html.len() > READABILITY_MAX_BYTES);
+        let out = extract(html.as_bytes(), Some("text/html"), "https://x.org/", 5_000).unwrap();
+        assert_eq!(out.title.as_deref(), Some("Big one"));
+        assert!(out.truncated);
+        assert!(
+            out.text.starts_with("Some readable text & more.\n"),
+            "{:.200}",
+            out.text
+        );
+        for noise in ["Menu", "Site header", "hidden", "Sidebar", "Footer", "p{}"] {
+            assert!(!out.text.contains(noise), "{noise}");
+        }
+        assert!(out.text.chars().count() <= 5_000);
     }
 
     #[test]

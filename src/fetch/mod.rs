@@ -211,21 +211,32 @@ impl Fetcher {
                 .map_err(|_| FetchError::new("network", "the connection failed while reading"))?
             {
                 let room = (max - body.len() as u64) as usize;
-                if chunk.len() > room {
-                    body.extend_from_slice(&chunk[..room]);
+                let take = chunk.len().min(room);
+                // Grow by doubling, but never past the cap: memory stays within it.
+                if body.len() + take > body.capacity() {
+                    let grow = body.capacity().max(64 * 1024).min(room);
+                    body.reserve_exact(grow.max(take));
+                }
+                body.extend_from_slice(&chunk[..take]);
+                if take < chunk.len() {
                     cut = true;
                     break;
                 }
-                body.extend_from_slice(&chunk);
             }
             drop(response);
-            let extracted = content::extract(
-                &body,
-                content_type.as_deref(),
-                url.as_str(),
-                self.config.max_chars,
-            )
-            .map_err(|e| FetchError::new("not_text", e))?;
+            // Parsing a page is CPU work: keep it off the async workers, which also
+            // serve pings and other requests.
+            let (body, extracted) = {
+                let (page_url, max_chars, ctype) =
+                    (url.to_string(), self.config.max_chars, content_type.clone());
+                tokio::task::spawn_blocking(move || {
+                    let extracted = content::extract(&body, ctype.as_deref(), &page_url, max_chars);
+                    (body, extracted)
+                })
+                .await
+                .map_err(|_| FetchError::new("not_text", "the page could not be processed"))?
+            };
+            let extracted = extracted.map_err(|e| FetchError::new("not_text", e))?;
             return Ok(Page {
                 requested_url,
                 final_url: url.to_string(),

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# The official MCP conformance suite against `perplexity-agent serve --http`.
+# The official MCP conformance suite against `perplexity-agent serve --http`, or against
+# the conformance fixture (crates/conformance-fixture: the suite's test_* tools,
+# resources and prompts served on the same HTTP layers).
 #
 #   bash tests/conformance/run.sh [--update-baseline] [--print-baseline] [path-to-binary]
+#   bash tests/conformance/run.sh --fixture [path-to-fixture] [--update-baseline] [--print-baseline]
 #
-# Default binary: ${CARGO_TARGET_DIR:-target}/debug/perplexity-agent (relative paths are
-# taken from the repository root). Nothing is built here: build the binary first.
+# Default binary: ${CARGO_TARGET_DIR:-target}/debug/perplexity-agent, or with --fixture
+# ${CARGO_TARGET_DIR:-target}/debug/conformance-fixture (relative paths are taken from the
+# repository root). Nothing is built here: build the binary first.
 #
 # What it does:
 #   1. installs, once, Node 22 (npm package node@22) and @modelcontextprotocol/conformance
 #      0.2.0-alpha.12 into ${CONFORMANCE_CACHE:-$HOME/.cache/perplexity-agent-conformance}
 #      (npm registry only; skipped when the installed versions already match);
-#   2. checks both baselines (tests/conformance/baseline-<set>.yml) against the scenario
-#      lists of their sets, and self-tests auth_proxy.py;
+#   2. checks both baselines (tests/conformance/baseline-<set>.yml, or with --fixture
+#      fixture-baseline-<set>.yml) against the scenario lists of their sets, and
+#      self-tests auth_proxy.py;
 #   3. starts the server on a free loopback port with a random bearer token (never
 #      printed), a dead Perplexity API base and a dummy key, waits for GET /healthz, checks
 #      that /mcp refuses a request without the token, and starts auth_proxy.py in front;
@@ -19,6 +24,9 @@
 #      with --expected-failures <its baseline>, and prints one summary line per set;
 #   5. kills the server and the proxy on exit.
 #
+# --fixture [path]   test the conformance fixture instead of the product, against the
+#                    fixture baselines (the fixture proves the transport loses no protocol
+#                    feature; the product run proves what the product itself serves).
 # --update-baseline  run the sets without --expected-failures and rewrite both baseline
 #                    files to match the results (reasons of kept entries are kept, new
 #                    entries get a "TODO" reason to fill in); exits 0 unless the run broke.
@@ -40,12 +48,20 @@ sets=(2025-11-25 2026-07-28)
 
 update=0
 print_baseline=0
+fixture=0
 bin=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --update-baseline) update=1 ;;
     --print-baseline) print_baseline=1 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    --fixture)
+      fixture=1
+      # An optional path right after it.
+      if [[ $# -gt 1 && "$2" != -* ]]; then
+        [[ -z "$bin" ]] || { echo "run.sh: one binary path only" >&2; exit 2; }
+        bin="$2"; shift
+      fi ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) [[ -z "$bin" ]] || { echo "run.sh: one binary path only" >&2; exit 2; }; bin="$1" ;;
   esac
@@ -54,12 +70,20 @@ done
 
 die() { echo "run.sh: $*" >&2; echo "conformance: 0 passed, ${#sets[@]} failed"; exit 2; }
 
+if [[ "$fixture" -eq 1 ]]; then
+  package="conformance-fixture"
+  baseline_prefix="fixture-baseline"
+else
+  package="perplexity-agent"
+  baseline_prefix="baseline"
+fi
+baseline_of() { echo "$here/$baseline_prefix-$1.yml"; }
 if [[ -z "$bin" ]]; then
   target="${CARGO_TARGET_DIR:-target}"
   [[ "$target" == /* ]] || target="$repo/$target"
-  bin="$target/debug/perplexity-agent"
+  bin="$target/debug/$package"
 fi
-[[ -x "$bin" ]] || die "no executable at $bin (build it first, e.g. cargo build -p perplexity-agent)"
+[[ -x "$bin" ]] || die "no executable at $bin (build it first, e.g. cargo build -p $package)"
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 command -v python3 >/dev/null || die "python3 is needed"
 
@@ -123,8 +147,8 @@ echo "results in $out"
 for s in "${sets[@]}"; do
   conformance list --server --requirements "$s" >"$out/scenarios-$s.txt" || die "conformance list --requirements $s failed"
   if [[ "$update" -eq 0 ]]; then
-    python3 "$here/results.py" check --set "$s" --scored "$out/scenarios-$s.txt" --baseline "$here/baseline-$s.yml" \
-      || die "baseline-$s.yml is not valid (fix it, or rewrite it with --update-baseline)"
+    python3 "$here/results.py" check --set "$s" --scored "$out/scenarios-$s.txt" --baseline "$(baseline_of "$s")" \
+      || die "$baseline_prefix-$s.yml is not valid (fix it, or rewrite it with --update-baseline)"
   fi
 done
 
@@ -182,10 +206,15 @@ show_log() {  # file: its last lines, with the token masked in case anything ech
 server_port=""
 for attempt in 1 2 3; do
   port="$(free_port)"
+  if [[ "$fixture" -eq 1 ]]; then
+    serve=("$bin" --bind "127.0.0.1:$port")
+  else
+    serve=("$bin" serve --http --bind "127.0.0.1:$port")
+  fi
   PERPLEXITY_HTTP_AUTH_TOKEN="$token" \
   PERPLEXITY_API_BASE="http://127.0.0.1:9" \
   PERPLEXITY_API_KEY="pplx-conformance-dummy" \
-    "$bin" serve --http --bind "127.0.0.1:$port" >"$out/server.stdout" 2>"$out/server.stderr" </dev/null &
+    "${serve[@]}" >"$out/server.stdout" 2>"$out/server.stderr" </dev/null &
   server_pid=$!
   for _ in $(seq 1 150); do  # up to ~30 s
     kill -0 "$server_pid" 2>/dev/null || break
@@ -200,7 +229,7 @@ for attempt in 1 2 3; do
   server_pid=""
 done
 [[ -n "$server_port" ]] || die "the server never answered GET /healthz with 200"
-echo "server up: 127.0.0.1:$server_port (pid $server_pid)"
+echo "server up ($package): 127.0.0.1:$server_port (pid $server_pid)"
 
 # The server must refuse /mcp without the token; otherwise the proxy proves nothing.
 unauth="$(http_status POST "http://127.0.0.1:$server_port/mcp")"
@@ -232,7 +261,7 @@ for s in "${sets[@]}"; do
   dir="$out/$s"
   mkdir -p "$dir"
   args=(server --url "$proxy_url/mcp" --requirements "$s" -o "$dir" --timeout "${CONFORMANCE_TIMEOUT_MS:-30000}")
-  [[ "$update" -eq 1 ]] || args+=(--expected-failures "$here/baseline-$s.yml")
+  [[ "$update" -eq 1 ]] || args+=(--expected-failures "$(baseline_of "$s")")
   echo
   echo "=== requirement set $s ==="
   rc=0
@@ -246,7 +275,7 @@ for s in "${sets[@]}"; do
     echo "the server died during the $s run; its stderr:" >&2
     show_log "$out/server.stderr" >&2
   fi
-  common=(--set "$s" --scored "$out/scenarios-$s.txt" --baseline "$here/baseline-$s.yml" --results "$dir")
+  common=(--set "$s" --scored "$out/scenarios-$s.txt" --baseline "$(baseline_of "$s")" --results "$dir")
   if [[ "$update" -eq 1 ]]; then
     set_rc=0
     python3 "$here/results.py" update "${common[@]}" || set_rc=$?
