@@ -76,6 +76,8 @@ pub struct ApiConfig {
     /// How long the circuit breaker stays open before one probe
     /// (`PERPLEXITY_CIRCUIT_COOLDOWN_SECONDS`).
     pub circuit_cooldown: Duration,
+    /// Event streams followed at once (`PERPLEXITY_MAX_EVENT_STREAMS`); more waits poll.
+    pub max_event_streams: usize,
 }
 
 impl Default for ApiConfig {
@@ -87,6 +89,7 @@ impl Default for ApiConfig {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             proxy: None,
             circuit_cooldown: DEFAULT_CIRCUIT_COOLDOWN,
+            max_event_streams: 128,
         }
     }
 }
@@ -171,6 +174,13 @@ impl Config {
                     1,
                     3600,
                 )?),
+                max_event_streams: bounded_int(
+                    "PERPLEXITY_MAX_EVENT_STREAMS",
+                    env("PERPLEXITY_MAX_EVENT_STREAMS").as_deref(),
+                    128,
+                    0,
+                    10_000,
+                )? as usize,
             },
             guard: GuardConfig {
                 rate_per_minute: bounded_int(

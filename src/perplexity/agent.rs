@@ -119,13 +119,16 @@ impl PerplexityClient {
         }
     }
 
-    /// Creates a run asking for its event stream; the server may answer JSON instead.
+    /// Creates a run, asking for its event stream when `stream` (the server may answer
+    /// JSON anyway).
     pub(crate) async fn create_run_streaming(
         &self,
         run: &CreateRun,
+        stream: bool,
         deadline: Instant,
     ) -> Result<Success, ApiError> {
-        self.send_create(run, Some(true), deadline).await
+        self.send_create(run, stream.then_some(true), deadline)
+            .await
     }
 
     async fn send_create(

@@ -17,8 +17,8 @@
 //! - Our loop is the only retry: reqwest's own transport retries are off, so a create
 //!   cannot be sent twice behind our back.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use reqwest::header::{
@@ -28,6 +28,7 @@ use reqwest::{Method, Response, StatusCode, Url};
 use secrecy::ExposeSecret;
 use secrecy::zeroize::Zeroizing;
 use serde_json::{Map, Value};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::breaker::{CircuitBreaker, Outcome};
@@ -53,6 +54,10 @@ pub struct PerplexityClient {
     /// Retries made so far (for `server_metrics`).
     retries: AtomicU64,
     breaker: CircuitBreaker,
+    /// Event streams held open at once. A stream costs a connection and its buffers for
+    /// the whole wait (~35 KiB); past this many, waits poll instead, so a thousand
+    /// waiting calls do not hold a thousand upstream connections.
+    streams: Arc<Semaphore>,
 }
 
 /// What a request expects back on success.
@@ -138,6 +143,7 @@ impl PerplexityClient {
             user_agent,
             retries: AtomicU64::new(0),
             breaker: CircuitBreaker::new(config.circuit_cooldown),
+            streams: Arc::new(Semaphore::new(config.max_event_streams)),
         })
     }
 
@@ -157,6 +163,11 @@ impl PerplexityClient {
         self.retries.load(Ordering::Relaxed)
     }
 
+    /// A slot for one event stream, if any is free (else the caller polls).
+    pub(crate) fn stream_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.streams.clone().try_acquire_owned().ok()
+    }
+
     /// True while the circuit breaker refuses requests.
     pub fn circuit_open(&self) -> bool {
         self.breaker.is_open(Instant::now())
@@ -173,7 +184,9 @@ fn build_http(config: &ApiConfig) -> Result<reqwest::Client, ApiError> {
         .retry(reqwest::retry::never())
         .referer(false)
         .http1_only()
-        .pool_idle_timeout(Duration::from_secs(60));
+        .pool_idle_timeout(Duration::from_secs(60))
+        // Polling waits reuse a few connections; more idle ones would only cost memory.
+        .pool_max_idle_per_host(32);
     builder = match config
         .proxy
         .as_ref()

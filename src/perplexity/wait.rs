@@ -205,7 +205,7 @@ pub async fn poll(
 }
 
 /// Creates a run and waits for it until `deadline`, by its event stream when the
-/// server offers one, by polling otherwise. Never re-sends the create once the server
+/// server offers one and a stream slot is free, by polling otherwise. Never re-sends the create once the server
 /// has answered it (that would start a second billable run).
 pub async fn create_and_wait(
     client: &PerplexityClient,
@@ -215,8 +215,10 @@ pub async fn create_and_wait(
     ids: &dyn RunIdSink,
 ) -> Result<(String, Waited), WaitError> {
     let origin = Instant::now();
+    // Held until the wait ends; without one, the run is created in JSON mode and polled.
+    let stream_slot = client.stream_slot();
     let first = client
-        .create_run_streaming(run, deadline)
+        .create_run_streaming(run, stream_slot.is_some(), deadline)
         .await
         .map_err(|e| WaitError {
             kind: WaitErrorKind::Api(e),

@@ -401,6 +401,36 @@ fn polling_is_the_fallback_when_the_upstream_does_not_stream() {
 }
 
 #[test]
+fn without_a_free_stream_slot_the_run_is_polled() {
+    // PERPLEXITY_MAX_EVENT_STREAMS=0: every wait polls (what the 129th concurrent wait
+    // does by default), so no upstream connection is held for the whole wait.
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 300, "answer": "Polled."}));
+    let mut env = env_for(&fake);
+    env.push(("PERPLEXITY_MAX_EVENT_STREAMS".into(), "0".into()));
+    let mut s = Server::start(&env);
+    let (text, is_error) =
+        tool_text(&s.request(&call(1, "perplexity_agent", json!({"query": "q"}))));
+    assert!(
+        !is_error && unwrap_spotlight(&text).starts_with("Polled."),
+        "{text}"
+    );
+    let requests = fake.requests();
+    let create = requests.iter().find(|r| r.method == "POST").unwrap();
+    assert!(
+        create.body_json.as_ref().unwrap().get("stream").is_none(),
+        "no stream asked for: {}",
+        create.body
+    );
+    assert!(
+        requests
+            .iter()
+            .filter(|r| r.method == "GET")
+            .all(|r| r.query.is_none()),
+        "plain polls only"
+    );
+}
+
+#[test]
 fn a_dropped_stream_is_resumed_or_replaced_by_polling() {
     let fake = FakePerplexity::start_with(
         json!({"duration_ms": 600, "stream_drop_after": 2, "answer": "Resumed."}),

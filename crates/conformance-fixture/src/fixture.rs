@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 use perplexity_agent::mcp::era::{Era, request_meta, shape_modern};
-use perplexity_agent::mcp::http::{Handled, Handler, Incoming, Outbound};
+use perplexity_agent::mcp::http::{Handled, Handler, Incoming, Outbound, header_params_of};
 use perplexity_agent::mcp::protocol::{
     LEGACY_VERSIONS, LOG_LEVELS, META_LOG_LEVEL, META_SERVER_INFO, RpcError, SUPPORTED_VERSIONS,
     code, error_frame, result_frame,
@@ -52,6 +52,10 @@ impl Handler for Fixture {
             ("prompts/get", Some(PROMPT)) => legacy,
             _ => false,
         }
+    }
+
+    fn header_params(&self, tool: &str) -> Vec<(String, String)> {
+        header_params_of(&crate::tools::input_schema(tool))
     }
 
     fn handle(self: Arc<Self>, request: Incoming, out: Outbound) -> Handled {

@@ -118,7 +118,7 @@ pub fn exists(name: &str) -> bool {
     TOOLS.iter().any(|(n, _)| *n == name)
 }
 
-fn input_schema(name: &str) -> Value {
+pub fn input_schema(name: &str) -> Value {
     let one_string = |key: &str, description: &str| json!({"type": "object", "properties": {key: {"type": "string", "description": description}}, "required": [key]});
     match name {
         "test_sampling" => one_string("prompt", "The prompt to send to the LLM"),

@@ -179,6 +179,11 @@ async fn modern(
             return bad(mismatch("Mcp-Name"));
         }
     }
+    if method == "tools/call"
+        && let Err(which) = check_param_headers(endpoint.handler.as_ref(), headers, &params)
+    {
+        return bad(mismatch(&which));
+    }
     if NOT_MODERN.contains(&method) {
         return rpc_error(
             StatusCode::NOT_FOUND,
@@ -384,6 +389,32 @@ fn session_unknown(id: &Value) -> Response {
             "Session not found (it ended or expired): send initialize again.",
         ),
     )
+}
+
+/// Every `x-mcp-header` argument of the called tool against its `Mcp-Param-*` header:
+/// an argument that is present needs the header, with the same value (strings as they
+/// are, numbers and booleans as JSON text); an undecodable header never matches.
+fn check_param_headers(
+    handler: &dyn Handler,
+    headers: &HeaderMap,
+    params: &Map<String, Value>,
+) -> Result<(), String> {
+    let Some(tool) = params.get("name").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let arguments = params.get("arguments").and_then(Value::as_object);
+    for (header_name, argument) in handler.header_params(tool) {
+        let name = format!("mcp-param-{}", header_name.to_ascii_lowercase());
+        let expected = match arguments.and_then(|a| a.get(&argument)) {
+            None | Some(Value::Null) => continue,
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+        };
+        if header(headers, &name).as_deref() != Some(expected.as_str()) {
+            return Err(format!("Mcp-Param-{header_name}"));
+        }
+    }
+    Ok(())
 }
 
 fn mismatch(what: &str) -> RpcError {

@@ -46,6 +46,30 @@ pub trait Handler: Send + Sync + 'static {
     fn streams(&self, _request: &Incoming) -> bool {
         false
     }
+
+    /// The `x-mcp-header` parameters of a tool, as (header name, argument name): modern
+    /// clients repeat those arguments as `Mcp-Param-<Header>`, and the transport checks
+    /// that the two agree (a proxy routing on the header must see what the tool gets).
+    /// See [`header_params_of`].
+    fn header_params(&self, _tool: &str) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
+/// The `x-mcp-header` parameters declared in a tool's `inputSchema`.
+pub fn header_params_of(input_schema: &Value) -> Vec<(String, String)> {
+    input_schema["properties"]
+        .as_object()
+        .map(|props| {
+            props
+                .iter()
+                .filter_map(|(arg, schema)| {
+                    let header = schema.get("x-mcp-header")?.as_str()?;
+                    Some((header.to_owned(), arg.clone()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A request to the client that went unanswered or failed.

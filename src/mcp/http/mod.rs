@@ -15,7 +15,7 @@ mod policy;
 mod product;
 mod sessions;
 
-pub use handler::{AskError, Handled, Handler, Incoming, Outbound};
+pub use handler::{AskError, Handled, Handler, Incoming, Outbound, header_params_of};
 
 use std::sync::Arc;
 use std::time::Duration;
