@@ -40,6 +40,8 @@ use crate::text::cap_chars;
 /// Every attempt gets at least this long, even past the deadline, so a call whose
 /// budget is spent still makes one bounded request instead of none.
 const MIN_ATTEMPT: Duration = Duration::from_secs(1);
+/// Requests to Perplexity in flight at once; more wait their turn within their deadline.
+const MAX_REQUESTS_IN_FLIGHT: usize = 64;
 /// A numeric `Retry-After` is honoured up to this long (and never past the deadline).
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
@@ -58,6 +60,9 @@ pub struct PerplexityClient {
     /// the whole wait (~35 KiB); past this many, waits poll instead, so a thousand
     /// waiting calls do not hold a thousand upstream connections.
     streams: Arc<Semaphore>,
+    /// Requests in flight at once (a followed event stream holds no slot once its
+    /// response has started: `streams` bounds those).
+    requests: Semaphore,
 }
 
 /// What a request expects back on success.
@@ -144,6 +149,7 @@ impl PerplexityClient {
             retries: AtomicU64::new(0),
             breaker: CircuitBreaker::new(config.circuit_cooldown),
             streams: Arc::new(Semaphore::new(config.max_event_streams)),
+            requests: Semaphore::new(MAX_REQUESTS_IN_FLIGHT),
         })
     }
 
@@ -298,6 +304,9 @@ impl PerplexityClient {
         };
         let max = self.config.max_response_bytes;
         let exchange = async {
+            // Queue for a connection slot (inside the attempt's timeout): a burst of a
+            // thousand calls then opens dozens of connections, not a thousand.
+            let _slot = self.requests.acquire().await;
             let mut response = builder.send().await.map_err(network_error)?;
             let status = response.status();
             if status.is_redirection() {
