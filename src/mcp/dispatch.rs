@@ -3,7 +3,7 @@
 //! handler). Quick methods are answered here; `tools/call` becomes a [`CallJob`] that
 //! the transport runs concurrently.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value, json};
 
@@ -68,11 +68,42 @@ pub enum ReplyAs {
 
 pub struct Dispatcher {
     tools: Arc<Tools>,
+    /// The `tools/list` result of each era, serialized once: the list never changes
+    /// while the process runs, and rebuilding ~7 KB of JSON per request was most of the
+    /// HTTP server's CPU.
+    list_text: [OnceLock<String>; 2],
 }
 
 impl Dispatcher {
     pub fn new(tools: Arc<Tools>) -> Self {
-        Dispatcher { tools }
+        Dispatcher {
+            tools,
+            list_text: [OnceLock::new(), OnceLock::new()],
+        }
+    }
+
+    /// The whole reply frame of a plain `tools/list` (no cursor), as text; `None` for
+    /// anything else (which goes through [`Dispatcher::answer`]).
+    pub fn list_reply_text(
+        &self,
+        id: &Value,
+        method: &str,
+        params: &Map<String, Value>,
+        era: Era,
+    ) -> Option<String> {
+        if method != "tools/list" || params.get("cursor").is_some_and(|c| !c.is_null()) {
+            return None;
+        }
+        let slot = &self.list_text[usize::from(era == Era::Modern)];
+        let result = slot.get_or_init(|| {
+            let mut result = Map::with_capacity(1);
+            result.insert("tools".to_owned(), self.tools.list().clone());
+            shape(era, method, Value::Object(result)).to_string()
+        });
+        let id = serde_json::to_string(id).ok()?;
+        Some(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#
+        ))
     }
 
     pub fn tools(&self) -> &Arc<Tools> {
@@ -404,6 +435,38 @@ mod tests {
         assert_eq!(
             python_repr(&json!({"a": 1, "b": [null, false]})),
             "{'a': 1, 'b': [None, False]}"
+        );
+    }
+
+    #[test]
+    fn the_cached_tool_list_is_the_same_reply() {
+        let config = crate::config::Config::from_lookup(|_| None, None).unwrap();
+        let client = Arc::new(crate::perplexity::PerplexityClient::new(&config.api).unwrap());
+        let guard = Arc::new(crate::guard::Guard::new(&config.guard).unwrap());
+        let dispatcher = Dispatcher::new(Arc::new(Tools::new(&config, client, guard)));
+        for (era, id) in [
+            (Era::Legacy, json!(7)),
+            (Era::Modern, json!("x\"y")),
+            (Era::Modern, json!(8)),
+        ] {
+            let text = dispatcher
+                .list_reply_text(&id, "tools/list", &Map::new(), era)
+                .unwrap();
+            let Action::Reply(frame) = dispatcher.answer(id, "tools/list", Map::new(), era) else {
+                panic!("tools/list is answered at once");
+            };
+            assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), frame);
+        }
+        let cursor = json!({"cursor": "c"}).as_object().cloned().unwrap();
+        assert!(
+            dispatcher
+                .list_reply_text(&json!(1), "tools/list", &cursor, Era::Legacy)
+                .is_none()
+        );
+        assert!(
+            dispatcher
+                .list_reply_text(&json!(1), "ping", &Map::new(), Era::Legacy)
+                .is_none()
         );
     }
 

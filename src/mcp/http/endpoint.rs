@@ -298,6 +298,14 @@ async fn dispatch(
     let work = match endpoint.handler.clone().handle(request, out) {
         Handled::Now(Some(frame)) => return json(status_of(era, &frame), frame),
         Handled::Now(None) => return StatusCode::ACCEPTED.into_response(),
+        Handled::NowText(frame) => {
+            return (
+                StatusCode::OK,
+                [(CONTENT_TYPE, "application/json")],
+                Bytes::from(frame),
+            )
+                .into_response();
+        }
         Handled::Later(work) => work,
     };
     if let Some(session) = &session {

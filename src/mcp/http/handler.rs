@@ -33,6 +33,8 @@ pub struct Incoming {
 pub enum Handled {
     /// The reply frame, now (`None`: no reply).
     Now(Option<Value>),
+    /// The reply frame, now, already serialized (for replies built once and reused).
+    NowText(String),
     /// Work that runs in its own task (so a client going away cannot cut it short); its
     /// frame, if any, is the reply.
     Later(BoxFuture<'static, Option<Value>>),

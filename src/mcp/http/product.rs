@@ -26,6 +26,14 @@ impl Handler for Product {
     }
 
     fn handle(self: Arc<Self>, request: Incoming, out: Outbound) -> Handled {
+        if let Some(text) = self.dispatcher.list_reply_text(
+            &request.id,
+            &request.method,
+            &request.params,
+            request.era,
+        ) {
+            return Handled::NowText(text);
+        }
         match self
             .dispatcher
             .answer(request.id, &request.method, request.params, request.era)
