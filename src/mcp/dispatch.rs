@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::era::{Era, shape_modern, stdio_era, validate_modern_meta};
 use super::protocol::{
-    INSTRUCTIONS, LEGACY_VERSIONS, LOG_LEVELS, RpcError, SUPPORTED_VERSIONS, code, error_frame,
+    INSTRUCTIONS, LOG_LEVELS, RpcError, SUPPORTED_VERSIONS, code, error_frame, negotiated_version,
     result_frame, server_info,
 };
 use super::{prompts, resources};
@@ -338,16 +338,9 @@ fn notification(message: &Map<String, Value>) -> Action {
     Action::Nothing
 }
 
-/// Legacy negotiation: echo a handshake version we serve, else answer 2025-11-25 —
-/// never an error, and never 2026-07-28, which has no handshake.
 fn initialize(params: &Map<String, Value>) -> Value {
-    let version = params
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .filter(|v| LEGACY_VERSIONS.contains(v))
-        .unwrap_or(LEGACY_VERSIONS[0]);
     json!({
-        "protocolVersion": version,
+        "protocolVersion": negotiated_version(params),
         "capabilities": capabilities(Era::Legacy),
         "serverInfo": server_info(),
         "instructions": INSTRUCTIONS,

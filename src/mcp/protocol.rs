@@ -45,6 +45,17 @@ pub mod code {
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 
+/// Legacy negotiation: the client's handshake version when we serve it, else 2025-11-25
+/// — never an error, and never 2026-07-28, which has no handshake.
+pub fn negotiated_version(params: &serde_json::Map<String, Value>) -> &'static str {
+    params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| LEGACY_VERSIONS.iter().find(|l| **l == v))
+        .copied()
+        .unwrap_or(LEGACY_VERSIONS[0])
+}
+
 /// `serverInfo`, through rmcp's model type (built once: every modern result carries it).
 pub fn server_info() -> Value {
     static INFO: std::sync::OnceLock<Value> = std::sync::OnceLock::new();

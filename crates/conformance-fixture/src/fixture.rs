@@ -10,8 +10,8 @@ use futures_util::future::BoxFuture;
 use perplexity_agent::mcp::era::{Era, request_meta, shape_modern};
 use perplexity_agent::mcp::http::{Handled, Handler, Incoming, Outbound, header_params_of};
 use perplexity_agent::mcp::protocol::{
-    LEGACY_VERSIONS, LOG_LEVELS, META_LOG_LEVEL, META_SERVER_INFO, RpcError, SUPPORTED_VERSIONS,
-    code, error_frame, result_frame,
+    LOG_LEVELS, META_LOG_LEVEL, META_SERVER_INFO, RpcError, SUPPORTED_VERSIONS, code, error_frame,
+    negotiated_version, result_frame,
 };
 use serde_json::{Map, Value, json};
 
@@ -275,13 +275,8 @@ fn progress_token(request: &Incoming) -> Option<Value> {
 
 /// Legacy negotiation, as the product: echo a handshake version we serve, else 2025-11-25.
 fn initialize(params: &Map<String, Value>) -> Value {
-    let version = params
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .filter(|v| LEGACY_VERSIONS.contains(v))
-        .unwrap_or(LEGACY_VERSIONS[0]);
     json!({
-        "protocolVersion": version,
+        "protocolVersion": negotiated_version(params),
         "capabilities": capabilities(Era::Legacy),
         "serverInfo": server_info(),
         "instructions": INSTRUCTIONS,
