@@ -407,8 +407,31 @@ fn parse_object(body: &[u8], status: StatusCode) -> Result<Map<String, Value>, A
 /// `error.code` is never read: it is an integer live and a string in the OpenAPI.
 fn error_message(body: &[u8]) -> Option<String> {
     let value: Value = serde_json::from_slice(body).ok()?;
-    let message = value.get("error")?.get("message")?.as_str()?;
-    (!message.is_empty()).then(|| cap_chars(message, MAX_ERROR_MESSAGE_CHARS))
+    if let Some(message) = value
+        .get("error")
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+    {
+        return (!message.is_empty()).then(|| cap_chars(message, MAX_ERROR_MESSAGE_CHARS));
+    }
+    // The Search API's validation errors (422): {"detail":[{"loc":[…],"msg":…}]}.
+    let first = value.get("detail")?.as_array()?.first()?;
+    let msg = first.get("msg")?.as_str()?;
+    let loc: Vec<String> = first
+        .get("loc")
+        .and_then(Value::as_array)
+        .map(|l| {
+            l.iter()
+                .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let text = if loc.is_empty() {
+        msg.to_owned()
+    } else {
+        format!("{}: {msg}", loc.join("."))
+    };
+    Some(cap_chars(&text, MAX_ERROR_MESSAGE_CHARS))
 }
 
 fn network_error(error: reqwest::Error) -> Failure {

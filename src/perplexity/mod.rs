@@ -8,6 +8,7 @@
 //!   redirects refused, no ambient proxy, deadlines, retries and a body cap;
 //! - `breaker.rs` stops calling a host that keeps failing, for a cool-down;
 //! - `agent.rs` builds typed requests and reads responses tolerantly;
+//! - `search.rs` does the same for the Search API;
 //! - `stream.rs` reads a run's server-sent events under the same cap and deadline;
 //! - `wait.rs` learns when a run finishes (stream first, polling as the fallback).
 //!
@@ -19,6 +20,7 @@ mod breaker;
 pub mod client;
 pub mod error;
 mod key;
+pub mod search;
 pub mod stream;
 pub mod wait;
 

@@ -3,10 +3,11 @@
 //! zalez/perplexity-agent-mcp: the same three tools, in the same order.
 
 /// Every tool this build implements, in `tools/list` order, with its group.
-pub const TOOLS: [(&str, &str); 6] = [
+pub const TOOLS: [(&str, &str); 7] = [
     ("perplexity_agent", "lifecycle"),
     ("perplexity_agent_result", "lifecycle"),
     ("perplexity_agent_cancel", "lifecycle"),
+    ("perplexity_search", "search"),
     ("fetch_url", "fetch"),
     ("retrieve", "admin"),
     ("server_metrics", "admin"),
@@ -93,7 +94,7 @@ mod tests {
     #[test]
     fn profiles() {
         assert_eq!(ToolSelection::parse("").unwrap(), ToolSelection::all());
-        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 6);
+        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 7);
         assert_eq!(
             ToolSelection::parse("fetch").unwrap().names(),
             ["fetch_url"]
@@ -116,7 +117,11 @@ mod tests {
                 .names(),
             ["perplexity_agent", "perplexity_agent_cancel"]
         );
-        assert!(ToolSelection::parse("search").unwrap().names().is_empty());
+        assert_eq!(
+            ToolSelection::parse("search").unwrap().names(),
+            ["perplexity_search"]
+        );
+        assert!(ToolSelection::parse("finance").unwrap().names().is_empty());
         let err = ToolSelection::parse("lifecycle,bogus").unwrap_err();
         assert!(
             err.contains("'bogus'") && err.contains("lifecycle"),

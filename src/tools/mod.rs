@@ -10,6 +10,7 @@ pub mod catalogue;
 pub mod fetch;
 pub mod render;
 pub mod research;
+pub mod search;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
@@ -120,6 +121,7 @@ impl CallContext {
 enum Call {
     Lifecycle(research::LifecycleCall),
     Fetch(fetch::FetchCall),
+    Search(crate::perplexity::search::SearchQuery),
     Retrieve { key: String, offset: usize },
     Metrics,
 }
@@ -139,7 +141,7 @@ impl Tools {
     pub fn new(config: &Config, client: Arc<PerplexityClient>, guard: Arc<Guard>) -> Self {
         let enabled: Vec<_> = research::definitions(config.wait_seconds)
             .into_iter()
-            .chain([fetch::definition()])
+            .chain([search::definition(), fetch::definition()])
             .chain(admin::definitions())
             .filter(|(name, _)| config.tools.contains(name))
             .collect();
@@ -193,6 +195,7 @@ impl Tools {
             "server_metrics" => &admin::METRICS_ARGS,
             "retrieve" => &admin::RETRIEVE_ARGS,
             "fetch_url" => &fetch::FETCH_ARGS,
+            "perplexity_search" => &search::SEARCH_ARGS,
             _ => return Err(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
         let validated = args::reject_unknown(args, accepted).and_then(|()| match name {
@@ -201,6 +204,7 @@ impl Tools {
                 admin::validate_retrieve(args).map(|(key, offset)| Call::Retrieve { key, offset })
             }
             "fetch_url" => fetch::validate(args).map(Call::Fetch),
+            "perplexity_search" => search::validate(args).map(Call::Search),
             _ => research::validate(name, args).map(Call::Lifecycle),
         });
         match validated {
@@ -245,6 +249,15 @@ impl Tools {
         let run = AssertUnwindSafe(async {
             match &call {
                 Call::Lifecycle(call) => research::run(&self.client, self.wait, call, ctx).await,
+                Call::Search(query) => {
+                    let outcome = search::run(&self.client, query, self.wait).await;
+                    let (output, flags) = search::render(&outcome);
+                    let facts = CallFacts {
+                        security_flags: flags,
+                        ..CallFacts::default()
+                    };
+                    (output, facts)
+                }
                 Call::Fetch(call) => {
                     let fetched = fetch::run(&self.fetcher, call).await;
                     let facts = CallFacts {
@@ -319,7 +332,7 @@ mod tests {
     fn schemas() -> Vec<(String, Value)> {
         let tools = research::definitions(77)
             .into_iter()
-            .chain([fetch::definition()])
+            .chain([search::definition(), fetch::definition()])
             .chain(admin::definitions());
         tools
             .map(|(name, tool)| (name.to_owned(), serde_json::to_value(tool).unwrap()))
@@ -334,6 +347,7 @@ mod tests {
             "retrieve" => &admin::RETRIEVE_ARGS,
             "server_metrics" => &admin::METRICS_ARGS,
             "fetch_url" => &fetch::FETCH_ARGS,
+            "perplexity_search" => &search::SEARCH_ARGS,
             other => panic!("no accepted list for {other}"),
         }
     }
@@ -388,7 +402,28 @@ mod tests {
             json!(research::MAX_PRESET_CHARS)
         );
         assert_eq!(agent["preset"]["default"], json!(research::DEFAULT_PRESET));
-        let fetch_props = &all[3].1["inputSchema"]["properties"];
+        let search_props = &all[3].1["inputSchema"]["properties"];
+        assert_eq!(
+            search_props["query"]["maxLength"],
+            json!(search::MAX_QUERY_CHARS)
+        );
+        assert_eq!(
+            search_props["queries"]["maxItems"],
+            json!(search::MAX_QUERIES)
+        );
+        assert_eq!(
+            search_props["domains"]["maxItems"],
+            json!(search::MAX_DOMAINS)
+        );
+        assert_eq!(
+            search_props["languages"]["maxItems"],
+            json!(search::MAX_LANGUAGES)
+        );
+        assert_eq!(
+            search_props["search_type"]["enum"],
+            json!(search::SEARCH_TYPES)
+        );
+        let fetch_props = &all[4].1["inputSchema"]["properties"];
         assert_eq!(fetch_props["urls"]["maxItems"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["max_urls"]["maximum"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["url"]["maxLength"], json!(fetch::MAX_URL_CHARS));

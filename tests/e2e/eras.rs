@@ -102,7 +102,7 @@ fn server_discover_is_always_answered_and_shaped() {
 fn modern_results_are_shaped_and_never_echo_request_meta() {
     let mut s = Server::start(&[]);
     let mut meta = modern_meta();
-    meta["progressToken"] = json!("tok");
+    meta["progressToken"] = json!("tok-echo-7f3a");
     meta["vendor.example/extra"] = json!({"kept": true});
     let r = s.request(&request(1, "tools/list", json!({"_meta": meta})));
     assert_frame(Era::Modern, "tools/list", &r);
@@ -114,7 +114,14 @@ fn modern_results_are_shaped_and_never_echo_request_meta() {
         result["_meta"],
         json!({SERVER_INFO: {"name":"perplexity-agent","title":"Perplexity Agent","version": env!("CARGO_PKG_VERSION")}})
     );
-    assert!(!r.to_string().contains("tok"), "request _meta echoed: {r}");
+    assert!(
+        !r.to_string().contains("tok-echo-7f3a"),
+        "request _meta echoed: {r}"
+    );
+    assert!(
+        !r.to_string().contains("vendor.example"),
+        "request _meta echoed: {r}"
+    );
 
     // ping is answered in the modern era on stdio, shaped, without caching hints.
     let r = s.request(&request(2, "ping", json!({"_meta": modern_meta()})));
@@ -243,6 +250,7 @@ fn tool_list_is_exact_and_follows_the_environment() {
             "perplexity_agent",
             "perplexity_agent_result",
             "perplexity_agent_cancel",
+            "perplexity_search",
             "fetch_url",
             "retrieve",
             "server_metrics"

@@ -12,6 +12,7 @@ mod guard;
 mod hostile;
 mod http;
 mod lifecycle;
+mod search;
 mod secrets;
 mod surfaces;
 mod web;
