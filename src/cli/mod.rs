@@ -261,6 +261,7 @@ fn ask_request(args: &AskArgs) -> Result<ResearchRequest, String> {
     Ok(ResearchRequest {
         query: query.to_owned(),
         preset,
+        model: None,
         recency,
         domains,
         wait: !args.no_wait,

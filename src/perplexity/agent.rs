@@ -16,12 +16,20 @@ const CREATE_PATH: &str = "/v1/agent";
 pub const RECENCY_VALUES: [&str; 5] = ["hour", "day", "week", "month", "year"];
 
 /// `POST /v1/agent` body of the research-lifecycle tools. Field order is the wire order.
-/// Never sent: `model(s)`, `store` (background needs the default `true`),
-/// `max_output_tokens`, `reasoning`, `instructions`, `previous_response_id`.
+/// `model` (with `max_output_tokens` where the model requires it) replaces `preset` for
+/// `perplexity_ask`. Never sent: `models`, `store` (background needs the default `true`),
+/// `reasoning`, `instructions`, `previous_response_id`.
 #[derive(Debug, Clone, Serialize)]
 pub struct CreateRun {
     pub input: String,
+    /// Omitted when a model is named instead.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub preset: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Sent only with a model that requires it (Anthropic models do).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
     /// Always true: one code path for every preset (`wide-research` requires it), and a
     /// stored background run survives our wait ending.
     pub background: bool,
@@ -59,6 +67,8 @@ impl CreateRun {
         CreateRun {
             input: query.to_owned(),
             preset: preset.to_owned(),
+            model: None,
+            max_output_tokens: None,
             background: true,
             stream: None,
             tools: vec![WebSearchTool {
@@ -66,6 +76,14 @@ impl CreateRun {
                 filters,
             }],
         }
+    }
+
+    /// The same run on a named model instead of a preset.
+    pub fn on_model(mut self, model: &str) -> Self {
+        self.preset.clear();
+        self.max_output_tokens = model.starts_with("anthropic/").then_some(4096);
+        self.model = Some(model.to_owned());
+        self
     }
 
     pub(crate) fn body(&self) -> Vec<u8> {

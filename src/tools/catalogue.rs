@@ -3,10 +3,11 @@
 //! zalez/perplexity-agent-mcp: the same three tools, in the same order.
 
 /// Every tool this build implements, in `tools/list` order, with its group.
-pub const TOOLS: [(&str, &str); 7] = [
+pub const TOOLS: [(&str, &str); 8] = [
     ("perplexity_agent", "lifecycle"),
     ("perplexity_agent_result", "lifecycle"),
     ("perplexity_agent_cancel", "lifecycle"),
+    ("perplexity_ask", "ask"),
     ("perplexity_search", "search"),
     ("fetch_url", "fetch"),
     ("retrieve", "admin"),
@@ -94,7 +95,11 @@ mod tests {
     #[test]
     fn profiles() {
         assert_eq!(ToolSelection::parse("").unwrap(), ToolSelection::all());
-        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 7);
+        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 8);
+        assert_eq!(
+            ToolSelection::parse("ask").unwrap().names(),
+            ["perplexity_ask"]
+        );
         assert_eq!(
             ToolSelection::parse("fetch").unwrap().names(),
             ["fetch_url"]

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod args;
+pub mod ask;
 pub mod catalogue;
 pub mod fetch;
 pub mod render;
@@ -141,7 +142,7 @@ impl Tools {
     pub fn new(config: &Config, client: Arc<PerplexityClient>, guard: Arc<Guard>) -> Self {
         let enabled: Vec<_> = research::definitions(config.wait_seconds)
             .into_iter()
-            .chain([search::definition(), fetch::definition()])
+            .chain([ask::definition(), search::definition(), fetch::definition()])
             .chain(admin::definitions())
             .filter(|(name, _)| config.tools.contains(name))
             .collect();
@@ -196,6 +197,7 @@ impl Tools {
             "retrieve" => &admin::RETRIEVE_ARGS,
             "fetch_url" => &fetch::FETCH_ARGS,
             "perplexity_search" => &search::SEARCH_ARGS,
+            "perplexity_ask" => &ask::ASK_ARGS,
             _ => return Err(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
         let validated = args::reject_unknown(args, accepted).and_then(|()| match name {
@@ -205,6 +207,8 @@ impl Tools {
             }
             "fetch_url" => fetch::validate(args).map(Call::Fetch),
             "perplexity_search" => search::validate(args).map(Call::Search),
+            "perplexity_ask" => ask::validate(args)
+                .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
             _ => research::validate(name, args).map(Call::Lifecycle),
         });
         match validated {
@@ -332,7 +336,7 @@ mod tests {
     fn schemas() -> Vec<(String, Value)> {
         let tools = research::definitions(77)
             .into_iter()
-            .chain([search::definition(), fetch::definition()])
+            .chain([ask::definition(), search::definition(), fetch::definition()])
             .chain(admin::definitions());
         tools
             .map(|(name, tool)| (name.to_owned(), serde_json::to_value(tool).unwrap()))
@@ -348,6 +352,7 @@ mod tests {
             "server_metrics" => &admin::METRICS_ARGS,
             "fetch_url" => &fetch::FETCH_ARGS,
             "perplexity_search" => &search::SEARCH_ARGS,
+            "perplexity_ask" => &ask::ASK_ARGS,
             other => panic!("no accepted list for {other}"),
         }
     }
@@ -402,7 +407,10 @@ mod tests {
             json!(research::MAX_PRESET_CHARS)
         );
         assert_eq!(agent["preset"]["default"], json!(research::DEFAULT_PRESET));
-        let search_props = &all[3].1["inputSchema"]["properties"];
+        let ask_props = &all[3].1["inputSchema"]["properties"];
+        assert_eq!(ask_props["preset"]["default"], json!(ask::DEFAULT_PRESET));
+        assert_eq!(ask_props["model"]["maxLength"], json!(ask::MAX_MODEL_CHARS));
+        let search_props = &all[4].1["inputSchema"]["properties"];
         assert_eq!(
             search_props["query"]["maxLength"],
             json!(search::MAX_QUERY_CHARS)
@@ -423,7 +431,7 @@ mod tests {
             search_props["search_type"]["enum"],
             json!(search::SEARCH_TYPES)
         );
-        let fetch_props = &all[4].1["inputSchema"]["properties"];
+        let fetch_props = &all[5].1["inputSchema"]["properties"];
         assert_eq!(fetch_props["urls"]["maxItems"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["max_urls"]["maximum"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["url"]["maxLength"], json!(fetch::MAX_URL_CHARS));

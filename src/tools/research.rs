@@ -123,6 +123,8 @@ pub fn definitions(wait: u64) -> Vec<(&'static str, rmcp::model::Tool)> {
 pub struct ResearchRequest {
     pub query: String,
     pub preset: String,
+    /// A model instead of the preset (`perplexity_ask` only).
+    pub model: Option<String>,
     pub recency: Option<String>,
     /// Entries blank after trimming are dropped; the survivors are sent untrimmed.
     pub domains: Vec<String>,
@@ -193,6 +195,7 @@ impl ResearchRequest {
         Ok(ResearchRequest {
             query: query.to_owned(),
             preset: preset.to_owned(),
+            model: None,
             recency,
             domains,
             wait,
@@ -200,12 +203,16 @@ impl ResearchRequest {
     }
 
     fn create_body(&self) -> CreateRun {
-        CreateRun::new(
+        let run = CreateRun::new(
             &self.query,
             &self.preset,
             self.recency.as_deref(),
             &self.domains,
-        )
+        );
+        match &self.model {
+            Some(model) => run.on_model(model),
+            None => run,
+        }
     }
 }
 

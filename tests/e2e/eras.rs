@@ -250,6 +250,7 @@ fn tool_list_is_exact_and_follows_the_environment() {
             "perplexity_agent",
             "perplexity_agent_result",
             "perplexity_agent_cancel",
+            "perplexity_ask",
             "perplexity_search",
             "fetch_url",
             "retrieve",

@@ -1,6 +1,7 @@
 //! Black-box tests: the real binary, driven over stdio and as a CLI, against the fake
 //! upstream on a loopback port. One test binary keeps link times down.
 
+mod ask;
 mod cli;
 mod client;
 mod common;

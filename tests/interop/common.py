@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 DUMMY_KEY = "pplx-interop-dummy"
-TOOL_NAMES = ["perplexity_agent", "perplexity_agent_result", "perplexity_agent_cancel", "perplexity_search",
+TOOL_NAMES = ["perplexity_agent", "perplexity_agent_result", "perplexity_agent_cancel", "perplexity_ask",
+              "perplexity_search",
               "fetch_url", "retrieve", "server_metrics"]
 
 # A urllib opener that never consults proxy environment variables: the fake is on

@@ -1,0 +1,132 @@
+//! `perplexity_ask`: a quick grounded answer. The same Agent API run, wait and rendering
+//! as `perplexity_agent` (numbered sources, spotlighted, the `response_id` handed back if
+//! the wait budget runs out), with the `fast` preset by default, or a named model.
+//!
+//! Touches: the network only through `crate::perplexity` (via `research`).
+
+use serde_json::{Value, json};
+
+use super::args::{Args, optional};
+use super::research::{
+    MAX_DOMAIN_CHARS, MAX_DOMAINS, MAX_PRESET_CHARS, MAX_QUERY_CHARS, ResearchRequest,
+};
+use crate::perplexity::agent::RECENCY_VALUES;
+
+pub const ASK_ARGS: [&str; 5] = ["query", "preset", "model", "recency", "domains"];
+pub const DEFAULT_PRESET: &str = "fast";
+pub const MAX_MODEL_CHARS: usize = 128;
+
+pub fn definition() -> (&'static str, rmcp::model::Tool) {
+    use rmcp::model::{Tool, ToolAnnotations};
+    let object = |v: Value| match v {
+        Value::Object(map) => std::sync::Arc::new(map),
+        _ => unreachable!("schemas are objects"),
+    };
+    (
+        "perplexity_ask",
+        Tool::new(
+            "perplexity_ask",
+            "Get a quick answer grounded in a web search, with numbered sources: Perplexity's Agent API on the fast preset (or the preset or model you name). Use it for factual questions that need current information; use perplexity_agent for deep, multi-step research. If the answer takes longer than this server's wait budget, you get a response_id to collect with perplexity_agent_result.",
+            object(json!({"type":"object",
+                "properties":{
+                    "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The question."},
+                    "preset":{"type":"string","minLength":1,"maxLength":MAX_PRESET_CHARS,"default":DEFAULT_PRESET,"description":"Research depth (fast by default); not together with model."},
+                    "model":{"type":"string","minLength":1,"maxLength":MAX_MODEL_CHARS,"pattern":"^[A-Za-z0-9._:/-]+$","description":"A model id such as openai/gpt-5 or sonar-pro, instead of a preset."},
+                    "recency":{"type":"string","enum":RECENCY_VALUES,"description":"Use only sources published within this window."},
+                    "domains":{"type":"array","items":{"type":"string","maxLength":MAX_DOMAIN_CHARS},"maxItems":MAX_DOMAINS,"description":"Limit sources to these domains; prefix a domain with '-' to exclude it instead."}},
+                "required":["query"],
+                "additionalProperties":false})),
+        )
+        .with_title("Perplexity Quick Answer")
+        // Creates a billable run upstream (like perplexity_agent).
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(true),
+        ),
+    )
+}
+
+/// The lifecycle tool's rules for query, preset, recency and domains, plus `model`
+/// (exclusive with `preset`); always waits.
+pub fn validate(args: &Args) -> Result<ResearchRequest, String> {
+    let model = match optional(args, "model") {
+        None => None,
+        Some(v) => {
+            let m = v
+                .as_str()
+                .filter(|m| {
+                    (1..=MAX_MODEL_CHARS).contains(&m.len())
+                        && m.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
+                })
+                .ok_or(format!(
+                    "'model' must be a model id of at most {MAX_MODEL_CHARS} characters (letters, digits and . _ : / -), e.g. openai/gpt-5."
+                ))?;
+            if optional(args, "preset").is_some() {
+                return Err("Give 'preset' or 'model', not both.".to_owned());
+            }
+            Some(m.to_owned())
+        }
+    };
+    let mut rest = args.clone();
+    rest.remove("model");
+    if optional(&rest, "preset").is_none() {
+        rest.insert("preset".to_owned(), json!(DEFAULT_PRESET));
+    }
+    let mut request = ResearchRequest::from_args(&rest)?;
+    request.wait = true;
+    if model.is_some() {
+        request.preset = String::new();
+        request.model = model;
+    }
+    Ok(request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: Value) -> Args {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn defaults_and_exclusions() {
+        let r = validate(&args(json!({"query": "q"}))).unwrap();
+        assert_eq!(
+            (r.preset.as_str(), r.model.as_deref(), r.wait),
+            ("fast", None, true)
+        );
+        let r = validate(&args(
+            json!({"query": "q", "preset": null, "model": "openai/gpt-5"}),
+        ))
+        .unwrap();
+        assert_eq!(
+            (r.preset.as_str(), r.model.as_deref()),
+            ("", Some("openai/gpt-5"))
+        );
+        assert_eq!(
+            validate(&args(json!({"query": "q", "preset": "high"})))
+                .unwrap()
+                .preset,
+            "high"
+        );
+        let err = |v| validate(&args(v)).unwrap_err();
+        assert_eq!(
+            err(json!({"query": "q", "preset": "fast", "model": "x"})),
+            "Give 'preset' or 'model', not both."
+        );
+        assert!(err(json!({"query": "q", "model": "a b"})).starts_with("'model' must be"));
+        assert!(
+            err(json!({"query": "q", "model": "m".repeat(129)})).starts_with("'model' must be")
+        );
+        assert!(err(json!({"query": "q", "model": 5})).starts_with("'model' must be"));
+        assert_eq!(
+            err(json!({"query": ""})),
+            "'query' is required and must be a non-empty string."
+        );
+    }
+}

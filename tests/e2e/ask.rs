@@ -1,0 +1,74 @@
+//! `perplexity_ask`: the lifecycle run on the fast preset (or a named model), waited for,
+//! rendered with numbered sources; a run that outlasts the budget is handed back.
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+fn creates(fake: &FakePerplexity) -> Vec<Value> {
+    fake.requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == "/v1/agent")
+        .filter_map(|r| r.body_json)
+        .collect()
+}
+
+#[test]
+fn a_quick_answer_on_the_fast_preset_or_a_named_model() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "answer": "Quick."}));
+    let mut s = Server::start(&env_for(&fake));
+    let (text, is_error) = tool_text(&s.request(&call(
+        1,
+        "perplexity_ask",
+        json!({"query": "q", "recency": "day"}),
+    )));
+    assert!(!is_error, "{text}");
+    let body = unwrap_spotlight(&text);
+    assert!(
+        body.starts_with("Quick.") && body.contains("Sources:\n[1] "),
+        "{body}"
+    );
+    let sent = &creates(&fake)[0];
+    assert_eq!(sent["preset"], "fast");
+    assert!(sent.get("model").is_none());
+    assert_eq!(sent["tools"][0]["filters"]["search_recency_filter"], "day");
+
+    s.request(&call(
+        2,
+        "perplexity_ask",
+        json!({"query": "q", "model": "anthropic/claude-x"}),
+    ));
+    let sent = &creates(&fake)[1];
+    assert!(sent.get("preset").is_none(), "{sent}");
+    assert_eq!(sent["model"], "anthropic/claude-x");
+    assert_eq!(
+        sent["max_output_tokens"], 4096,
+        "Anthropic models need a token cap"
+    );
+
+    let (text, is_error) = tool_text(&s.request(&call(
+        3,
+        "perplexity_ask",
+        json!({"query": "q", "wait": false}),
+    )));
+    assert!(
+        is_error && text.starts_with("Unknown argument(s): wait."),
+        "{text}"
+    );
+    assert_eq!(creates(&fake).len(), 2);
+}
+
+#[test]
+fn a_slow_answer_hands_back_the_run() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    let mut env = env_for(&fake);
+    env.push(("PERPLEXITY_AGENT_WAIT_SECONDS".into(), "1".into()));
+    let mut s = Server::start(&env);
+    let (text, is_error) = tool_text(&s.request(&call(1, "perplexity_ask", json!({"query": "q"}))));
+    assert!(!is_error);
+    assert!(
+        text.contains("is still running")
+            && text.contains("perplexity_agent_result(response_id=\"resp_"),
+        "{text}"
+    );
+}
