@@ -150,13 +150,13 @@ pub fn validate(args: &Args) -> Result<SearchQuery, String> {
         let bare = d.strip_prefix('-').unwrap_or(d);
         (!bare.is_empty() && d.chars().count() <= 253 && !bare.contains(char::is_whitespace))
             .then_some(())
-            .ok_or("each entry of 'domains' must be a domain name (at most 253 characters), optionally prefixed with '-'.")
+            .ok_or("Each entry of 'domains' must be a domain name (at most 253 characters), optionally prefixed with '-'.")
     })?;
     let languages = strings(args, "languages", MAX_LANGUAGES, |l| {
         (l.len() == 2 && l.bytes().all(|b| b.is_ascii_lowercase()))
             .then_some(())
             .ok_or(
-                "each entry of 'languages' must be a two-letter lowercase ISO 639-1 code, e.g. en.",
+                "Each entry of 'languages' must be a two-letter lowercase ISO 639-1 code, e.g. en.",
             )
     })?;
     let country = match optional(args, "country") {

@@ -82,8 +82,11 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
     let mut s = Server::start(&env_for(&fake));
     let mut cases: Vec<(String, Value)> = Vec::new();
-    let tools: [(&str, Value); 5] = [
+    let tools: [(&str, Value); 8] = [
         ("perplexity_agent", json!({"query": "q"})),
+        ("perplexity_ask", json!({"query": "q"})),
+        ("perplexity_search", json!({"query": "q"})),
+        ("fetch_url", json!({"url": "http://10.0.0.1/"})),
         ("perplexity_agent_result", json!({"response_id": "resp_1"})),
         ("perplexity_agent_cancel", json!({"response_id": "resp_1"})),
         (
@@ -93,10 +96,28 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
         ("server_metrics", json!({})),
     ];
     // Wrong types for every argument of every tool.
-    let props: [(&str, &[&str]); 4] = [
+    let props: [(&str, &[&str]); 6] = [
         (
             "perplexity_agent",
             &["query", "preset", "recency", "domains", "wait"],
+        ),
+        (
+            "perplexity_ask",
+            &["query", "preset", "model", "recency", "domains"],
+        ),
+        (
+            "perplexity_search",
+            &[
+                "max_results",
+                "search_type",
+                "recency",
+                "domains",
+                "languages",
+                "country",
+                "published_after",
+                "updated_before",
+                "max_tokens_per_page",
+            ],
         ),
         ("perplexity_agent_result", &["response_id", "wait_seconds"]),
         ("perplexity_agent_cancel", &["response_id"]),
@@ -109,7 +130,8 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
                 // `preset` accepts any string and `wait` any boolean; only wrong kinds fail.
                 let valid = (*name == "wait" && bad.is_boolean())
                     || ((*name == "wait_seconds" || *name == "offset") && bad == json!(0))
-                    || (*name == "domains" && (bad == json!([]) || bad == json!(["x"])));
+                    || (*name == "domains" && (bad == json!([]) || bad == json!(["x"])))
+                    || (*name == "languages" && bad == json!([]));
                 if valid {
                     continue;
                 }
@@ -122,6 +144,9 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
     // Smuggled keys on every tool.
     for (tool, base) in &tools {
         for key in smuggled_keys() {
+            if *tool == "perplexity_ask" && key == "model" {
+                continue; // a real argument there
+            }
             let mut args = base.clone();
             args[key] = json!("x");
             cases.push((tool.to_string(), args));
