@@ -48,6 +48,8 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Read web pages through the SSRF-guarded fetcher and print their text.
     Fetch(FetchArgs),
+    /// Search the web: ranked results (title, URL, snippet), no written answer.
+    Search(SearchArgs),
 }
 
 #[derive(Debug, Args, Default)]
@@ -113,6 +115,25 @@ pub struct ResultArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// What to search for (several words are joined with spaces).
+    #[arg(value_name = "QUERY", required = true)]
+    pub query: Vec<String>,
+    /// How many results (1-20; people search up to 50).
+    #[arg(long, value_name = "N")]
+    pub max_results: Option<u32>,
+    /// Only results published within: hour, day, week, month or year.
+    #[arg(long)]
+    pub recency: Option<String>,
+    /// Comma-separated domains to allow, or (prefixed with '-') to exclude.
+    #[arg(long, value_name = "LIST")]
+    pub domains: Option<String>,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct FetchArgs {
     /// The pages to read (http or https; at most 10).
     #[arg(value_name = "URL", required = true)]
@@ -150,6 +171,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Command::Result(args) => result(args, &client, &guard).await,
         Command::Cancel(args) => cancel(args, &client, &guard, config.wait_seconds).await,
         Command::Fetch(args) => fetch(args, &config, &guard).await,
+        Command::Search(args) => search(args, &client, &guard, config.wait_seconds).await,
         Command::Serve(args) => {
             let http = match args
                 .http
@@ -333,4 +355,41 @@ async fn fetch(args: FetchArgs, config: &Config, guard: &Arc<Guard>) -> i32 {
     };
     pass.finish(&rendered, &facts, false);
     output::fetched(&fetched, &rendered, args.json)
+}
+
+async fn search(args: SearchArgs, client: &PerplexityClient, guard: &Arc<Guard>, wait: u64) -> i32 {
+    use crate::tools::search as tool;
+    let mut params = json!({"query": args.query.join(" ")});
+    if let Some(n) = args.max_results {
+        params["max_results"] = json!(n);
+    }
+    if let Some(r) = &args.recency {
+        params["recency"] = json!(r);
+    }
+    if let Some(d) = &args.domains {
+        params["domains"] = json!(
+            d.split(',')
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .collect::<Vec<_>>()
+        );
+    }
+    let query = match params.as_object().map(tool::validate) {
+        Some(Ok(query)) => query,
+        Some(Err(message)) => return rejected(guard, "search", &params, &message),
+        None => return usage_error("no query given"),
+    };
+    let pass = match guard.admit(FrontEnd::Cli, "search", &params, 1) {
+        Ok(pass) => pass,
+        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
+    };
+    // A person at a terminal waits longer than an MCP client's tool-call limit.
+    let outcome = tool::run(client, &query, wait.max(DEFAULT_CLI_TIMEOUT_SECONDS)).await;
+    let (rendered, flags) = tool::render(&outcome);
+    let facts = CallFacts {
+        security_flags: flags,
+        ..CallFacts::default()
+    };
+    pass.finish(&rendered, &facts, false);
+    output::searched(&outcome, &rendered, args.json)
 }

@@ -292,3 +292,51 @@ pub fn fetched(
         Exit::Failed as i32
     }
 }
+
+/// `search`: numbered results on stdout (plain, for people), errors and injection flags
+/// on stderr.
+pub fn searched(
+    outcome: &Result<crate::perplexity::search::SearchResults, ApiError>,
+    rendered: &crate::tools::ToolOutput,
+    json: bool,
+) -> i32 {
+    let results = match outcome {
+        Ok(results) => results,
+        Err(e) if e.is_key_problem() => return fail(Exit::Config, &e.to_string()),
+        Err(e) => return fail(Exit::Failed, &e.to_string()),
+    };
+    if json {
+        say!("{}", rendered.structured.clone().unwrap_or_default());
+    } else {
+        for (i, hit) in results.hits.iter().enumerate() {
+            let title = if hit.title.is_empty() {
+                "(no title)"
+            } else {
+                &hit.title
+            };
+            say!("[{}] {title}\n    {}", i + 1, hit.url);
+            if let Some(date) = &hit.date {
+                say!("    {date}");
+            }
+            if !hit.snippet.is_empty() {
+                say!("    {}", hit.snippet.replace('\n', " "));
+            }
+        }
+        if results.hits.is_empty() {
+            note!("perplexity-agent: no results");
+        }
+    }
+    if let Some(flags) = rendered
+        .structured
+        .as_ref()
+        .and_then(|s| s["security_flags"].as_array())
+        .filter(|f| !f.is_empty())
+    {
+        let names: Vec<&str> = flags.iter().filter_map(serde_json::Value::as_str).collect();
+        note!(
+            "perplexity-agent: warning: possible prompt injection in these results: {}",
+            names.join(", ")
+        );
+    }
+    Exit::Success as i32
+}

@@ -90,3 +90,63 @@ fn bad_arguments_never_reach_the_api_and_api_errors_are_readable() {
     assert!(is_error);
     assert_eq!(text, "body.max_results: value out of range");
 }
+
+#[test]
+fn the_search_command_prints_results_for_people() {
+    let fake = FakePerplexity::start_with(json!({"search_results": [
+        {"title": "Alpha", "url": "https://alpha.example/a", "snippet": "First.", "date": "2026-05-01"}
+    ]}));
+    let run = |args: &[&str], env: &[(String, String)]| {
+        std::process::Command::new(BIN)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output()
+            .unwrap()
+    };
+    let env = env_for(&fake);
+    let out = run(
+        &[
+            "search",
+            "solar",
+            "power",
+            "--max-results",
+            "3",
+            "--domains",
+            "a.org,-b.org",
+        ],
+        &env,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout,
+        "[1] Alpha\n    https://alpha.example/a\n    2026-05-01\n    First.\n"
+    );
+    let sent = searches(&fake);
+    assert_eq!(sent[0]["query"], "solar power");
+    assert_eq!(sent[0]["search_domain_filter"], json!(["a.org", "-b.org"]));
+
+    let out = run(&["search", "x", "--json"], &env);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["results"][0]["title"], "Alpha");
+
+    let out = run(&["search", "x", "--max-results", "99"], &env);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert_eq!(searches(&fake).len(), 2, "refused before any request");
+
+    let no_key: Vec<(String, String)> = env
+        .iter()
+        .filter(|(k, _)| k != "PERPLEXITY_API_KEY")
+        .cloned()
+        .collect();
+    let out = run(&["search", "x"], &no_key);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("PERPLEXITY_API_KEY"));
+}
