@@ -38,6 +38,9 @@ pub struct Config {
     pub api: ApiConfig,
     pub guard: GuardConfig,
     pub fetch: crate::fetch::FetchConfig,
+    /// The local store; `None` when no location is known (no `PERPLEXITY_STORE_PATH`,
+    /// `XDG_DATA_HOME` or `HOME`): features that need it say so, nothing else changes.
+    pub store: Option<crate::store::StoreConfig>,
 }
 
 /// The controls every call passes through.
@@ -234,6 +237,7 @@ impl Config {
                 )?,
                 max_chars: 80_000,
             },
+            store: store_config(&env)?,
         })
     }
 }
@@ -453,6 +457,53 @@ fn list(raw: Option<&str>) -> impl Iterator<Item = &str> {
         .filter(|s| !s.is_empty())
 }
 
+/// `PERPLEXITY_STORE_PATH`, else `$XDG_DATA_HOME` or `~/.local/share`, then
+/// `perplexity-agent/store.sqlite`; with the retention settings.
+fn store_config(
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::store::StoreConfig>, ConfigError> {
+    let nonblank = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let path = nonblank("PERPLEXITY_STORE_PATH")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            nonblank("XDG_DATA_HOME")
+                .map(std::path::PathBuf::from)
+                .or_else(|| nonblank("HOME").map(|h| std::path::Path::new(&h).join(".local/share")))
+                .map(|base| base.join("perplexity-agent").join("store.sqlite"))
+        });
+    let snapshot_retention = bounded_int(
+        "PERPLEXITY_SNAPSHOT_RETENTION",
+        env("PERPLEXITY_SNAPSHOT_RETENTION").as_deref(),
+        100,
+        1,
+        100_000,
+    )? as usize;
+    let max_tabs_per_space = bounded_int(
+        "PERPLEXITY_MAX_TABS_PER_SPACE",
+        env("PERPLEXITY_MAX_TABS_PER_SPACE").as_deref(),
+        50,
+        1,
+        10_000,
+    )? as usize;
+    let max_history_per_space =
+        match env("PERPLEXITY_MAX_HISTORY_PER_SPACE").filter(|v| !v.trim().is_empty()) {
+            None => None,
+            Some(raw) => Some(bounded_int(
+                "PERPLEXITY_MAX_HISTORY_PER_SPACE",
+                Some(&raw),
+                0,
+                1,
+                10_000_000,
+            )? as usize),
+        };
+    Ok(path.map(|path| crate::store::StoreConfig {
+        path,
+        snapshot_retention,
+        max_tabs_per_space,
+        max_history_per_space,
+    }))
+}
+
 fn bounded_int(
     variable: &'static str,
     raw: Option<&str>,
@@ -580,6 +631,64 @@ mod tests {
         assert_eq!(
             cfg.allowed_origins,
             ["https://app.example.com", "http://x.org:81"]
+        );
+    }
+
+    #[test]
+    fn store_location_and_retention() {
+        let cfg = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Config::from_lookup(
+                |name| {
+                    pairs
+                        .iter()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.clone())
+                },
+                None,
+            )
+        };
+        let c = cfg(&[("HOME", "/home/u")]).unwrap().store.unwrap();
+        assert_eq!(
+            c.path,
+            std::path::Path::new("/home/u/.local/share/perplexity-agent/store.sqlite")
+        );
+        assert_eq!(
+            (
+                c.snapshot_retention,
+                c.max_tabs_per_space,
+                c.max_history_per_space
+            ),
+            (100, 50, None)
+        );
+        let c = cfg(&[("HOME", "/h"), ("XDG_DATA_HOME", "/x")])
+            .unwrap()
+            .store
+            .unwrap();
+        assert_eq!(
+            c.path,
+            std::path::Path::new("/x/perplexity-agent/store.sqlite")
+        );
+        let c = cfg(&[
+            ("PERPLEXITY_STORE_PATH", "/s.db"),
+            ("PERPLEXITY_MAX_HISTORY_PER_SPACE", "7"),
+        ])
+        .unwrap()
+        .store
+        .unwrap();
+        assert_eq!(
+            (c.path.to_str(), c.max_history_per_space),
+            (Some("/s.db"), Some(7))
+        );
+        assert!(cfg(&[]).unwrap().store.is_none());
+        assert_eq!(
+            cfg(&[("HOME", "/h"), ("PERPLEXITY_SNAPSHOT_RETENTION", "0")])
+                .unwrap_err()
+                .variable,
+            "PERPLEXITY_SNAPSHOT_RETENTION"
         );
     }
 }

@@ -5,6 +5,7 @@
 //! - [`perplexity`]: the only code that holds the API key or talks to Perplexity.
 //! - [`fetch`]: the SSRF-guarded page fetcher, the only other egress.
 //! - [`tools`]: the tool catalogue, shared by every front end.
+//! - [`store`]: the local SQLite store (snapshots; spaces, tabs, history).
 //! - [`guard`]: controls every call passes through (rate limit, audit, spotlighting, budget).
 //! - [`mcp`]: the MCP server (both eras; stdio and Streamable HTTP).
 //! - [`cli`]: the human command line.
@@ -20,5 +21,6 @@ pub mod fetch;
 pub mod guard;
 pub mod mcp;
 pub mod perplexity;
+pub mod store;
 pub mod text;
 pub mod tools;

@@ -1,0 +1,49 @@
+//! Schema migrations, versioned in code: `PRAGMA user_version` says which have run; each
+//! runs once, in order, in its own transaction. Never edit a released migration: add one.
+
+use rusqlite::Connection;
+
+const MIGRATIONS: [&str; 1] = [
+    // 1: snapshots; spaces, tabs and history for the terminal workspace.
+    "CREATE TABLE snapshots (
+         seq INTEGER PRIMARY KEY AUTOINCREMENT,
+         id TEXT NOT NULL UNIQUE,
+         response_id TEXT NOT NULL,
+         created_ms INTEGER NOT NULL,
+         body TEXT NOT NULL);
+     CREATE TABLE spaces (
+         id INTEGER PRIMARY KEY AUTOINCREMENT,
+         name TEXT NOT NULL UNIQUE,
+         created_ms INTEGER NOT NULL);
+     CREATE TABLE tabs (
+         id INTEGER PRIMARY KEY AUTOINCREMENT,
+         space_id INTEGER NOT NULL REFERENCES spaces(id) ON DELETE CASCADE,
+         url TEXT NOT NULL,
+         title TEXT NOT NULL,
+         updated_ms INTEGER NOT NULL,
+         seq INTEGER NOT NULL DEFAULT 0,
+         UNIQUE (space_id, url));
+     CREATE INDEX tabs_by_space ON tabs (space_id, seq);
+     CREATE TABLE history (
+         id INTEGER PRIMARY KEY AUTOINCREMENT,
+         space_id INTEGER NOT NULL REFERENCES spaces(id) ON DELETE CASCADE,
+         kind TEXT NOT NULL,
+         text TEXT NOT NULL,
+         created_ms INTEGER NOT NULL);
+     CREATE INDEX history_by_space ON history (space_id, id);",
+];
+
+pub fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let done: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(done.max(0) as usize) {
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(sql)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+/// The schema version this build writes.
+#[cfg(test)]
+pub const VERSION: usize = MIGRATIONS.len();
