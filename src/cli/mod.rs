@@ -284,6 +284,7 @@ fn ask_request(args: &AskArgs) -> Result<ResearchRequest, String> {
         query: query.to_owned(),
         preset,
         model: None,
+        finance: false,
         recency,
         domains,
         wait: !args.no_wait,

@@ -78,6 +78,15 @@ impl CreateRun {
         }
     }
 
+    /// The same run with Perplexity's finance tool beside web search.
+    pub fn with_finance(mut self) -> Self {
+        self.tools.push(WebSearchTool {
+            kind: "finance_search",
+            filters: None,
+        });
+        self
+    }
+
     /// The same run on a named model instead of a preset.
     pub fn on_model(mut self, model: &str) -> Self {
         self.preset.clear();

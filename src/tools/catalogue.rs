@@ -3,12 +3,13 @@
 //! zalez/perplexity-agent-mcp: the same three tools, in the same order.
 
 /// Every tool this build implements, in `tools/list` order, with its group.
-pub const TOOLS: [(&str, &str); 8] = [
+pub const TOOLS: [(&str, &str); 9] = [
     ("perplexity_agent", "lifecycle"),
     ("perplexity_agent_result", "lifecycle"),
     ("perplexity_agent_cancel", "lifecycle"),
     ("perplexity_ask", "ask"),
     ("perplexity_search", "search"),
+    ("finance_search", "finance"),
     ("fetch_url", "fetch"),
     ("retrieve", "admin"),
     ("server_metrics", "admin"),
@@ -95,7 +96,7 @@ mod tests {
     #[test]
     fn profiles() {
         assert_eq!(ToolSelection::parse("").unwrap(), ToolSelection::all());
-        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 8);
+        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 9);
         assert_eq!(
             ToolSelection::parse("ask").unwrap().names(),
             ["perplexity_ask"]
@@ -126,7 +127,11 @@ mod tests {
             ToolSelection::parse("search").unwrap().names(),
             ["perplexity_search"]
         );
-        assert!(ToolSelection::parse("finance").unwrap().names().is_empty());
+        assert_eq!(
+            ToolSelection::parse("finance").unwrap().names(),
+            ["finance_search"]
+        );
+        assert!(ToolSelection::parse("research").unwrap().names().is_empty());
         let err = ToolSelection::parse("lifecycle,bogus").unwrap_err();
         assert!(
             err.contains("'bogus'") && err.contains("lifecycle"),

@@ -9,6 +9,7 @@ pub mod args;
 pub mod ask;
 pub mod catalogue;
 pub mod fetch;
+pub mod finance;
 pub mod render;
 pub mod research;
 pub mod search;
@@ -142,7 +143,12 @@ impl Tools {
     pub fn new(config: &Config, client: Arc<PerplexityClient>, guard: Arc<Guard>) -> Self {
         let enabled: Vec<_> = research::definitions(config.wait_seconds)
             .into_iter()
-            .chain([ask::definition(), search::definition(), fetch::definition()])
+            .chain([
+                ask::definition(),
+                search::definition(),
+                finance::definition(),
+                fetch::definition(),
+            ])
             .chain(admin::definitions())
             .filter(|(name, _)| config.tools.contains(name))
             .collect();
@@ -198,6 +204,7 @@ impl Tools {
             "fetch_url" => &fetch::FETCH_ARGS,
             "perplexity_search" => &search::SEARCH_ARGS,
             "perplexity_ask" => &ask::ASK_ARGS,
+            "finance_search" => &finance::FINANCE_ARGS,
             _ => return Err(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
         let validated = args::reject_unknown(args, accepted).and_then(|()| match name {
@@ -208,6 +215,8 @@ impl Tools {
             "fetch_url" => fetch::validate(args).map(Call::Fetch),
             "perplexity_search" => search::validate(args).map(Call::Search),
             "perplexity_ask" => ask::validate(args)
+                .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
+            "finance_search" => finance::validate(args)
                 .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
             _ => research::validate(name, args).map(Call::Lifecycle),
         });
@@ -336,7 +345,12 @@ mod tests {
     fn schemas() -> Vec<(String, Value)> {
         let tools = research::definitions(77)
             .into_iter()
-            .chain([ask::definition(), search::definition(), fetch::definition()])
+            .chain([
+                ask::definition(),
+                search::definition(),
+                finance::definition(),
+                fetch::definition(),
+            ])
             .chain(admin::definitions());
         tools
             .map(|(name, tool)| (name.to_owned(), serde_json::to_value(tool).unwrap()))
@@ -353,6 +367,7 @@ mod tests {
             "fetch_url" => &fetch::FETCH_ARGS,
             "perplexity_search" => &search::SEARCH_ARGS,
             "perplexity_ask" => &ask::ASK_ARGS,
+            "finance_search" => &finance::FINANCE_ARGS,
             other => panic!("no accepted list for {other}"),
         }
     }
@@ -431,7 +446,16 @@ mod tests {
             search_props["search_type"]["enum"],
             json!(search::SEARCH_TYPES)
         );
-        let fetch_props = &all[5].1["inputSchema"]["properties"];
+        let finance_props = &all[5].1["inputSchema"]["properties"];
+        assert_eq!(
+            finance_props["tickers"]["maxItems"],
+            json!(finance::MAX_ENTRIES)
+        );
+        assert_eq!(
+            finance_props["categories"]["items"]["maxLength"],
+            json!(finance::MAX_ENTRY_CHARS)
+        );
+        let fetch_props = &all[6].1["inputSchema"]["properties"];
         assert_eq!(fetch_props["urls"]["maxItems"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["max_urls"]["maximum"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["url"]["maxLength"], json!(fetch::MAX_URL_CHARS));

@@ -125,6 +125,8 @@ pub struct ResearchRequest {
     pub preset: String,
     /// A model instead of the preset (`perplexity_ask` only).
     pub model: Option<String>,
+    /// Add the finance tool (`finance_search` only).
+    pub finance: bool,
     pub recency: Option<String>,
     /// Entries blank after trimming are dropped; the survivors are sent untrimmed.
     pub domains: Vec<String>,
@@ -196,6 +198,7 @@ impl ResearchRequest {
             query: query.to_owned(),
             preset: preset.to_owned(),
             model: None,
+            finance: false,
             recency,
             domains,
             wait,
@@ -209,6 +212,11 @@ impl ResearchRequest {
             self.recency.as_deref(),
             &self.domains,
         );
+        let run = if self.finance {
+            run.with_finance()
+        } else {
+            run
+        };
         match &self.model {
             Some(model) => run.on_model(model),
             None => run,
@@ -444,7 +452,9 @@ pub fn validate(tool: &str, args: &Args) -> Result<LifecycleCall, String> {
             let wait_seconds = wait_seconds_from(args)?;
             Ok(LifecycleCall::Result { id, wait_seconds })
         }
-        _ => response_id_from(args).map(|id| LifecycleCall::Cancel { id }),
+        "perplexity_agent_cancel" => response_id_from(args).map(|id| LifecycleCall::Cancel { id }),
+        // A tool routed here by mistake fails loudly instead of validating as another.
+        other => Err(format!("Unknown tool: {other}")),
     }
 }
 

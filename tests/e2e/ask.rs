@@ -72,3 +72,37 @@ fn a_slow_answer_hands_back_the_run() {
         "{text}"
     );
 }
+
+#[test]
+fn finance_search_adds_the_finance_tool_and_the_focus_lists() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "answer": "Up 3%."}));
+    let mut s = Server::start(&env_for(&fake));
+    let (text, is_error) = tool_text(&s.request(&call(
+        1,
+        "finance_search",
+        json!({"query": "How did it close?", "tickers": ["AAPL"], "categories": ["price history"]}),
+    )));
+    assert!(!is_error, "{text}");
+    assert!(unwrap_spotlight(&text).starts_with("Up 3%."));
+    let sent = &creates(&fake)[0];
+    assert_eq!(
+        sent["input"],
+        "How did it close?\n\nTickers: AAPL\nCategories: price history"
+    );
+    assert_eq!(
+        sent["tools"],
+        json!([{"type": "web_search"}, {"type": "finance_search"}])
+    );
+    assert_eq!(sent["preset"], "fast");
+
+    let (text, is_error) = tool_text(&s.request(&call(
+        2,
+        "finance_search",
+        json!({"query": "q", "tickers": ["A\nB"]}),
+    )));
+    assert!(
+        is_error && text.starts_with("Each entry of 'tickers'"),
+        "{text}"
+    );
+    assert_eq!(creates(&fake).len(), 1);
+}

@@ -82,8 +82,9 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
     let mut s = Server::start(&env_for(&fake));
     let mut cases: Vec<(String, Value)> = Vec::new();
-    let tools: [(&str, Value); 8] = [
+    let tools: [(&str, Value); 9] = [
         ("perplexity_agent", json!({"query": "q"})),
+        ("finance_search", json!({"query": "q"})),
         ("perplexity_ask", json!({"query": "q"})),
         ("perplexity_search", json!({"query": "q"})),
         ("fetch_url", json!({"url": "http://10.0.0.1/"})),
@@ -96,7 +97,8 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
         ("server_metrics", json!({})),
     ];
     // Wrong types for every argument of every tool.
-    let props: [(&str, &[&str]); 6] = [
+    let props: [(&str, &[&str]); 7] = [
+        ("finance_search", &["query", "tickers", "categories"]),
         (
             "perplexity_agent",
             &["query", "preset", "recency", "domains", "wait"],
@@ -131,7 +133,9 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
                 let valid = (*name == "wait" && bad.is_boolean())
                     || ((*name == "wait_seconds" || *name == "offset") && bad == json!(0))
                     || (*name == "domains" && (bad == json!([]) || bad == json!(["x"])))
-                    || (*name == "languages" && bad == json!([]));
+                    || (*name == "languages" && bad == json!([]))
+                    || ((*name == "tickers" || *name == "categories")
+                        && (bad == json!([]) || bad == json!(["x"])));
                 if valid {
                     continue;
                 }
