@@ -30,6 +30,9 @@ pub struct CreateRun {
     /// Sent only with a model that requires it (Anthropic models do).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// A structured answer (`deep_research`): `{"type":"json_schema","json_schema":…}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Value>,
     /// Always true: one code path for every preset (`wide-research` requires it), and a
     /// stored background run survives our wait ending.
     pub background: bool,
@@ -69,6 +72,7 @@ impl CreateRun {
             preset: preset.to_owned(),
             model: None,
             max_output_tokens: None,
+            response_format: None,
             background: true,
             stream: None,
             tools: vec![WebSearchTool {

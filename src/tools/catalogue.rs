@@ -3,12 +3,13 @@
 //! zalez/perplexity-agent-mcp: the same three tools, in the same order.
 
 /// Every tool this build implements, in `tools/list` order, with its group.
-pub const TOOLS: [(&str, &str); 9] = [
+pub const TOOLS: [(&str, &str); 10] = [
     ("perplexity_agent", "lifecycle"),
     ("perplexity_agent_result", "lifecycle"),
     ("perplexity_agent_cancel", "lifecycle"),
     ("perplexity_ask", "ask"),
     ("perplexity_search", "search"),
+    ("deep_research", "research"),
     ("finance_search", "finance"),
     ("fetch_url", "fetch"),
     ("retrieve", "admin"),
@@ -96,7 +97,7 @@ mod tests {
     #[test]
     fn profiles() {
         assert_eq!(ToolSelection::parse("").unwrap(), ToolSelection::all());
-        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 9);
+        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 10);
         assert_eq!(
             ToolSelection::parse("ask").unwrap().names(),
             ["perplexity_ask"]
@@ -131,7 +132,16 @@ mod tests {
             ToolSelection::parse("finance").unwrap().names(),
             ["finance_search"]
         );
-        assert!(ToolSelection::parse("research").unwrap().names().is_empty());
+        assert_eq!(
+            ToolSelection::parse("research").unwrap().names(),
+            ["deep_research"]
+        );
+        assert!(
+            ToolSelection::parse("responses")
+                .unwrap()
+                .names()
+                .is_empty()
+        );
         let err = ToolSelection::parse("lifecycle,bogus").unwrap_err();
         assert!(
             err.contains("'bogus'") && err.contains("lifecycle"),

@@ -8,6 +8,7 @@ pub mod admin;
 pub mod args;
 pub mod ask;
 pub mod catalogue;
+pub mod deep_research;
 pub mod fetch;
 pub mod finance;
 pub mod render;
@@ -124,6 +125,7 @@ enum Call {
     Lifecycle(research::LifecycleCall),
     Fetch(fetch::FetchCall),
     Search(crate::perplexity::search::SearchQuery),
+    Deep(deep_research::DeepCall),
     Retrieve { key: String, offset: usize },
     Metrics,
 }
@@ -146,6 +148,7 @@ impl Tools {
             .chain([
                 ask::definition(),
                 search::definition(),
+                deep_research::definition(),
                 finance::definition(),
                 fetch::definition(),
             ])
@@ -205,6 +208,7 @@ impl Tools {
             "perplexity_search" => &search::SEARCH_ARGS,
             "perplexity_ask" => &ask::ASK_ARGS,
             "finance_search" => &finance::FINANCE_ARGS,
+            "deep_research" => &deep_research::DEEP_ARGS,
             _ => return Err(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
         let validated = args::reject_unknown(args, accepted).and_then(|()| match name {
@@ -218,6 +222,7 @@ impl Tools {
                 .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
             "finance_search" => finance::validate(args)
                 .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
+            "deep_research" => deep_research::validate(args).map(Call::Deep),
             _ => research::validate(name, args).map(Call::Lifecycle),
         });
         match validated {
@@ -240,6 +245,7 @@ impl Tools {
         // A call that fetches n pages costs n tokens: a batch is not a way around the limit.
         let cost = match &validated.call {
             Call::Fetch(call) => call.urls.len() as u32,
+            Call::Deep(call) => call.cost(),
             _ => 1,
         };
         let pass = self.guard.admit(
@@ -262,6 +268,17 @@ impl Tools {
         let run = AssertUnwindSafe(async {
             match &call {
                 Call::Lifecycle(call) => research::run(&self.client, self.wait, call, ctx).await,
+                Call::Deep(call) => {
+                    let budget = std::time::Duration::from_secs(self.wait);
+                    let (output, flags, id) =
+                        deep_research::run(&self.client, call, budget, ctx).await;
+                    let facts = CallFacts {
+                        run_id: id,
+                        security_flags: flags,
+                        ..CallFacts::default()
+                    };
+                    (output, facts)
+                }
                 Call::Search(query) => {
                     let outcome = search::run(&self.client, query, self.wait).await;
                     let (output, flags) = search::render(&outcome);
@@ -348,6 +365,7 @@ mod tests {
             .chain([
                 ask::definition(),
                 search::definition(),
+                deep_research::definition(),
                 finance::definition(),
                 fetch::definition(),
             ])
@@ -368,6 +386,7 @@ mod tests {
             "perplexity_search" => &search::SEARCH_ARGS,
             "perplexity_ask" => &ask::ASK_ARGS,
             "finance_search" => &finance::FINANCE_ARGS,
+            "deep_research" => &deep_research::DEEP_ARGS,
             other => panic!("no accepted list for {other}"),
         }
     }
@@ -446,7 +465,13 @@ mod tests {
             search_props["search_type"]["enum"],
             json!(search::SEARCH_TYPES)
         );
-        let finance_props = &all[5].1["inputSchema"]["properties"];
+        let deep_props = &all[5].1["inputSchema"]["properties"];
+        assert_eq!(deep_props["num_subquestions"]["maximum"], 8);
+        assert_eq!(
+            deep_props["question"]["maxLength"],
+            json!(deep_research::MAX_QUESTION_CHARS)
+        );
+        let finance_props = &all[6].1["inputSchema"]["properties"];
         assert_eq!(
             finance_props["tickers"]["maxItems"],
             json!(finance::MAX_ENTRIES)
@@ -455,7 +480,7 @@ mod tests {
             finance_props["categories"]["items"]["maxLength"],
             json!(finance::MAX_ENTRY_CHARS)
         );
-        let fetch_props = &all[6].1["inputSchema"]["properties"];
+        let fetch_props = &all[7].1["inputSchema"]["properties"];
         assert_eq!(fetch_props["urls"]["maxItems"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["max_urls"]["maximum"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["url"]["maxLength"], json!(fetch::MAX_URL_CHARS));

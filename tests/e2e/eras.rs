@@ -252,6 +252,7 @@ fn tool_list_is_exact_and_follows_the_environment() {
             "perplexity_agent_cancel",
             "perplexity_ask",
             "perplexity_search",
+            "deep_research",
             "finance_search",
             "fetch_url",
             "retrieve",

@@ -82,8 +82,9 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
     let mut s = Server::start(&env_for(&fake));
     let mut cases: Vec<(String, Value)> = Vec::new();
-    let tools: [(&str, Value); 9] = [
+    let tools: [(&str, Value); 10] = [
         ("perplexity_agent", json!({"query": "q"})),
+        ("deep_research", json!({"question": "q"})),
         ("finance_search", json!({"query": "q"})),
         ("perplexity_ask", json!({"query": "q"})),
         ("perplexity_search", json!({"query": "q"})),
@@ -97,7 +98,16 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
         ("server_metrics", json!({})),
     ];
     // Wrong types for every argument of every tool.
-    let props: [(&str, &[&str]); 7] = [
+    let props: [(&str, &[&str]); 8] = [
+        (
+            "deep_research",
+            &[
+                "question",
+                "num_subquestions",
+                "max_results_per_subquestion",
+                "max_sources",
+            ],
+        ),
         ("finance_search", &["query", "tickers", "categories"]),
         (
             "perplexity_agent",

@@ -1,0 +1,114 @@
+//! `deep_research` against the fake: concurrent searches, deduplicated sources, a JSON
+//! report from the Agent API, and the citation validator's verdict.
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+fn report(claims: Value) -> String {
+    json!({"answer": "The answer.", "key_findings": ["One finding."], "open_questions": ["Still open?"], "claims": claims}).to_string()
+}
+
+#[test]
+fn a_validated_report_from_deduplicated_sources() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 100,
+        "search_results": [
+            {"title": "Alpha", "url": "https://alpha.example/a", "snippet": "First."},
+            {"title": "Alpha again", "url": "https://alpha.example/a/?utm_source=x", "snippet": "Same page."},
+            {"title": "Beta", "url": "https://beta.example/b", "snippet": "Second."}
+        ],
+        "answer": report(json!([
+            {"text": "Supported.", "urls": ["https://alpha.example/a"], "confidence": "high"},
+            {"text": "Invented.", "urls": ["https://nowhere.example/x"], "confidence": "high"},
+            {"text": "Bare.", "urls": [], "confidence": "medium"}
+        ]))
+    }));
+    let mut s = Server::start(&env_for(&fake));
+    let r = s.request(&call_with_progress(
+        1,
+        "deep_research",
+        json!({"question": "solar", "num_subquestions": 3}),
+        json!("p"),
+    ));
+    let result = &r["result"];
+    assert_eq!(result["isError"], false, "{r}");
+    let out = &result["structuredContent"];
+    assert_eq!(out["subquestions"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        out["sources"].as_array().unwrap().len(),
+        2,
+        "deduplicated by canonical URL"
+    );
+    let v = &out["validation_report"];
+    assert_eq!(
+        (v["total_claims"].as_i64(), v["passed"].as_bool()),
+        (Some(3), Some(false))
+    );
+    assert_eq!(out["claims"][0]["confidence"], "high");
+    assert_eq!(out["claims"][1]["confidence"], "low");
+    assert_eq!(out["claims"][2]["confidence"], "uncertain");
+    assert!(out["response_id"].as_str().unwrap().starts_with("resp_"));
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Validation: 2 problem(s)") && text.contains("<untrusted-web-content-"),
+        "{text}"
+    );
+
+    let requests = fake.requests();
+    assert_eq!(requests.iter().filter(|r| r.path == "/search").count(), 3);
+    let create = requests.iter().find(|r| r.path == "/v1/agent").unwrap();
+    let body = create.body_json.as_ref().unwrap();
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert!(
+        body["input"]
+            .as_str()
+            .unwrap()
+            .contains("[2] Beta \u{2014} https://beta.example/b")
+    );
+}
+
+#[test]
+fn the_searches_cost_rate_limit_tokens_and_bad_arguments_nothing() {
+    let fake = FakePerplexity::start();
+    let mut env = env_for(&fake);
+    env.retain(|(k, _)| !k.starts_with("PERPLEXITY_RATE"));
+    env.push(("PERPLEXITY_RATE_BURST".into(), "4".into()));
+    env.push(("PERPLEXITY_RATE_PER_MINUTE".into(), "1".into()));
+    let mut s = Server::start(&env);
+    let (text, is_error) = tool_text(&s.request(&call(
+        1,
+        "deep_research",
+        json!({"question": "q", "num_subquestions": 9}),
+    )));
+    assert!(is_error && text.contains("from 1 to 8"), "{text}");
+    // Two sub-questions cost three tokens (two searches, one report): the bucket of four
+    // pays for one such call, not two.
+    s.request(&call(
+        2,
+        "deep_research",
+        json!({"question": "q", "num_subquestions": 2}),
+    ));
+    let before = fake.requests().len();
+    assert_eq!(
+        fake.requests()
+            .iter()
+            .filter(|r| r.path == "/search")
+            .count(),
+        2
+    );
+    let (text, is_error) = tool_text(&s.request(&call(
+        3,
+        "deep_research",
+        json!({"question": "q", "num_subquestions": 2}),
+    )));
+    assert!(
+        is_error && text.starts_with("Rate limit exceeded"),
+        "{text}"
+    );
+    assert_eq!(
+        fake.requests().len(),
+        before,
+        "a refused call sends nothing"
+    );
+}
