@@ -50,6 +50,8 @@ pub enum Command {
     Fetch(FetchArgs),
     /// Search the web: ranked results (title, URL, snippet), no written answer.
     Search(SearchArgs),
+    /// Deep research: a report whose every claim is checked against the sources.
+    Research(ResearchArgs),
 }
 
 #[derive(Debug, Args, Default)]
@@ -115,6 +117,22 @@ pub struct ResultArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ResearchArgs {
+    /// The research question (several words are joined with spaces).
+    #[arg(value_name = "QUESTION", required = true)]
+    pub question: Vec<String>,
+    /// How many angles to search (1-8).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub subquestions: u32,
+    /// Seconds to wait for the report (at most 1800).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CLI_TIMEOUT_SECONDS)]
+    pub timeout: u64,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct SearchArgs {
     /// What to search for (several words are joined with spaces).
     #[arg(value_name = "QUERY", required = true)]
@@ -172,6 +190,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Command::Cancel(args) => cancel(args, &client, &guard, config.wait_seconds).await,
         Command::Fetch(args) => fetch(args, &config, &guard).await,
         Command::Search(args) => search(args, &client, &guard, config.wait_seconds).await,
+        Command::Research(args) => research_command(args, &client, &guard).await,
         Command::Serve(args) => {
             let http = match args
                 .http
@@ -393,4 +412,38 @@ async fn search(args: SearchArgs, client: &PerplexityClient, guard: &Arc<Guard>,
     };
     pass.finish(&rendered, &facts, false);
     output::searched(&outcome, &rendered, args.json)
+}
+
+async fn research_command(
+    args: ResearchArgs,
+    client: &PerplexityClient,
+    guard: &Arc<Guard>,
+) -> i32 {
+    use crate::tools::deep_research as tool;
+    let params =
+        json!({"question": args.question.join(" "), "num_subquestions": args.subquestions});
+    let call = match params.as_object().map(tool::validate) {
+        Some(Ok(call)) => call,
+        Some(Err(message)) => return rejected(guard, "research", &params, &message),
+        None => return usage_error("no question given"),
+    };
+    let pass = match guard.admit(FrontEnd::Cli, "research", &params, call.cost()) {
+        Ok(pass) => pass,
+        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
+    };
+    let progress = Arc::new(progress_for(args.json));
+    let ctx = crate::tools::CallContext {
+        progress: Some(progress.clone()),
+        ..crate::tools::CallContext::default()
+    };
+    let budget = Duration::from_secs(args.timeout.clamp(1, MAX_WAIT_SECONDS));
+    let (rendered, flags, id) = tool::run(client, &call, budget, &ctx).await;
+    progress.finish();
+    let facts = CallFacts {
+        run_id: id,
+        security_flags: flags,
+        ..CallFacts::default()
+    };
+    pass.finish(&rendered, &facts, false);
+    output::report(&rendered, args.json)
 }

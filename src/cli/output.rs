@@ -340,3 +340,71 @@ pub fn searched(
     }
     Exit::Success as i32
 }
+
+/// `research`: the report for people (answer, findings, claims with their confidence,
+/// sources, the validation verdict) on stdout; `--json` prints the structured result.
+pub fn report(rendered: &crate::tools::ToolOutput, json: bool) -> i32 {
+    let Some(report) = rendered.structured.as_ref().filter(|_| !rendered.is_error) else {
+        return fail(Exit::Failed, &rendered.text);
+    };
+    if json {
+        say!("{report}");
+        return Exit::Success as i32;
+    }
+    let list = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    say!("{}\n", report["answer"].as_str().unwrap_or_default());
+    let findings = list(&report["key_findings"]);
+    if !findings.is_empty() {
+        say!("Key findings:");
+        for f in findings {
+            say!("- {f}");
+        }
+        say!("");
+    }
+    say!("Claims:");
+    for (i, c) in report["claims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        say!(
+            "{}. {} [{}] {}",
+            i + 1,
+            c["text"].as_str().unwrap_or_default(),
+            c["confidence"].as_str().unwrap_or_default(),
+            list(&c["urls"]).join(" ")
+        );
+    }
+    say!("\nSources:");
+    for (i, s) in report["sources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        say!(
+            "[{}] {} \u{2014} {}",
+            i + 1,
+            s["title"].as_str().unwrap_or_default(),
+            s["url"].as_str().unwrap_or_default()
+        );
+    }
+    let validation = &report["validation_report"];
+    if validation["passed"].as_bool() == Some(true) {
+        note!("perplexity-agent: every claim cites a retrieved source");
+    } else {
+        for problem in list(&validation["flagged"]) {
+            note!("perplexity-agent: warning: {problem}");
+        }
+    }
+    Exit::Success as i32
+}

@@ -112,3 +112,52 @@ fn the_searches_cost_rate_limit_tokens_and_bad_arguments_nothing() {
         "a refused call sends nothing"
     );
 }
+
+#[test]
+fn the_research_command_prints_the_report_and_its_warnings() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 100,
+        "search_results": [{"title": "Alpha", "url": "https://alpha.example/a", "snippet": "First."}],
+        "answer": report(json!([
+            {"text": "Supported.", "urls": ["https://alpha.example/a"], "confidence": "high"},
+            {"text": "Bare.", "urls": [], "confidence": "medium"}
+        ]))
+    }));
+    let run = |args: &[&str]| {
+        std::process::Command::new(BIN)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env_for(&fake))
+            .output()
+            .unwrap()
+    };
+    let out = run(&["research", "solar", "power", "--subquestions", "2"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("The answer.\n\nKey findings:\n- One finding.\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("1. Supported. [high] https://alpha.example/a")
+            && stdout.contains("2. Bare. [uncertain]")
+    );
+    assert!(
+        !stdout.contains("untrusted-web-content"),
+        "plain text for people"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning: claim 2: no supporting URL"));
+
+    let out = run(&["research", "solar", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["validation_report"]["total_claims"], 2);
+
+    let out = run(&["research", "solar", "--subquestions", "9"]);
+    assert_eq!(out.status.code(), Some(2));
+}
