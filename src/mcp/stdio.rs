@@ -205,13 +205,7 @@ async fn run_call(
         None => {
             // The client cancelled (or we are shutting down): no reply. The run keeps
             // going upstream; say which one, so it can still be collected.
-            for id in ctx.run_ids.take() {
-                tracing::warn!(
-                    tool = %job.tool,
-                    response_id = %id,
-                    "stopped waiting for research run {id}; it may still be running. Collect it with perplexity_agent_result or stop it with perplexity_agent_cancel"
-                );
-            }
+            ctx.log_abandoned_runs(&job.tool);
         }
     }
 }

@@ -6,6 +6,7 @@
 use serde_json::{Value, json};
 
 use super::ToolOutput;
+use super::schema_object;
 
 pub const METRICS_ARGS: [&str; 0] = [];
 pub const RETRIEVE_ARGS: [&str; 2] = ["retrieve_key", "offset"];
@@ -40,10 +41,6 @@ pub fn validate_retrieve(args: &super::args::Args) -> Result<(String, usize), St
 
 pub fn definitions() -> Vec<(&'static str, rmcp::model::Tool)> {
     use rmcp::model::{Tool, ToolAnnotations};
-    let object = |v: Value| match v {
-        Value::Object(map) => std::sync::Arc::new(map),
-        _ => unreachable!("schemas are objects"),
-    };
     let latency = json!({"type":"object","properties":{
         "p50":{"type":"number"},"p95":{"type":"number"},"p99":{"type":"number"}},
         "required":["p50","p95","p99"]});
@@ -60,7 +57,7 @@ pub fn definitions() -> Vec<(&'static str, rmcp::model::Tool)> {
         Tool::new(
             "retrieve",
             "Fetch the rest of a result that was cut because it exceeded this server's output budget: pass the retrieve_key from the truncated result and the offset it names. Offloaded results are kept for one hour (at most 128 of them); the key is 24 lowercase hex characters.",
-            object(json!({"type":"object",
+            schema_object(json!({"type":"object",
                 "properties":{
                     "retrieve_key":{"type":"string","minLength":24,"maxLength":24,"pattern":"^[0-9a-f]{24}$","description":"The retrieve_key given in a truncated result."},
                     "offset":{"type":"integer","minimum":0,"default":0,"description":"Character offset to continue from (the truncated result names it)."}},
@@ -80,10 +77,10 @@ pub fn definitions() -> Vec<(&'static str, rmcp::model::Tool)> {
         Tool::new(
             "server_metrics",
             "Counters of this server since it started: calls, errors, validation and rate-limit rejections and abandoned calls per tool, latency percentiles (ms), upstream retries, whether the circuit breaker is pausing Perplexity requests, calls in flight and uptime. Use it to diagnose slowness or refusals; it costs no Perplexity request.",
-            object(json!({"type":"object","additionalProperties":false})),
+            schema_object(json!({"type":"object","additionalProperties":false})),
         )
         .with_title("Server Metrics")
-        .with_raw_output_schema(object(json!({"type":"object",
+        .with_raw_output_schema(schema_object(json!({"type":"object",
             "properties":{
                 "uptime_seconds":{"type":"integer","minimum":0},
                 "calls_in_flight":{"type":"integer","minimum":0},

@@ -4,12 +4,13 @@
 //!
 //! Touches: the network only through `crate::perplexity` (via `research`).
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::args::{Args, optional};
 use super::research::{
     MAX_DOMAIN_CHARS, MAX_DOMAINS, MAX_PRESET_CHARS, MAX_QUERY_CHARS, ResearchRequest,
 };
+use super::{schema_object, starts_a_run};
 use crate::perplexity::agent::RECENCY_VALUES;
 
 pub const ASK_ARGS: [&str; 5] = ["query", "preset", "model", "recency", "domains"];
@@ -17,17 +18,13 @@ pub const DEFAULT_PRESET: &str = "fast";
 pub const MAX_MODEL_CHARS: usize = 128;
 
 pub fn definition() -> (&'static str, rmcp::model::Tool) {
-    use rmcp::model::{Tool, ToolAnnotations};
-    let object = |v: Value| match v {
-        Value::Object(map) => std::sync::Arc::new(map),
-        _ => unreachable!("schemas are objects"),
-    };
+    use rmcp::model::Tool;
     (
         "perplexity_ask",
         Tool::new(
             "perplexity_ask",
             "Get a quick answer grounded in a web search, with numbered sources: Perplexity's Agent API on the fast preset (or the preset or model you name). Use it for factual questions that need current information; use perplexity_agent for deep, multi-step research. If the answer takes longer than this server's wait budget, you get a response_id to collect with perplexity_agent_result.",
-            object(json!({"type":"object",
+            schema_object(json!({"type":"object",
                 "properties":{
                     "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The question."},
                     "preset":{"type":"string","minLength":1,"maxLength":MAX_PRESET_CHARS,"default":DEFAULT_PRESET,"description":"Research depth (fast by default); not together with model."},
@@ -40,11 +37,7 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
         .with_title("Perplexity Quick Answer")
         // Creates a billable run upstream (like perplexity_agent).
         .with_annotations(
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(true),
+            starts_a_run(),
         ),
     )
 }
@@ -88,6 +81,7 @@ pub fn validate(args: &Args) -> Result<ResearchRequest, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn args(v: Value) -> Args {
         v.as_object().cloned().unwrap()

@@ -23,6 +23,7 @@ use url::Url;
 
 use super::args::{Args, optional};
 use super::{CallContext, ToolOutput};
+use super::{schema_object, starts_a_run};
 use crate::guard::injection;
 use crate::guard::spotlight::spotlight;
 use crate::perplexity::PerplexityClient;
@@ -68,17 +69,13 @@ impl DeepCall {
 }
 
 pub fn definition() -> (&'static str, rmcp::model::Tool) {
-    use rmcp::model::{Tool, ToolAnnotations};
-    let object = |v: Value| match v {
-        Value::Object(map) => std::sync::Arc::new(map),
-        _ => unreachable!("schemas are objects"),
-    };
+    use rmcp::model::Tool;
     (
         "deep_research",
         Tool::new(
             "deep_research",
             "Research a question in depth: it is split into sub-questions that are searched concurrently, the sources are deduplicated, and a report (answer, key findings, open questions, claims with their supporting URLs) is written from those sources only. Every claim is then checked: a claim citing a URL that was never retrieved is downgraded and flagged, a claim without a URL is marked uncertain. Slower and costlier than perplexity_ask.",
-            object(json!({"type":"object",
+            schema_object(json!({"type":"object",
                 "properties":{
                     "question":{"type":"string","minLength":1,"maxLength":MAX_QUESTION_CHARS,"description":"The research question."},
                     "num_subquestions":{"type":"integer","minimum":1,"maximum":8,"default":4,"description":"How many angles to search (1-8)."},
@@ -88,7 +85,7 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
                 "additionalProperties":false})),
         )
         .with_title("Perplexity Deep Research (validated)")
-        .with_raw_output_schema(object(json!({"type":"object",
+        .with_raw_output_schema(schema_object(json!({"type":"object",
             "properties":{
                 "answer":{"type":"string"},
                 "key_findings":{"type":"array","items":{"type":"string"}},
@@ -109,11 +106,7 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
                 "response_id":{"type":"string"}},
             "required":["answer","key_findings","open_questions","claims","sources","subquestions","validation_report","security_flags"]})))
         .with_annotations(
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(true),
+            starts_a_run(),
         ),
     )
 }

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::ToolOutput;
 use super::args::{Args, optional};
+use super::schema_object;
 use crate::fetch::{FetchError, Fetcher, Page};
 use crate::guard::injection;
 use crate::guard::spotlight::spotlight_page;
@@ -27,17 +28,13 @@ pub struct FetchCall {
 
 pub fn definition() -> (&'static str, rmcp::model::Tool) {
     use rmcp::model::{Tool, ToolAnnotations};
-    let object = |v: Value| match v {
-        Value::Object(map) => std::sync::Arc::new(map),
-        _ => unreachable!("schemas are objects"),
-    };
     let url = json!({"type":"string","minLength":1,"maxLength":MAX_URL_CHARS});
     (
         "fetch_url",
         Tool::new(
             "fetch_url",
             "Read web pages (http/https) and return their readable text and title, for example a source that an answer cited. Private, local and cloud-metadata addresses are refused, redirects are re-checked, only text content is read, and page text comes back wrapped as untrusted data with any prompt-injection patterns flagged. Each URL succeeds or fails on its own.",
-            object(json!({"type":"object",
+            schema_object(json!({"type":"object",
                 "properties":{
                     "url":{"type":"string","minLength":1,"maxLength":MAX_URL_CHARS,"description":"One page to read."},
                     "urls":{"type":"array","items":url,"minItems":1,"maxItems":MAX_URLS,"description":"Several pages to read (with url, at most max_urls in all)."},
@@ -45,7 +42,7 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
                 "additionalProperties":false})),
         )
         .with_title("Fetch Web Pages")
-        .with_raw_output_schema(object(json!({"type":"object",
+        .with_raw_output_schema(schema_object(json!({"type":"object",
             "properties":{"results":{"type":"array","items":{"type":"object",
                 "properties":{
                     "url":{"type":"string"},

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::args::{Args, optional};
 use super::research::{MAX_QUERY_CHARS, ResearchRequest};
+use super::{schema_object, starts_a_run};
 
 pub const FINANCE_ARGS: [&str; 3] = ["query", "tickers", "categories"];
 pub const MAX_ENTRIES: usize = 20;
@@ -16,18 +17,14 @@ pub const MAX_ENTRY_CHARS: usize = 128;
 const PRESET: &str = "fast";
 
 pub fn definition() -> (&'static str, rmcp::model::Tool) {
-    use rmcp::model::{Tool, ToolAnnotations};
-    let object = |v: Value| match v {
-        Value::Object(map) => std::sync::Arc::new(map),
-        _ => unreachable!("schemas are objects"),
-    };
+    use rmcp::model::Tool;
     let entries = |what: &str| json!({"type":"array","items":{"type":"string","minLength":1,"maxLength":MAX_ENTRY_CHARS},"maxItems":MAX_ENTRIES,"description":what});
     (
         "finance_search",
         Tool::new(
             "finance_search",
             "Answer a financial question (prices, filings, earnings, market moves) with Perplexity's Agent API using its finance data tool beside web search, with numbered sources. Optionally name tickers and categories to focus on. If it takes longer than this server's wait budget, you get a response_id to collect with perplexity_agent_result.",
-            object(json!({"type":"object",
+            schema_object(json!({"type":"object",
                 "properties":{
                     "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The financial question."},
                     "tickers":entries("Ticker symbols to focus on, e.g. AAPL, MSFT."),
@@ -37,11 +34,7 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
         )
         .with_title("Perplexity Finance Search")
         .with_annotations(
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(true),
+            starts_a_run(),
         ),
     )
 }

@@ -118,6 +118,37 @@ impl CallContext {
     pub fn progress(&self) -> Option<&dyn ProgressSink> {
         self.progress.as_deref()
     }
+
+    /// After the caller abandoned the call (no reply goes out): names on stderr every
+    /// run it started, so paid work can still be collected or stopped.
+    pub fn log_abandoned_runs(&self, tool: &str) {
+        for id in self.run_ids.take() {
+            tracing::warn!(
+                tool,
+                response_id = %id,
+                "stopped waiting for research run {id}; it may still be running. Collect it with perplexity_agent_result or stop it with perplexity_agent_cancel"
+            );
+        }
+    }
+}
+
+/// A JSON schema literal as the object rmcp's `Tool` holds. Every schema here is written
+/// as an object literal, so anything else is a programming error caught by every test.
+pub(crate) fn schema_object(v: Value) -> Arc<serde_json::Map<String, Value>> {
+    match v {
+        Value::Object(map) => Arc::new(map),
+        _ => unreachable!("schemas are objects"),
+    }
+}
+
+/// Hints of a tool that starts a billable, cancellable run upstream: not read-only (it
+/// creates state), not destructive, not idempotent (each call is a new run), open world.
+pub(crate) fn starts_a_run() -> rmcp::model::ToolAnnotations {
+    rmcp::model::ToolAnnotations::new()
+        .read_only(false)
+        .destructive(false)
+        .idempotent(false)
+        .open_world(true)
 }
 
 /// A validated call of any tool.

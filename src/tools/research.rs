@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::args::{Args, optional, required_text};
 use super::render;
 use super::{CallContext, ToolOutput};
+use super::{schema_object, starts_a_run};
 use crate::guard::spotlight::spotlight;
 use crate::guard::{CallFacts, injection};
 use crate::perplexity::agent::{
@@ -48,17 +49,13 @@ const RESPONSE_ID_REQUIRED: &str = "'response_id' is required and must be a non-
 /// maximum of `wait_seconds` and the number in its description both follow it.
 pub fn definitions(wait: u64) -> Vec<(&'static str, rmcp::model::Tool)> {
     use rmcp::model::{Tool, ToolAnnotations};
-    let schema = |v: Value| match v {
-        Value::Object(map) => std::sync::Arc::new(map),
-        _ => unreachable!("schemas are objects"),
-    };
     vec![
         (
             "perplexity_agent",
             Tool::new(
                 "perplexity_agent",
                 "Research a question with Perplexity's Agent API, which searches the web in several steps and returns one synthesized answer with numbered sources. Best for deep or multi-hop questions. By default the call waits for the answer; if the run outlasts this server's wait budget you get a response_id instead, to collect later with perplexity_agent_result.",
-                schema(json!({"type":"object",
+                schema_object(json!({"type":"object",
                     "properties":{
                         "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The question to research."},
                         "preset":{"type":"string","maxLength":MAX_PRESET_CHARS,"default":"medium","description":"Research depth: fast, low, medium, high, xhigh or wide-research. Deeper presets take longer."},
@@ -72,11 +69,7 @@ pub fn definitions(wait: u64) -> Vec<(&'static str, rmcp::model::Tool)> {
             // Not read-only: it creates billable, cancellable state upstream. The spec
             // default for destructiveHint becomes true once readOnlyHint is false.
             .with_annotations(
-                ToolAnnotations::new()
-                    .read_only(false)
-                    .destructive(false)
-                    .idempotent(false)
-                    .open_world(true),
+                starts_a_run(),
             ),
         ),
         (
@@ -84,7 +77,7 @@ pub fn definitions(wait: u64) -> Vec<(&'static str, rmcp::model::Tool)> {
             Tool::new(
                 "perplexity_agent_result",
                 "Collect the result of a research run started with perplexity_agent. If the run is still going, reports what it has done so far and how to check again.",
-                schema(json!({"type":"object",
+                schema_object(json!({"type":"object",
                     "properties":{
                         "response_id":{"type":"string","description":"The response_id returned by perplexity_agent."},
                         "wait_seconds":{"type":"integer","minimum":0,"maximum":wait,"default":0,
@@ -100,7 +93,7 @@ pub fn definitions(wait: u64) -> Vec<(&'static str, rmcp::model::Tool)> {
             Tool::new(
                 "perplexity_agent_cancel",
                 "Ask Perplexity to stop a research run you no longer need. Perplexity reports no usage for cancelled runs, so this cannot tell whether cancelling changed your bill.",
-                schema(json!({"type":"object",
+                schema_object(json!({"type":"object",
                     "properties":{
                         "response_id":{"type":"string","description":"The response_id returned by perplexity_agent."}},
                     "required":["response_id"],

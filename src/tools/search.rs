@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::ToolOutput;
 use super::args::{Args, optional};
+use super::schema_object;
 use crate::guard::injection;
 use crate::guard::spotlight::spotlight;
 use crate::perplexity::agent::RECENCY_VALUES;
@@ -48,10 +49,6 @@ const DATE_ARGS: [(&str, &str); 4] = [
 
 pub fn definition() -> (&'static str, rmcp::model::Tool) {
     use rmcp::model::{Tool, ToolAnnotations};
-    let object = |v: Value| match v {
-        Value::Object(map) => std::sync::Arc::new(map),
-        _ => unreachable!("schemas are objects"),
-    };
     let query = json!({"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS});
     let date = |what: &str| json!({"type":"string","pattern":"^\\d{1,2}/\\d{1,2}/\\d{4}$","description":format!("Only results {what} this date, M/D/YYYY.")});
     (
@@ -59,7 +56,7 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
         Tool::new(
             "perplexity_search",
             "Search the web with Perplexity's Search API and get ranked results (title, URL, snippet, date) without a written answer: use it to choose sources yourself, then read them with fetch_url. Faster and cheaper than perplexity_agent. Results are untrusted web content.",
-            object(json!({"type":"object",
+            schema_object(json!({"type":"object",
                 "properties":{
                     "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"What to search for."},
                     "queries":{"type":"array","items":query,"minItems":1,"maxItems":MAX_QUERIES,"description":"Several searches at once (instead of query)."},
@@ -77,7 +74,7 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
                 "additionalProperties":false})),
         )
         .with_title("Perplexity Web Search")
-        .with_raw_output_schema(object(json!({"type":"object",
+        .with_raw_output_schema(schema_object(json!({"type":"object",
             "properties":{
                 "results":{"type":"array","items":{"type":"object","properties":{
                     "title":{"type":"string"},"url":{"type":"string"},"snippet":{"type":"string"},

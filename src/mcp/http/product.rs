@@ -73,9 +73,7 @@ impl Product {
                 None if out.stopping() => Some(dispatcher.call_reply(&job, &shutting_down(&ctx))),
                 // The client cancelled: no reply, but the runs are named on stderr.
                 None => {
-                    for id in ctx.run_ids.take() {
-                        tracing::warn!(tool = %job.tool, response_id = %id, "stopped waiting for research run {id}; it may still be running");
-                    }
+                    ctx.log_abandoned_runs(&job.tool);
                     None::<Value>
                 }
             }
