@@ -105,6 +105,38 @@ impl CreateRun {
     }
 }
 
+/// A `POST /v1/agent` body: the typed [`CreateRun`] of the research tools, or the
+/// validated full surface of `responses_create` ([`FullRun`]).
+pub trait CreateBody: Send + Sync {
+    /// The JSON body, with `stream` set when given.
+    fn body_with(&self, stream: Option<bool>) -> Vec<u8>;
+}
+
+impl CreateBody for CreateRun {
+    fn body_with(&self, stream: Option<bool>) -> Vec<u8> {
+        CreateRun {
+            stream,
+            ..self.clone()
+        }
+        .body()
+    }
+}
+
+/// A create body assembled field by field from arguments that passed
+/// `responses_create`'s validation (nothing unvalidated is ever copied into it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FullRun(pub Map<String, Value>);
+
+impl CreateBody for FullRun {
+    fn body_with(&self, stream: Option<bool>) -> Vec<u8> {
+        let mut body = self.0.clone();
+        if let Some(stream) = stream {
+            body.insert("stream".to_owned(), Value::Bool(stream));
+        }
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+}
+
 /// The id pattern `\A[A-Za-z0-9_-]{1,128}\z`, guarding every id put into a URL path
 /// (including the one create returns) against traversal and injection.
 pub fn valid_run_id(id: &str) -> bool {
@@ -140,7 +172,7 @@ impl PerplexityClient {
     /// Creates a run (JSON mode) and returns its id.
     pub async fn create_run(
         &self,
-        run: &CreateRun,
+        run: &dyn CreateBody,
         deadline: Instant,
     ) -> Result<String, CreateError> {
         match self.send_create(run, None, deadline).await {
@@ -154,7 +186,7 @@ impl PerplexityClient {
     /// JSON anyway).
     pub(crate) async fn create_run_streaming(
         &self,
-        run: &CreateRun,
+        run: &dyn CreateBody,
         stream: bool,
         deadline: Instant,
     ) -> Result<Success, ApiError> {
@@ -164,15 +196,11 @@ impl PerplexityClient {
 
     async fn send_create(
         &self,
-        run: &CreateRun,
+        run: &dyn CreateBody,
         stream: Option<bool>,
         deadline: Instant,
     ) -> Result<Success, ApiError> {
-        let body = CreateRun {
-            stream,
-            ..run.clone()
-        }
-        .body();
+        let body = run.body_with(stream);
         let expect = match stream {
             Some(true) => Expect::EventStream,
             _ => Expect::Object,
@@ -246,6 +274,18 @@ pub struct RunSnapshot {
     raw: Value,
 }
 
+/// A function the model asks the caller to run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FunctionCall {
+    pub call_id: String,
+    pub name: String,
+    /// A JSON document as a string, exactly as the model wrote it (untrusted).
+    pub arguments: String,
+}
+
+/// The run waits for function outputs (in the OpenAPI enum; unverified live).
+pub const REQUIRES_ACTION: &str = "requires_action";
+
 /// Statuses after which a run never changes again.
 pub const TERMINAL_STATUSES: [&str; 4] = ["completed", "failed", "incomplete", "cancelled"];
 
@@ -262,6 +302,32 @@ impl RunSnapshot {
     pub fn is_terminal(&self) -> bool {
         self.status()
             .is_some_and(|s| TERMINAL_STATUSES.contains(&s))
+    }
+
+    /// Terminal, or waiting for the caller (`requires_action`: function outputs are
+    /// due). Either way, waiting longer changes nothing.
+    pub fn is_settled(&self) -> bool {
+        self.is_terminal() || self.status() == Some(REQUIRES_ACTION)
+    }
+
+    /// The model that answered (with a `models` chain, the one that did), when a string.
+    pub fn model(&self) -> Option<&str> {
+        self.raw.get("model").and_then(Value::as_str)
+    }
+
+    /// `function_call` items whose `call_id`, `name` and `arguments` are strings, in
+    /// order. The caller runs them and continues with `function_call_output` items.
+    pub fn function_calls(&self) -> Vec<FunctionCall> {
+        self.items("function_call")
+            .filter_map(|item| {
+                let text = |k: &str| item.get(k).and_then(Value::as_str).map(str::to_owned);
+                Some(FunctionCall {
+                    call_id: text("call_id")?,
+                    name: text("name")?,
+                    arguments: text("arguments")?,
+                })
+            })
+            .collect()
     }
 
     fn output(&self) -> impl Iterator<Item = &Map<String, Value>> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::agent::{CreateError, CreateRun, RunSnapshot, run_id_of, valid_run_id};
+use super::agent::{CreateBody, CreateError, RunSnapshot, run_id_of, valid_run_id};
 use super::client::{PerplexityClient, Success};
 use super::error::ApiError;
 use super::stream::{AgentEvent, EventStream, StreamItem};
@@ -187,7 +187,7 @@ pub async fn poll(
             .retrieve_run(id, plan.request_deadline)
             .await
             .map_err(|e| WaitError::api(e, Some(id)))?;
-        if run.is_terminal() {
+        if run.is_settled() {
             return Ok(Waited::Terminal(run));
         }
         let elapsed = started.elapsed();
@@ -209,7 +209,7 @@ pub async fn poll(
 /// has answered it (that would start a second billable run).
 pub async fn create_and_wait(
     client: &PerplexityClient,
-    run: &CreateRun,
+    run: &dyn CreateBody,
     deadline: Instant,
     progress: Option<&dyn ProgressSink>,
     ids: &dyn RunIdSink,
@@ -232,6 +232,11 @@ pub async fn create_and_wait(
                 run_id: None,
             })?;
             ids.run_id(&id);
+            // A foreground create (`background: false`) answers the finished run.
+            let run = RunSnapshot::new(Value::Object(map));
+            if run.is_settled() {
+                return Ok((id, Waited::Terminal(run)));
+            }
             let waited = poll_until(client, &id, deadline, origin, progress).await?;
             return Ok((id, waited));
         }
@@ -353,7 +358,7 @@ impl Follower<'_> {
                         }
                         Ok(Success::Object(map)) => {
                             let run = RunSnapshot::new(Value::Object(map));
-                            if run.is_terminal() {
+                            if run.is_settled() {
                                 return Ok((id, Waited::Terminal(run)));
                             }
                             return self.poll_rest(&id).await;
@@ -388,7 +393,7 @@ impl Follower<'_> {
         };
         if ending == Ending::Terminal
             && let Some(run) = event.data.get("response").cloned().map(RunSnapshot::new)
-            && run.is_terminal()
+            && run.is_settled()
             && run.raw().get("output").is_some_and(Value::is_array)
         {
             return Ok(Some((id, Waited::Terminal(run))));
@@ -400,7 +405,7 @@ impl Follower<'_> {
             .retrieve_run(&id, self.deadline)
             .await
             .map_err(|e| WaitError::api(e, Some(&id)))?;
-        if run.is_terminal() {
+        if run.is_settled() {
             return Ok(Some((id, Waited::Terminal(run))));
         }
         self.poll_rest(&id).await.map(Some)

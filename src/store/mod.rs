@@ -13,7 +13,10 @@
 //!
 //! Touches: the store file only. No network.
 
+mod handle;
 mod schema;
+
+pub use handle::StoreHandle;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -46,6 +49,8 @@ pub enum StoreError {
     Corrupt { path: PathBuf },
     /// Another process holds the database longer than our busy timeout.
     Locked { path: PathBuf },
+    /// Neither `PERPLEXITY_STORE_PATH` nor a home directory says where it goes.
+    NotConfigured,
     /// Anything else SQLite reported (kind only).
     Sqlite { path: PathBuf, code: String },
 }
@@ -67,6 +72,9 @@ impl fmt::Display for StoreError {
                 f,
                 "the local store {} is locked by another process; try again in a moment",
                 path.display()
+            ),
+            StoreError::NotConfigured => f.write_str(
+                "no location for the local store is known; set PERPLEXITY_STORE_PATH (or HOME)",
             ),
             StoreError::Sqlite { path, code } => {
                 write!(f, "the local store {} failed ({code})", path.display())
@@ -135,14 +143,19 @@ impl Store {
         f(&mut conn).map_err(|e| classify(&self.config.path, &e))
     }
 
-    /// Stores a response; returns the new snapshot's id. Older snapshots beyond the
-    /// retention are deleted in the same transaction.
+    /// Stores a response, replacing an earlier snapshot of the same response; returns
+    /// the new snapshot's id. Older snapshots beyond the retention are deleted in the
+    /// same transaction.
     pub fn put_snapshot(&self, response_id: &str, body: &Value) -> Result<String, StoreError> {
         let id = format!("snap_{}", secure_hex::<16>());
         let text = body.to_string();
         let keep = self.config.snapshot_retention as i64;
         self.with(|conn| {
             let tx = conn.transaction()?;
+            tx.execute(
+                "DELETE FROM snapshots WHERE response_id = ?1",
+                params![response_id],
+            )?;
             tx.execute(
                 "INSERT INTO snapshots (id, response_id, created_ms, body) VALUES (?1, ?2, ?3, ?4)",
                 params![id, response_id, now_ms(), text],
@@ -157,20 +170,32 @@ impl Store {
     }
 
     pub fn snapshot(&self, id: &str) -> Result<Option<Snapshot>, StoreError> {
+        self.snapshot_where("id", id)
+    }
+
+    /// The snapshot of a response, by its response id.
+    pub fn snapshot_of_response(&self, response_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        self.snapshot_where("response_id", response_id)
+    }
+
+    /// `column` is one of two fixed names, never caller input.
+    fn snapshot_where(
+        &self,
+        column: &'static str,
+        value: &str,
+    ) -> Result<Option<Snapshot>, StoreError> {
+        let sql =
+            format!("SELECT id, response_id, created_ms, body FROM snapshots WHERE {column} = ?1");
         self.with(|conn| {
-            conn.query_row(
-                "SELECT id, response_id, created_ms, body FROM snapshots WHERE id = ?1",
-                params![id],
-                |row| {
-                    let body: String = row.get(3)?;
-                    Ok(Snapshot {
-                        id: row.get(0)?,
-                        response_id: row.get(1)?,
-                        created_ms: row.get(2)?,
-                        body: serde_json::from_str(&body).unwrap_or(Value::Null),
-                    })
-                },
-            )
+            conn.query_row(&sql, params![value], |row| {
+                let body: String = row.get(3)?;
+                Ok(Snapshot {
+                    id: row.get(0)?,
+                    response_id: row.get(1)?,
+                    created_ms: row.get(2)?,
+                    body: serde_json::from_str(&body).unwrap_or(Value::Null),
+                })
+            })
             .optional()
         })
     }

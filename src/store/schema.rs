@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-const MIGRATIONS: [&str; 1] = [
+const MIGRATIONS: [&str; 2] = [
     // 1: snapshots; spaces, tabs and history for the terminal workspace.
     "CREATE TABLE snapshots (
          seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -31,17 +31,22 @@ const MIGRATIONS: [&str; 1] = [
          text TEXT NOT NULL,
          created_ms INTEGER NOT NULL);
      CREATE INDEX history_by_space ON history (space_id, id);",
+    // 2: one snapshot per response (the newest), found by its response id.
+    "DELETE FROM snapshots WHERE seq NOT IN (SELECT MAX(seq) FROM snapshots GROUP BY response_id);
+     CREATE UNIQUE INDEX snapshots_by_response ON snapshots (response_id);",
 ];
 
+/// Several processes may open one store at once (two MCP servers, the TUI): the version
+/// is read inside an IMMEDIATE transaction (the write lock, waited for up to the busy
+/// timeout), so exactly one of them runs each migration and the others see it done.
 pub fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    let done: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+    let done: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(done.max(0) as usize) {
-        let tx = conn.unchecked_transaction()?;
         tx.execute_batch(sql)?;
         tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
-        tx.commit()?;
     }
-    Ok(())
+    tx.commit()
 }
 
 /// The schema version this build writes.

@@ -3,13 +3,15 @@
 //! zalez/perplexity-agent-mcp: the same three tools, in the same order.
 
 /// Every tool this build implements, in `tools/list` order, with its group.
-pub const TOOLS: [(&str, &str); 10] = [
+pub const TOOLS: [(&str, &str); 12] = [
     ("perplexity_agent", "lifecycle"),
     ("perplexity_agent_result", "lifecycle"),
     ("perplexity_agent_cancel", "lifecycle"),
     ("perplexity_ask", "ask"),
     ("perplexity_search", "search"),
     ("deep_research", "research"),
+    ("responses_create", "responses"),
+    ("responses_retrieve", "responses"),
     ("finance_search", "finance"),
     ("fetch_url", "fetch"),
     ("retrieve", "admin"),
@@ -97,7 +99,7 @@ mod tests {
     #[test]
     fn profiles() {
         assert_eq!(ToolSelection::parse("").unwrap(), ToolSelection::all());
-        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 10);
+        assert_eq!(ToolSelection::parse("all").unwrap().names().len(), 12);
         assert_eq!(
             ToolSelection::parse("ask").unwrap().names(),
             ["perplexity_ask"]
@@ -136,12 +138,11 @@ mod tests {
             ToolSelection::parse("research").unwrap().names(),
             ["deep_research"]
         );
-        assert!(
-            ToolSelection::parse("responses")
-                .unwrap()
-                .names()
-                .is_empty()
+        assert_eq!(
+            ToolSelection::parse("responses").unwrap().names(),
+            ["responses_create", "responses_retrieve"]
         );
+        assert!(ToolSelection::parse("gateway").unwrap().names().is_empty());
         let err = ToolSelection::parse("lifecycle,bogus").unwrap_err();
         assert!(
             err.contains("'bogus'") && err.contains("lifecycle"),

@@ -13,6 +13,7 @@ pub mod fetch;
 pub mod finance;
 pub mod render;
 pub mod research;
+pub mod responses;
 pub mod search;
 
 use std::panic::AssertUnwindSafe;
@@ -26,6 +27,7 @@ use crate::fetch::{Fetcher, SystemResolver};
 use crate::guard::{CallFacts, FrontEnd, Guard, Pass};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::wait::{ProgressSink, RunIdSink};
+use crate::store::StoreHandle;
 use args::Args;
 use tokio_util::sync::CancellationToken;
 
@@ -157,6 +159,8 @@ enum Call {
     Fetch(fetch::FetchCall),
     Search(crate::perplexity::search::SearchQuery),
     Deep(deep_research::DeepCall),
+    Create(responses::CreateCall),
+    ReadResponse(responses::RetrieveCall),
     Retrieve { key: String, offset: usize },
     Metrics,
 }
@@ -166,6 +170,7 @@ pub struct Tools {
     client: Arc<PerplexityClient>,
     fetcher: Arc<Fetcher>,
     guard: Arc<Guard>,
+    store: Arc<StoreHandle>,
     wait: u64,
     /// `tools/list` entries, built once (the set never varies per connection).
     list: Value,
@@ -180,9 +185,9 @@ impl Tools {
                 ask::definition(),
                 search::definition(),
                 deep_research::definition(),
-                finance::definition(),
-                fetch::definition(),
             ])
+            .chain(responses::definitions(config.wait_seconds))
+            .chain([finance::definition(), fetch::definition()])
             .chain(admin::definitions())
             .filter(|(name, _)| config.tools.contains(name))
             .collect();
@@ -196,6 +201,7 @@ impl Tools {
             client,
             fetcher: Arc::new(Fetcher::new(config.fetch.clone(), Arc::new(SystemResolver))),
             guard,
+            store: Arc::new(StoreHandle::new(config.store.clone())),
             wait: config.wait_seconds,
             list,
             names: enabled.iter().map(|(name, _)| *name).collect(),
@@ -240,6 +246,8 @@ impl Tools {
             "perplexity_ask" => &ask::ASK_ARGS,
             "finance_search" => &finance::FINANCE_ARGS,
             "deep_research" => &deep_research::DEEP_ARGS,
+            "responses_create" => &responses::CREATE_ARGS,
+            "responses_retrieve" => &responses::RETRIEVE_ARGS,
             _ => return Err(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
         let validated = args::reject_unknown(args, accepted).and_then(|()| match name {
@@ -254,6 +262,8 @@ impl Tools {
             "finance_search" => finance::validate(args)
                 .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
             "deep_research" => deep_research::validate(args).map(Call::Deep),
+            "responses_create" => responses::request::validate(args).map(Call::Create),
+            "responses_retrieve" => responses::validate_retrieve(args).map(Call::ReadResponse),
             _ => research::validate(name, args).map(Call::Lifecycle),
         });
         match validated {
@@ -309,6 +319,12 @@ impl Tools {
                         ..CallFacts::default()
                     };
                     (output, facts)
+                }
+                Call::Create(call) => {
+                    responses::create(&self.client, &self.store, self.wait, call, ctx).await
+                }
+                Call::ReadResponse(call) => {
+                    responses::retrieve(&self.client, &self.store, self.wait, call, ctx).await
                 }
                 Call::Search(query) => {
                     let outcome = search::run(&self.client, query, self.wait).await;
@@ -397,9 +413,9 @@ mod tests {
                 ask::definition(),
                 search::definition(),
                 deep_research::definition(),
-                finance::definition(),
-                fetch::definition(),
             ])
+            .chain(responses::definitions(77))
+            .chain([finance::definition(), fetch::definition()])
             .chain(admin::definitions());
         tools
             .map(|(name, tool)| (name.to_owned(), serde_json::to_value(tool).unwrap()))
@@ -418,6 +434,8 @@ mod tests {
             "perplexity_ask" => &ask::ASK_ARGS,
             "finance_search" => &finance::FINANCE_ARGS,
             "deep_research" => &deep_research::DEEP_ARGS,
+            "responses_create" => &responses::CREATE_ARGS,
+            "responses_retrieve" => &responses::RETRIEVE_ARGS,
             other => panic!("no accepted list for {other}"),
         }
     }
@@ -502,7 +520,42 @@ mod tests {
             deep_props["question"]["maxLength"],
             json!(deep_research::MAX_QUESTION_CHARS)
         );
-        let finance_props = &all[6].1["inputSchema"]["properties"];
+        let create = &all[6].1["inputSchema"]["properties"];
+        use responses::request as rq;
+        assert_eq!(
+            create["input"]["oneOf"][0]["maxLength"],
+            json!(rq::MAX_TEXT_CHARS)
+        );
+        assert_eq!(
+            create["input"]["oneOf"][1]["maxItems"],
+            json!(rq::MAX_INPUT_ITEMS)
+        );
+        assert_eq!(create["models"]["maxItems"], json!(rq::MAX_MODELS));
+        assert_eq!(create["tools"]["maxItems"], json!(rq::MAX_TOOLS));
+        assert_eq!(
+            create["reasoning"]["properties"]["effort"]["enum"],
+            json!(rq::EFFORTS)
+        );
+        assert_eq!(
+            create["response_format"]["properties"]["type"]["enum"],
+            json!(rq::FORMAT_TYPES)
+        );
+        assert_eq!(
+            create["max_output_tokens"]["maximum"],
+            json!(rq::MAX_TOKENS)
+        );
+        let tool_types: Vec<&Value> = create["tools"]["items"]["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| &t["properties"]["type"]["const"])
+            .collect();
+        assert_eq!(json!(tool_types), json!(rq::TOOL_TYPES));
+        assert_eq!(
+            all[7].1["inputSchema"]["properties"]["wait_seconds"]["maximum"],
+            77
+        );
+        let finance_props = &all[8].1["inputSchema"]["properties"];
         assert_eq!(
             finance_props["tickers"]["maxItems"],
             json!(finance::MAX_ENTRIES)
@@ -511,7 +564,7 @@ mod tests {
             finance_props["categories"]["items"]["maxLength"],
             json!(finance::MAX_ENTRY_CHARS)
         );
-        let fetch_props = &all[7].1["inputSchema"]["properties"];
+        let fetch_props = &all[9].1["inputSchema"]["properties"];
         assert_eq!(fetch_props["urls"]["maxItems"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["max_urls"]["maximum"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["url"]["maxLength"], json!(fetch::MAX_URL_CHARS));

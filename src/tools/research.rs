@@ -393,7 +393,7 @@ pub async fn cancel(
 /// The MCP rendering of an outcome: answers spotlighted, failures as `isError`.
 pub fn render_outcome(outcome: &ResearchOutcome) -> ToolOutput {
     match outcome {
-        ResearchOutcome::Finished { run, .. } => match run.status() {
+        ResearchOutcome::Finished { id, run } => match run.status() {
             Some("completed") => ToolOutput::ok(spotlight(&render::answer_body(run))),
             Some("incomplete") => ToolOutput::ok(spotlight(&format!(
                 "{}\n\n{}",
@@ -401,6 +401,10 @@ pub fn render_outcome(outcome: &ResearchOutcome) -> ToolOutput {
                 render::answer_body(run)
             ))),
             Some("failed") => ToolOutput::error(render::failed_text(run)),
+            // A responses_create run with function tools, collected here by its id.
+            Some(crate::perplexity::agent::REQUIRES_ACTION) => ToolOutput::ok(format!(
+                "Run {id} is waiting for function outputs: read its function calls with responses_retrieve(response_id=\"{id}\")."
+            )),
             _ => ToolOutput::error(render::CANCELLED_TEXT),
         },
         ResearchOutcome::Running { id, .. } => ToolOutput::ok(render::still_running(

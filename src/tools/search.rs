@@ -236,7 +236,7 @@ fn strings(
 }
 
 /// `M/D/YYYY` (1–2 digit month and day) naming a real calendar date.
-fn valid_date(text: &str) -> bool {
+pub(crate) fn valid_date(text: &str) -> bool {
     let parts: Vec<&str> = text.split('/').collect();
     let [m, d, y] = parts.as_slice() else {
         return false;

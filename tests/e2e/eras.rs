@@ -253,6 +253,8 @@ fn tool_list_is_exact_and_follows_the_environment() {
             "perplexity_ask",
             "perplexity_search",
             "deep_research",
+            "responses_create",
+            "responses_retrieve",
             "finance_search",
             "fetch_url",
             "retrieve",

@@ -82,7 +82,7 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
     let mut s = Server::start(&env_for(&fake));
     let mut cases: Vec<(String, Value)> = Vec::new();
-    let tools: [(&str, Value); 10] = [
+    let tools: [(&str, Value); 12] = [
         ("perplexity_agent", json!({"query": "q"})),
         ("deep_research", json!({"question": "q"})),
         ("finance_search", json!({"query": "q"})),
@@ -96,9 +96,31 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
             json!({"retrieve_key": "000000000000000000000000"}),
         ),
         ("server_metrics", json!({})),
+        ("responses_create", json!({"input": "q"})),
+        ("responses_retrieve", json!({"response_id": "resp_1"})),
     ];
     // Wrong types for every argument of every tool.
-    let props: [(&str, &[&str]); 8] = [
+    let props: [(&str, &[&str]); 10] = [
+        (
+            "responses_create",
+            &[
+                "input",
+                "model",
+                "models",
+                "preset",
+                "instructions",
+                "reasoning",
+                "response_format",
+                "tools",
+                "max_steps",
+                "max_output_tokens",
+                "previous_response_id",
+                "language_preference",
+                "store",
+                "wait",
+            ],
+        ),
+        ("responses_retrieve", &["response_id", "wait_seconds"]),
         (
             "deep_research",
             &[
@@ -140,7 +162,10 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
         for name in names {
             for bad in wrong_values() {
                 // `preset` accepts any string and `wait` any boolean; only wrong kinds fail.
-                let valid = (*name == "wait" && bad.is_boolean())
+                let valid = ((*name == "wait" || *name == "store") && bad.is_boolean())
+                    || (*name == "reasoning" && bad == json!({}))
+                    || (*name == "tools" && bad == json!([]))
+                    || (*name == "models" && bad == json!(["x"]))
                     || ((*name == "wait_seconds" || *name == "offset") && bad == json!(0))
                     || (*name == "domains" && (bad == json!([]) || bad == json!(["x"])))
                     || (*name == "languages" && bad == json!([]))
@@ -158,7 +183,10 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
     // Smuggled keys on every tool.
     for (tool, base) in &tools {
         for key in smuggled_keys() {
-            if *tool == "perplexity_ask" && key == "model" {
+            if (*tool == "perplexity_ask" && key == "model")
+                || (*tool == "responses_create"
+                    && ["model", "store", "instructions"].contains(&key))
+            {
                 continue; // a real argument there
             }
             let mut args = base.clone();
@@ -168,7 +196,11 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
     }
     // Hostile ids for the tools that take one.
     for id in hostile_ids() {
-        for tool in ["perplexity_agent_result", "perplexity_agent_cancel"] {
+        for tool in [
+            "perplexity_agent_result",
+            "perplexity_agent_cancel",
+            "responses_retrieve",
+        ] {
             cases.push((tool.to_owned(), json!({"response_id": id})));
         }
         cases.push(("retrieve".to_owned(), json!({"retrieve_key": id})));
@@ -201,6 +233,7 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
             text.starts_with("Unknown argument(s)")
                 || text.starts_with('\'')
                 || text.starts_with("Malformed")
+                || text.starts_with("In '")
                 || text.starts_with("Each entry"),
             "{tool} {args:.200}: unexpected message {text:.300}"
         );

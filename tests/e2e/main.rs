@@ -14,6 +14,7 @@ mod guard;
 mod hostile;
 mod http;
 mod lifecycle;
+mod responses;
 mod search;
 mod secrets;
 mod surfaces;

@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 DUMMY_KEY = "pplx-interop-dummy"
 TOOL_NAMES = ["perplexity_agent", "perplexity_agent_result", "perplexity_agent_cancel", "perplexity_ask",
-              "perplexity_search", "deep_research", "finance_search", "fetch_url", "retrieve", "server_metrics"]
+              "perplexity_search", "deep_research", "responses_create", "responses_retrieve", "finance_search", "fetch_url", "retrieve", "server_metrics"]
 
 # A urllib opener that never consults proxy environment variables: the fake is on
 # loopback and nothing here may be routed anywhere else.

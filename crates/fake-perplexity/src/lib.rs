@@ -49,6 +49,9 @@ pub struct RunInfo {
     pub created_at_ms: u64,
     /// Unix ms at which the terminal state took effect; `None` before.
     pub terminal_at_ms: Option<u64>,
+    /// 0, or the round of the run named by the create's `previous_response_id` plus one
+    /// (function calls are asked for in rounds below `function_call_rounds`).
+    pub round: u64,
 }
 
 /// Checks a scenario without starting anything; the error says what is wrong.

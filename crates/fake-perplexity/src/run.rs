@@ -18,12 +18,72 @@ pub(crate) enum Ev {
     Search(usize),
     /// Appends `pages[i]`.
     Fetch(usize),
+    /// Appends the `finance_results` item.
+    Finance,
     /// Text delta of answer part `i`.
     Delta(usize),
+    /// Appends function call item `i` (`response.output_item.done`).
+    FunctionCall(usize),
     /// The scenario's final status.
     Terminal,
     /// The end of a cancel (`cancel_delay_ms` after it).
     Cancelled,
+}
+
+/// What the create request adds to the scenario's script for one run. The scenario
+/// says what a run *can* do; the request decides (tools offered, conversation round,
+/// `store`) what this one does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CreateParams {
+    /// 0, or the round of the run named by `previous_response_id` plus one.
+    pub round: u64,
+    /// `tools` offers a `{"type":"function"}` tool.
+    pub function_tool: bool,
+    /// `tools` offers a `{"type":"finance_search"}` tool.
+    pub finance_tool: bool,
+    /// `store` was not `false`: the run can be retrieved and cancelled by id.
+    pub stored: bool,
+}
+
+impl Default for CreateParams {
+    fn default() -> Self {
+        CreateParams {
+            round: 0,
+            function_tool: false,
+            finance_tool: false,
+            stored: true,
+        }
+    }
+}
+
+impl CreateParams {
+    #[cfg(test)]
+    fn with_stored(self, stored: bool) -> CreateParams {
+        CreateParams { stored, ..self }
+    }
+
+    /// Reads the tools and `store` of a create body (`round` is left at 0: it needs
+    /// the other runs).
+    pub(crate) fn from_body(body: &Map<String, Value>) -> CreateParams {
+        CreateParams {
+            round: 0,
+            function_tool: offers_tool(body, "function"),
+            finance_tool: offers_tool(body, "finance_search"),
+            stored: body.get("store") != Some(&Value::Bool(false)),
+        }
+    }
+}
+
+/// Whether the body's `tools` array holds an object whose `type` is `ty` (anything
+/// else in `tools` is ignored: the fake does not validate tools).
+pub(crate) fn offers_tool(body: &Map<String, Value>, ty: &str) -> bool {
+    body.get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|tools| {
+            tools
+                .iter()
+                .any(|t| t.get("type").and_then(Value::as_str) == Some(ty))
+        })
 }
 
 pub(crate) struct Run {
@@ -36,6 +96,14 @@ pub(crate) struct Run {
     pub batches: Vec<Value>,
     /// Precomputed `fetch_url_results` output items, one per page.
     pub pages: Vec<Value>,
+    /// The precomputed `finance_results` item, when this run has one.
+    pub finance: Option<Value>,
+    /// Precomputed `function_call` items; non-empty = the run asks for function calls
+    /// (and then ends with them instead of a message).
+    pub calls: Vec<Value>,
+    pub round: u64,
+    /// `false` (`store: false`): invisible to GET, resume and cancel.
+    pub stored: bool,
     /// Elapsed time (since creation) at which a cancel was accepted.
     pub cancel_at: Option<Duration>,
     /// JSON-mode GETs answered so far (drives `status_sequence`).
@@ -43,26 +111,77 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// The run of a plain create request (no tools, round 0, stored).
+    #[cfg(test)]
     pub(crate) fn new(
         id: String,
         created: Instant,
         created_wall_ms: u64,
         scenario: Arc<Scenario>,
     ) -> Run {
-        let timeline = build_timeline(&scenario);
-        let batches = build_batches(&scenario);
-        let pages = build_pages(&scenario);
-        Run {
+        Run::for_request(
             id,
             created,
             created_wall_ms,
             scenario,
-            timeline,
-            batches,
-            pages,
+            &CreateParams::default(),
+        )
+    }
+
+    /// A run created by a request with `params` (tools offered, round, `store`).
+    pub(crate) fn for_request(
+        id: String,
+        created: Instant,
+        created_wall_ms: u64,
+        scenario: Arc<Scenario>,
+        params: &CreateParams,
+    ) -> Run {
+        let finance = scenario
+            .finance_results
+            .as_ref()
+            .filter(|_| params.finance_tool)
+            .map(|r| json!({"type": "finance_results", "results": r}));
+        let asks_calls = params.function_tool && params.round < scenario.function_call_rounds;
+        let calls = if asks_calls {
+            build_calls(&scenario, &id)
+        } else {
+            Vec::new()
+        };
+        let shape = Shape {
+            finance: finance.is_some(),
+            calls: calls.len(),
+        };
+        Run {
+            timeline: build_timeline(&scenario, shape),
+            batches: build_batches(&scenario),
+            pages: build_pages(&scenario),
+            finance,
+            calls,
+            round: params.round,
+            stored: params.stored,
+            id,
+            created,
+            created_wall_ms,
+            scenario,
             cancel_at: None,
             gets: 0,
         }
+    }
+
+    /// The status the scripted end gives: `function_call_status` for a run that ends
+    /// with function calls, else `final_status`.
+    fn final_status(&self) -> &str {
+        if self.calls.is_empty() {
+            &self.scenario.final_status
+        } else {
+            &self.scenario.function_call_status
+        }
+    }
+
+    /// Position in `output` of the first item after the searches and fetches (the
+    /// message, or the first function call).
+    fn answer_index(&self) -> usize {
+        self.batches.len() + usize::from(self.finance.is_some()) + self.pages.len()
     }
 
     /// The timeline as it actually plays out: the whole scripted timeline, or, after a
@@ -109,6 +228,13 @@ impl Run {
         Value::String(status)
     }
 
+    /// The instant at which the run's terminal state takes (or took) effect, as things
+    /// stand (a later cancel can move it).
+    pub(crate) fn terminal_instant(&self) -> Instant {
+        let last = self.effective().last().map_or(Duration::ZERO, |e| e.0);
+        self.created + last
+    }
+
     /// Whether every entry (the terminal one included) has taken effect.
     pub(crate) fn is_terminal(&self, now: Instant) -> bool {
         let eff = self.effective();
@@ -137,14 +263,15 @@ impl Run {
                 Ev::Created => status = "queued",
                 Ev::InProgress => status = "in_progress",
                 Ev::Terminal => {
-                    status = &self.scenario.final_status;
+                    status = self.final_status();
                     terminal = Some(Ev::Terminal);
                 }
                 Ev::Cancelled => {
                     status = "cancelled";
                     terminal = Some(Ev::Cancelled);
                 }
-                Ev::Search(_) | Ev::Fetch(_) | Ev::Delta(_) => {}
+                Ev::Search(_) | Ev::Fetch(_) | Ev::Finance | Ev::Delta(_) | Ev::FunctionCall(_) => {
+                }
             }
         }
         if cancelled && terminal.is_none() {
@@ -170,6 +297,8 @@ impl Run {
             match ev {
                 Ev::Search(i) => output.push(self.batches[*i].clone()),
                 Ev::Fetch(i) => output.push(self.pages[*i].clone()),
+                Ev::Finance => output.extend(self.finance.clone()),
+                Ev::FunctionCall(i) => output.push(self.calls[*i].clone()),
                 _ => {}
             }
         }
@@ -179,7 +308,10 @@ impl Run {
         obj.insert("created_at".into(), json!(self.created_wall_ms / 1000));
         obj.insert("model".into(), json!("fake/model"));
         obj.insert("status".into(), json!(status));
-        if terminal == Some(Ev::Terminal) && (status == "completed" || status == "incomplete") {
+        if terminal == Some(Ev::Terminal)
+            && self.calls.is_empty()
+            && (status == "completed" || status == "incomplete")
+        {
             output.push(self.message_item(&status));
         }
         obj.insert("output".into(), Value::Array(output));
@@ -205,10 +337,7 @@ impl Run {
     }
 
     fn message_id(&self) -> String {
-        format!(
-            "msg_{}",
-            self.id.strip_prefix("resp_").unwrap_or(self.id.as_str())
-        )
+        format!("msg_{}", id_suffix(&self.id))
     }
 
     fn message_item(&self, status: &str) -> Value {
@@ -234,9 +363,11 @@ impl Run {
             Ev::InProgress => "response.in_progress",
             Ev::Search(_) => "response.reasoning.search_results",
             Ev::Fetch(_) => "response.reasoning.fetch_url_results",
+            Ev::Finance => "response.reasoning.finance_results",
             Ev::Delta(_) => "response.output_text.delta",
+            Ev::FunctionCall(_) => "response.output_item.done",
             Ev::Cancelled => "response.cancelled",
-            Ev::Terminal => match self.scenario.final_status.as_str() {
+            Ev::Terminal => match self.final_status() {
                 "failed" => "response.failed",
                 "incomplete" => "response.incomplete",
                 "cancelled" => "response.cancelled",
@@ -267,12 +398,22 @@ impl Run {
                 let contents = self.pages[i].get("contents").cloned().unwrap_or(json!([]));
                 obj.insert("contents".into(), contents);
             }
+            Ev::Finance => {
+                let results = self
+                    .finance
+                    .as_ref()
+                    .and_then(|f| f.get("results"))
+                    .cloned()
+                    .unwrap_or(json!([]));
+                obj.insert("results".into(), results);
+            }
+            Ev::FunctionCall(i) => {
+                obj.insert("output_index".into(), json!(self.answer_index() + i));
+                obj.insert("item".into(), self.calls[i].clone());
+            }
             Ev::Delta(j) => {
                 obj.insert("item_id".into(), json!(self.message_id()));
-                obj.insert(
-                    "output_index".into(),
-                    json!(self.batches.len() + self.pages.len()),
-                );
+                obj.insert("output_index".into(), json!(self.answer_index()));
                 obj.insert("content_index".into(), json!(j));
                 obj.insert("delta".into(), json!(self.scenario.answer_parts[j]));
             }
@@ -281,8 +422,22 @@ impl Run {
     }
 }
 
+/// The run id without its `resp_` prefix (what item ids are made of).
+fn id_suffix(id: &str) -> &str {
+    id.strip_prefix("resp_").unwrap_or(id)
+}
+
+/// What the request adds to the scripted timeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// A `finance_results` item, at the instant of the last search batch.
+    pub finance: bool,
+    /// Function call items at `d`, which replace the answer (no text deltas).
+    pub calls: usize,
+}
+
 /// The scripted timeline (offsets since creation). See the README's table.
-pub(crate) fn build_timeline(s: &Scenario) -> Vec<(Duration, Ev)> {
+pub(crate) fn build_timeline(s: &Scenario, shape: Shape) -> Vec<(Duration, Ev)> {
     let d = s.duration_ms * 1000; // microseconds
     let q = s
         .queued_ms
@@ -301,13 +456,22 @@ pub(crate) fn build_timeline(s: &Scenario) -> Vec<(Duration, Ev)> {
             Ev::Search(i as usize),
         ));
     }
+    if shape.finance {
+        // With the last batch (or at `q` when there is none): `b/(b+1)` of the way.
+        t.push((us(q + (search_end - q) * b / (b + 1)), Ev::Finance));
+    }
     let p = s.fetch_pages as u64;
     for i in 0..p {
         let o = search_end + (fetch_end - search_end) * (i + 1) / (p + 1);
         t.push((us(o), Ev::Fetch(i as usize)));
     }
-    for j in 0..s.answer_parts.len() {
-        t.push((us(delta_at), Ev::Delta(j)));
+    if shape.calls == 0 {
+        for j in 0..s.answer_parts.len() {
+            t.push((us(delta_at), Ev::Delta(j)));
+        }
+    }
+    for i in 0..shape.calls {
+        t.push((us(d), Ev::FunctionCall(i)));
     }
     t.push((us(d), Ev::Terminal));
     t
@@ -345,6 +509,28 @@ fn build_batches(s: &Scenario) -> Vec<Value> {
         .enumerate()
         .map(|(i, r)| {
             json!({"type": "search_results", "queries": [format!("fake query {}", i + 1)], "results": r})
+        })
+        .collect()
+}
+
+/// The `function_call` output items of a run that asks for the scenario's calls:
+/// ids and default `call_id`s are made of the 1-based index and the run id.
+fn build_calls(s: &Scenario, run_id: &str) -> Vec<Value> {
+    let suffix = id_suffix(run_id);
+    s.function_calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let n = i + 1;
+            let call_id = c
+                .call_id
+                .clone()
+                .unwrap_or_else(|| format!("call_{n}_{suffix}"));
+            json!({
+                "id": format!("fc_{n}_{suffix}"), "type": "function_call", "status": "completed",
+                "name": c.name, "call_id": call_id, "arguments": c.arguments,
+                "thought_signature": "fake-signature"
+            })
         })
         .collect()
 }
@@ -515,5 +701,230 @@ mod tests {
         assert_eq!(deltas[1]["content_index"], 1);
         let done = r.snapshot(&r.timeline, r.timeline.len(), false);
         assert_eq!(done["output"][3]["content"][1]["text"], "b");
+    }
+
+    fn run_for(v: Value, params: CreateParams) -> Run {
+        let s = Scenario::from_json(&v).unwrap();
+        Run::for_request(
+            "resp_abc".into(),
+            Instant::now(),
+            1_700_000_000_000,
+            Arc::new(s),
+            &params,
+        )
+    }
+
+    fn with_tools(round: u64, function_tool: bool, finance_tool: bool) -> CreateParams {
+        CreateParams {
+            round,
+            function_tool,
+            finance_tool,
+            stored: true,
+        }
+    }
+
+    fn kinds(r: &Run) -> Vec<(u128, Ev)> {
+        r.timeline
+            .iter()
+            .map(|(o, e)| (o.as_millis(), *e))
+            .collect()
+    }
+
+    const CALLS: &str = r#"{"function_calls": [
+        {"name": "get_weather", "arguments": {"city": "Paris"}},
+        {"name": "lookup", "arguments": "{}", "call_id": "call_given"}
+    ], "function_call_status": "requires_action"}"#;
+
+    #[test]
+    fn create_params_read_tools_and_store() {
+        let body = |v: Value| v.as_object().unwrap().clone();
+        let p = CreateParams::from_body(&body(json!({
+            "input": "q", "store": false,
+            "tools": [{"type": "web_search"}, "odd", {"type": "function", "name": "f"}]
+        })));
+        assert_eq!(p, with_tools(0, true, false).with_stored(false));
+        let p = CreateParams::from_body(&body(json!({
+            "tools": [{"type": "finance_search"}], "store": "false"
+        })));
+        assert_eq!(p, with_tools(0, false, true));
+        for tools in [
+            json!({"type": "function"}),
+            json!(["function"]),
+            json!([{"name": "function"}]),
+        ] {
+            let p = CreateParams::from_body(&body(json!({"tools": tools})));
+            assert!(!p.function_tool, "{tools}");
+        }
+        assert_eq!(
+            CreateParams::from_body(&Map::new()),
+            CreateParams::default()
+        );
+    }
+
+    #[test]
+    fn function_calls_replace_the_answer_at_the_end() {
+        let r = run_for(
+            serde_json::from_str(CALLS).unwrap(),
+            with_tools(0, true, false),
+        );
+        assert_eq!(
+            kinds(&r),
+            vec![
+                (0, Ev::Created),
+                (30, Ev::InProgress),
+                (105, Ev::Search(0)),
+                (210, Ev::Fetch(0)),
+                (300, Ev::FunctionCall(0)),
+                (300, Ev::FunctionCall(1)),
+                (300, Ev::Terminal)
+            ],
+            "no text deltas"
+        );
+        let eff = r.effective();
+        let before = r.snapshot(&eff, Run::applied(&eff, ms(299)), false);
+        assert_eq!(before["output"].as_array().unwrap().len(), 2);
+        let done = r.snapshot(&eff, eff.len(), false);
+        assert_eq!(done["status"], "requires_action");
+        assert!(done["usage"].is_object());
+        let out = done["output"].as_array().unwrap();
+        assert_eq!(out.len(), 4);
+        assert_eq!(
+            out[2],
+            json!({
+                "id": "fc_1_abc", "type": "function_call", "status": "completed",
+                "name": "get_weather", "call_id": "call_1_abc",
+                "arguments": r#"{"city":"Paris"}"#, "thought_signature": "fake-signature"
+            })
+        );
+        assert_eq!(out[3]["id"], "fc_2_abc");
+        assert_eq!(out[3]["call_id"], "call_given");
+        assert_eq!(out[3]["arguments"], "{}");
+        let ev = r.event(&eff, 5);
+        assert_eq!(ev["type"], "response.output_item.done");
+        assert_eq!(ev["output_index"], 3);
+        assert_eq!(ev["item"], out[3]);
+        assert_eq!(r.event(&eff, 6)["type"], "response.completed");
+        assert_eq!(r.event(&eff, 6)["response"], done);
+        assert!(r.is_terminal(r.created + ms(300)));
+    }
+
+    #[test]
+    fn function_calls_need_a_function_tool_and_an_early_round() {
+        let calls: Value = serde_json::from_str(CALLS).unwrap();
+        for params in [with_tools(0, false, false), with_tools(1, true, false)] {
+            let r = run_for(calls.clone(), params);
+            assert!(r.calls.is_empty());
+            let done = r.snapshot(&r.timeline, r.timeline.len(), false);
+            assert_eq!(
+                done["status"], "completed",
+                "final_status, not the calls' one"
+            );
+            assert_eq!(done["output"][2]["type"], "message");
+        }
+        let mut more = calls.clone();
+        more["function_call_rounds"] = json!(2);
+        assert_eq!(
+            run_for(more.clone(), with_tools(1, true, false))
+                .calls
+                .len(),
+            2
+        );
+        assert!(run_for(more, with_tools(2, true, false)).calls.is_empty());
+        let mut none = calls;
+        none["function_call_rounds"] = json!(0);
+        assert!(run_for(none, with_tools(0, true, false)).calls.is_empty());
+        assert!(
+            run_for(json!({}), with_tools(0, true, false))
+                .calls
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_cancel_before_the_end_drops_the_function_calls() {
+        let mut r = run_for(
+            serde_json::from_str(CALLS).unwrap(),
+            with_tools(0, true, false),
+        );
+        r.cancel_at = Some(ms(250));
+        let eff = r.effective();
+        let end = r.snapshot(&eff, eff.len(), true);
+        assert_eq!(end["status"], "cancelled");
+        assert!(
+            end["output"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|i| i["type"] != "function_call")
+        );
+    }
+
+    #[test]
+    fn finance_results_come_with_the_last_search_batch() {
+        let v = json!({"search_batches": 2, "finance_results": [{"ticker": "ACME"}, 3]});
+        let r = run_for(v.clone(), with_tools(0, false, true));
+        assert_eq!(
+            kinds(&r),
+            vec![
+                (0, Ev::Created),
+                (30, Ev::InProgress),
+                (80, Ev::Search(0)),
+                (130, Ev::Search(1)),
+                (130, Ev::Finance),
+                (210, Ev::Fetch(0)),
+                (270, Ev::Delta(0)),
+                (300, Ev::Terminal)
+            ]
+        );
+        let ev = r.event(&r.timeline, 4);
+        assert_eq!(ev["type"], "response.reasoning.finance_results");
+        assert_eq!(ev["results"], json!([{"ticker": "ACME"}, 3]));
+        assert_eq!(
+            r.event(&r.timeline, 6)["output_index"],
+            4,
+            "delta after the finance item"
+        );
+        let done = r.snapshot(&r.timeline, r.timeline.len(), false);
+        let out = done["output"].as_array().unwrap();
+        let types: Vec<_> = out.iter().map(|i| i["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "search_results",
+                "search_results",
+                "finance_results",
+                "fetch_url_results",
+                "message"
+            ]
+        );
+        assert_eq!(
+            out[2],
+            json!({"type": "finance_results", "results": [{"ticker": "ACME"}, 3]})
+        );
+        // Without the tool, or without the field: no item.
+        assert!(run_for(v, with_tools(0, false, false)).finance.is_none());
+        assert!(
+            run_for(json!({}), with_tools(0, false, true))
+                .finance
+                .is_none()
+        );
+        // No search batch: at `q`, right after `in_progress`.
+        let r = run_for(
+            json!({"search_batches": 0, "finance_results": []}),
+            with_tools(0, false, true),
+        );
+        assert_eq!(r.timeline[2], (ms(30), Ev::Finance));
+    }
+
+    #[test]
+    fn finance_and_function_calls_together_index_after_the_pages() {
+        let mut v: Value = serde_json::from_str(CALLS).unwrap();
+        v["finance_results"] = json!([]);
+        let r = run_for(v, with_tools(0, true, true));
+        let last = r.timeline.len() - 1;
+        assert_eq!(r.event(&r.timeline, last - 2)["output_index"], 3);
+        assert_eq!(r.event(&r.timeline, last - 1)["output_index"], 4);
+        let done = r.snapshot(&r.timeline, r.timeline.len(), false);
+        assert_eq!(done["output"][4]["id"], "fc_2_abc");
     }
 }

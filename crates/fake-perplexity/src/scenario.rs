@@ -35,6 +35,24 @@ pub(crate) struct Scenario {
     pub cancel_unknown_status: u16,
     pub expected_key: Option<String>,
     pub search_results: Option<Vec<Value>>,
+    /// The calls a run asks for when the request offers a `function` tool (`[]` = none).
+    pub function_calls: Vec<FunctionCall>,
+    /// Runs whose `round` is below this ask for `function_calls`.
+    pub function_call_rounds: u64,
+    /// Final status of a run that ends with function calls.
+    pub function_call_status: String,
+    /// `results` of the `finance_results` item (when the request offers `finance_search`).
+    pub finance_results: Option<Vec<Value>>,
+}
+
+/// One scripted function call (`function_calls[]`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FunctionCall {
+    pub name: String,
+    /// Always a string on the wire: non-string JSON is serialised compactly.
+    pub arguments: String,
+    /// `None` = made up from the item's index and the run id.
+    pub call_id: Option<String>,
 }
 
 impl Default for Scenario {
@@ -59,6 +77,10 @@ impl Default for Scenario {
             cancel_unknown_status: 400,
             expected_key: None,
             search_results: None,
+            function_calls: Vec::new(),
+            function_call_rounds: 1,
+            function_call_status: "completed".to_owned(),
+            finance_results: None,
         }
     }
 }
@@ -148,6 +170,10 @@ impl Scenario {
                 }
                 "expected_key" => s.expected_key = Some(string(key, v)?),
                 "search_results" => s.search_results = Some(array(key, v)?.clone()),
+                "function_calls" => s.function_calls = function_calls(key, v)?,
+                "function_call_rounds" => s.function_call_rounds = uint(key, v)?,
+                "function_call_status" => s.function_call_status = string(key, v)?,
+                "finance_results" => s.finance_results = Some(array(key, v)?.clone()),
                 _ => return Err(unknown_field(key)),
             }
         }
@@ -181,7 +207,57 @@ const KNOWN_FIELDS: &[&str] = &[
     "cancel_unknown_status",
     "expected_key",
     "search_results",
+    "function_calls",
+    "function_call_rounds",
+    "function_call_status",
+    "finance_results",
 ];
+
+const FUNCTION_CALL_FIELDS: &[&str] = &["name", "arguments", "call_id"];
+
+/// Parses `function_calls`: an array of `{name, arguments, call_id?}` objects.
+fn function_calls(key: &str, v: &Value) -> Result<Vec<FunctionCall>, String> {
+    array(key, v)?
+        .iter()
+        .enumerate()
+        .map(|(i, c)| function_call(&format!("{key}[{i}]"), c))
+        .collect()
+}
+
+/// One `function_calls` entry, as strictly as the scenario itself: unknown keys are
+/// errors, `name` and `arguments` are required, `call_id: null` means "made up".
+fn function_call(key: &str, v: &Value) -> Result<FunctionCall, String> {
+    let Value::Object(obj) = v else {
+        return Err(type_err(key, "a JSON object", v));
+    };
+    let (mut name, mut arguments, mut call_id) = (None, None, None);
+    for (k, f) in obj {
+        let field = format!("{key}.{k}");
+        match k.as_str() {
+            "name" => name = Some(string(&field, f)?),
+            // Arguments are a JSON string on the wire; any other JSON is a shorthand.
+            "arguments" => {
+                arguments = Some(match f {
+                    Value::String(a) => a.clone(),
+                    other => other.to_string(),
+                })
+            }
+            "call_id" if f.is_null() => call_id = None,
+            "call_id" => call_id = Some(string(&field, f)?),
+            _ => {
+                return Err(format!(
+                    "unknown field `{k}` in `{key}` (known: {})",
+                    FUNCTION_CALL_FIELDS.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(FunctionCall {
+        name: name.ok_or_else(|| format!("`{key}.name` is required"))?,
+        arguments: arguments.ok_or_else(|| format!("`{key}.arguments` is required"))?,
+        call_id,
+    })
+}
 
 fn unknown_field(key: &str) -> String {
     format!(
@@ -292,11 +368,73 @@ mod tests {
             json!({"cancel_unknown_status": 42}),
             json!({"stream": "yes"}),
             json!({"nope": null}),
+            json!({"function_calls": {"name": "f"}}),
+            json!({"function_calls": [1]}),
+            json!({"function_calls": [{"name": "f"}]}),
+            json!({"function_calls": [{"arguments": "{}"}]}),
+            json!({"function_calls": [{"name": null, "arguments": "{}"}]}),
+            json!({"function_calls": [{"name": 1, "arguments": "{}"}]}),
+            json!({"function_calls": [{"name": "f", "arguments": "{}", "call_id": 5}]}),
+            json!({"function_calls": [{"name": "f", "arguments": "{}", "extra": 1}]}),
+            json!({"function_call_rounds": -1}),
+            json!({"function_call_rounds": 1.5}),
+            json!({"function_call_status": 1}),
+            json!({"finance_results": {"a": 1}}),
         ] {
             assert!(
                 Scenario::from_json(&bad).is_err(),
                 "{bad} should be rejected"
             );
         }
+    }
+
+    #[test]
+    fn function_call_fields_parse() {
+        let s = Scenario::from_json(&json!({
+            "function_calls": [
+                {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
+                {"name": "lookup", "arguments": {"b": [1, 2], "a": null}, "call_id": "call_x"},
+                {"name": "n", "arguments": null, "call_id": null},
+                {"name": "m", "arguments": 7}
+            ],
+            "function_call_rounds": 3, "function_call_status": "requires_action",
+            "finance_results": [{"ticker": "X"}, 1]
+        }))
+        .unwrap();
+        let args: Vec<_> = s
+            .function_calls
+            .iter()
+            .map(|c| c.arguments.as_str())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "{\"city\": \"Paris\"}",
+                r#"{"b":[1,2],"a":null}"#,
+                "null",
+                "7"
+            ]
+        );
+        assert_eq!(s.function_calls[1].call_id.as_deref(), Some("call_x"));
+        assert_eq!(s.function_calls[0].call_id, None);
+        assert_eq!(s.function_calls[2].call_id, None);
+        assert_eq!(s.function_calls[0].name, "get_weather");
+        assert_eq!(s.function_call_rounds, 3);
+        assert_eq!(s.function_call_status, "requires_action");
+        assert_eq!(
+            s.finance_results,
+            Some(vec![json!({"ticker": "X"}), json!(1)])
+        );
+        let d = Scenario::from_json(&json!({
+            "function_calls": null, "function_call_rounds": null,
+            "function_call_status": null, "finance_results": null
+        }))
+        .unwrap();
+        assert_eq!(d, Scenario::default());
+        assert!(d.function_calls.is_empty());
+        assert_eq!(
+            (d.function_call_rounds, d.function_call_status.as_str()),
+            (1, "completed")
+        );
     }
 }

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::faults::{self, Fault, FaultKind, Route};
-use crate::run::Run;
+use crate::run::{CreateParams, Run};
 use crate::scenario::Scenario;
 use crate::{RecordedRequest, RunInfo};
 
@@ -110,6 +110,7 @@ impl Shared {
                 status: r.status_now(now),
                 created_at_ms: r.created_wall_ms,
                 terminal_at_ms: r.terminal_at_ms(now),
+                round: r.round,
             })
             .collect()
     }
@@ -339,7 +340,7 @@ async fn handle(AxState(shared): AxState<Arc<Shared>>, req: Request) -> Response
         return rej.into_response();
     }
     match route {
-        ApiRoute::Create => create(&shared, json),
+        ApiRoute::Create => create(&shared, json).await,
         ApiRoute::Get(id) => get(&shared, &id),
         ApiRoute::Stream(id) => resume(&shared, &parts, id),
         ApiRoute::Cancel(id) => cancel(&shared, &id),
@@ -381,7 +382,18 @@ fn parse_object(json: Option<Value>) -> Result<serde_json::Map<String, Value>, R
     }
 }
 
-fn create(shared: &Arc<Shared>, json: Option<Value>) -> Response {
+/// What a create answers once its run exists.
+enum Created {
+    /// A live SSE stream of the run.
+    Stream,
+    /// This JSON at once (background mode, the default).
+    Now(Value),
+    /// The run's final response object once it is terminal (`background: false`), or
+    /// `create_response` when it is set (then only the timing is the foreground one).
+    WhenTerminal(Option<Value>),
+}
+
+async fn create(shared: &Arc<Shared>, json: Option<Value>) -> Response {
     let obj = match parse_object(json) {
         Ok(o) => o,
         Err(rej) => return rej.into_response(),
@@ -393,21 +405,42 @@ fn create(shared: &Arc<Shared>, json: Option<Value>) -> Response {
             "invalid_request",
         );
     }
+    let previous = match previous_response_id(&obj) {
+        Ok(p) => p,
+        Err(rej) => return rej.into_response(),
+    };
     let asked_stream = obj.get("stream") == Some(&Value::Bool(true));
+    let foreground = obj.get("background") == Some(&Value::Bool(false));
+    let mut params = CreateParams::from_body(&obj);
     let now = Instant::now();
     let wall = now_ms();
-    let (id, answer, drop_after) = {
+    let (id, created, drop_after) = {
         let mut st = shared.lock();
+        if let Some(prev) = previous {
+            // Looked up under the same lock as the insertion, so a reset cannot slip in.
+            match st.runs.get(prev) {
+                Some(p) => params.round = p.round.saturating_add(1),
+                None => {
+                    return error_response(
+                        StatusCode::BAD_REQUEST,
+                        "previous response not found",
+                        "invalid_request",
+                    );
+                }
+            }
+        }
         let scenario = st.scenario.clone();
         let mut id = random_id("resp_");
         while st.runs.contains_key(&id) {
             id = random_id("resp_");
         }
-        let run = Run::new(id.clone(), now, wall, scenario.clone());
-        let answer = if asked_stream && scenario.stream {
-            None
+        let run = Run::for_request(id.clone(), now, wall, scenario.clone(), &params);
+        let created = if asked_stream && scenario.stream {
+            Created::Stream
+        } else if foreground {
+            Created::WhenTerminal(scenario.create_response.clone())
         } else {
-            Some(
+            Created::Now(
                 scenario
                     .create_response
                     .clone()
@@ -416,11 +449,58 @@ fn create(shared: &Arc<Shared>, json: Option<Value>) -> Response {
         };
         st.runs.insert(id.clone(), run);
         st.order.push(id.clone());
-        (id, answer, scenario.stream_drop_after)
+        (id, created, scenario.stream_drop_after)
     };
-    match answer {
-        Some(v) => json_response(StatusCode::OK, &v),
-        None => sse_response(shared.clone(), id, 0, drop_after),
+    match created {
+        Created::Stream => sse_response(shared.clone(), id, 0, drop_after),
+        Created::Now(v) => json_response(StatusCode::OK, &v),
+        Created::WhenTerminal(over) => answer_when_terminal(shared, &id, over).await,
+    }
+}
+
+/// The create body's `previous_response_id`: absent or `null` = none; anything but a
+/// string is a 400.
+fn previous_response_id(obj: &serde_json::Map<String, Value>) -> Result<Option<&str>, Reject> {
+    match obj.get("previous_response_id") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(p)) => Ok(Some(p)),
+        Some(_) => Err(Reject::new(
+            StatusCode::BAD_REQUEST,
+            "`previous_response_id` must be a string",
+            "invalid_request",
+        )),
+    }
+}
+
+/// A foreground create (`background: false`): waits, without holding the lock, until
+/// run `id` is terminal (a cancel meanwhile moves that instant, hence the wake-ups on
+/// changes), then answers its response object, or `over` when set. A run forgotten by
+/// a reset meanwhile gets the 404 of an unknown response.
+async fn answer_when_terminal(shared: &Arc<Shared>, id: &str, over: Option<Value>) -> Response {
+    // Subscribed before the first look, so that no change can be missed.
+    let mut changes = shared.changes.subscribe();
+    loop {
+        let at = {
+            let st = shared.lock();
+            let Some(run) = st.runs.get(id) else {
+                return run_not_found();
+            };
+            let now = Instant::now();
+            if run.is_terminal(now) {
+                let v = over.unwrap_or_else(|| run.response_now(now));
+                return json_response(StatusCode::OK, &v);
+            }
+            run.terminal_instant()
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(at.into()) => {}
+            r = changes.changed() => {
+                if r.is_err() {
+                    // Cannot happen while `shared` lives; never spin on it anyway.
+                    tokio::time::sleep_until(at.into()).await;
+                }
+            }
+        }
     }
 }
 
@@ -430,7 +510,7 @@ fn run_not_found() -> Response {
 
 fn get(shared: &Shared, id: &str) -> Response {
     let mut st = shared.lock();
-    let Some(run) = st.runs.get_mut(id) else {
+    let Some(run) = st.runs.get_mut(id).filter(|r| r.stored) else {
         return run_not_found();
     };
     let mut v = run.response_now(Instant::now());
@@ -447,7 +527,7 @@ fn get(shared: &Shared, id: &str) -> Response {
 fn resume(shared: &Arc<Shared>, parts: &Parts, id: String) -> Response {
     {
         let st = shared.lock();
-        if !st.runs.contains_key(&id) {
+        if !st.runs.get(&id).is_some_and(|r| r.stored) {
             return run_not_found();
         }
         if !st.scenario.resume {
@@ -481,7 +561,8 @@ fn cancel(shared: &Shared, id: &str) -> Response {
     let (resp, changed) = {
         let mut st = shared.lock();
         let unknown_status = st.scenario.cancel_unknown_status;
-        match st.runs.get_mut(id) {
+        // A `store: false` run is as unknown here as for GET.
+        match st.runs.get_mut(id).filter(|r| r.stored) {
             None => {
                 let status =
                     StatusCode::from_u16(unknown_status).unwrap_or(StatusCode::BAD_REQUEST);

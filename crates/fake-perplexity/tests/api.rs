@@ -837,3 +837,385 @@ async fn droppable_inside_a_current_thread_runtime() {
     assert_eq!(fake.runs().len(), 0);
     drop(fake);
 }
+
+fn create_with(fake: &FakePerplexity, body: Value) -> common::Resp {
+    api(fake.addr(), "POST", "/v1/agent", Some(&body))
+}
+
+fn function_tools() -> Value {
+    json!([{"type": "web_search"}, {"type": "function", "name": "get_weather", "parameters": {}}])
+}
+
+const CALLS_DONE: [&str; 7] = [
+    "response.created",
+    "response.in_progress",
+    "response.reasoning.search_results",
+    "response.reasoning.fetch_url_results",
+    "response.output_item.done",
+    "response.output_item.done",
+    "response.completed",
+];
+
+#[test]
+fn function_calls_end_the_run_and_the_next_round_answers() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 200,
+        "function_calls": [
+            {"name": "get_weather", "arguments": {"city": "Paris"}},
+            {"name": "lookup", "arguments": "{\"q\": 1}", "call_id": "call_mine"}
+        ],
+        "function_call_status": "requires_action"
+    }));
+    let r = create_with(
+        &fake,
+        json!({"input": "q", "stream": true, "tools": function_tools()}),
+    );
+    assert!(r.complete);
+    let ev = r.events();
+    assert_eq!(types(&ev), CALLS_DONE);
+    assert_sequence(&ev, 0);
+    let id = ev[0].1["response"]["id"].as_str().unwrap().to_owned();
+    let suffix = &id[5..];
+    assert_eq!(ev[4].1["output_index"], 2);
+    assert_eq!(
+        ev[4].1["item"],
+        json!({
+            "id": format!("fc_1_{suffix}"), "type": "function_call", "status": "completed",
+            "name": "get_weather", "call_id": format!("call_1_{suffix}"),
+            "arguments": "{\"city\":\"Paris\"}", "thought_signature": "fake-signature"
+        })
+    );
+    assert_eq!(ev[5].1["output_index"], 3);
+    assert_eq!(ev[5].1["item"]["id"], format!("fc_2_{suffix}"));
+    assert_eq!(ev[5].1["item"]["call_id"], "call_mine");
+    assert_eq!(ev[5].1["item"]["arguments"], "{\"q\": 1}");
+    let fin = &ev[6].1["response"];
+    assert_eq!(fin["status"], "requires_action");
+    assert!(fin["usage"].is_object());
+    let out = fin["output"].as_array().unwrap();
+    let kinds: Vec<_> = out.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "search_results",
+            "fetch_url_results",
+            "function_call",
+            "function_call"
+        ]
+    );
+    assert_eq!(fin, &get(&fake, &id));
+    // Resumes replay the function call events with their sequence numbers.
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/agent/{id}?stream=true&starting_after=3"),
+        None,
+    );
+    let again = r.events();
+    assert_eq!(types(&again), CALLS_DONE[4..]);
+    assert_sequence(&again, 4);
+    assert_eq!(again[0].1["item"], ev[4].1["item"]);
+    // Terminal for the fake.
+    let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
+    assert_eq!(r.status, 400);
+    let info = &fake.runs()[0];
+    assert_eq!(
+        (info.round, info.status.clone()),
+        (0, json!("requires_action"))
+    );
+    assert!(info.terminal_at_ms.is_some());
+
+    // Round 1 (function_call_rounds 1): an ordinary answer.
+    let r = create_with(
+        &fake,
+        json!({"input": [{"type": "function_call_output", "call_id": "call_mine", "output": "{}"}],
+               "tools": function_tools(), "previous_response_id": id}),
+    );
+    assert_eq!(r.status, 200);
+    let second = r.json()["id"].as_str().unwrap().to_owned();
+    let (done, _) = poll_to_end(&fake, &second);
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["output"][2]["type"], "message");
+    assert_eq!(fake.runs()[1].round, 1);
+    // Round 2, through the control endpoint.
+    let r = create_with(&fake, json!({"input": "q", "previous_response_id": second}));
+    assert_eq!(r.status, 200);
+    let runs = api(fake.addr(), "GET", "/_control/runs", None).json();
+    let rounds: Vec<_> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["round"].clone())
+        .collect();
+    assert_eq!(rounds, [json!(0), json!(1), json!(2)]);
+
+    // More rounds of calls; the JSON-mode status is `completed` by default.
+    fake.set_scenario(json!({
+        "duration_ms": 30, "function_call_rounds": 2,
+        "function_calls": [{"name": "f", "arguments": "{}"}]
+    }));
+    let r = create_with(
+        &fake,
+        json!({"input": "q", "tools": function_tools(), "previous_response_id": id}),
+    );
+    let (done, _) = poll_to_end(&fake, r.json()["id"].as_str().unwrap());
+    assert_eq!(done["status"], "completed");
+    let last = done["output"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (last["type"].clone(), last["name"].clone()),
+        (json!("function_call"), json!("f"))
+    );
+}
+
+#[test]
+fn function_calls_need_a_function_tool_and_previous_ids_must_be_known() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 30, "function_calls": [{"name": "f", "arguments": {}}]
+    }));
+    // No function tool (or a tool that is not an object of that type): a message.
+    for tools in [
+        None,
+        Some(json!([{"type": "web_search"}])),
+        Some(json!(["function"])),
+        Some(json!({"type": "function"})),
+    ] {
+        let mut body = json!({"input": "q"});
+        if let Some(t) = &tools {
+            body["tools"] = t.clone();
+        }
+        let id = create_with(&fake, body).json()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (done, _) = poll_to_end(&fake, &id);
+        let last = done["output"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["type"], "message", "{tools:?}");
+    }
+    // `function_call_rounds: 0`: never.
+    fake.set_scenario(json!({
+        "duration_ms": 30, "function_call_rounds": 0,
+        "function_calls": [{"name": "f", "arguments": {}}]
+    }));
+    let id = create_with(&fake, json!({"input": "q", "tools": function_tools()})).json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (done, _) = poll_to_end(&fake, &id);
+    assert_eq!(done["output"][2]["type"], "message");
+
+    let before = fake.runs().len();
+    let not_found = json!({"error": {"message": "previous response not found", "type": "invalid_request", "code": 400}});
+    let r = create_with(
+        &fake,
+        json!({"input": "q", "previous_response_id": "resp_unknown"}),
+    );
+    assert_eq!((r.status, r.json()), (400, not_found));
+    for bad in [json!(5), json!({}), json!([id]), json!(true)] {
+        let r = create_with(&fake, json!({"input": "q", "previous_response_id": bad}));
+        assert_eq!(r.status, 400, "{bad}");
+        assert_eq!(r.json()["error"]["type"], "invalid_request");
+    }
+    assert_eq!(fake.runs().len(), before, "no run created");
+    // `null` is no previous response at all.
+    let r = create_with(&fake, json!({"input": "q", "previous_response_id": null}));
+    assert_eq!(r.status, 200);
+    assert_eq!(fake.runs().last().unwrap().round, 0);
+    // Known after a reset? No: reset forgets the runs.
+    fake.reset();
+    let r = create_with(&fake, json!({"input": "q", "previous_response_id": id}));
+    assert_eq!(r.status, 400);
+}
+
+#[test]
+fn finance_results_come_with_the_last_search_batch() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 200, "search_batches": 2,
+        "finance_results": [{"ticker": "ACME", "price": 12.5}, "raw"]
+    }));
+    let body = json!({"input": "q", "stream": true, "tools": [{"type": "finance_search"}]});
+    let ev = create_with(&fake, body).events();
+    assert_eq!(
+        types(&ev),
+        [
+            "response.created",
+            "response.in_progress",
+            "response.reasoning.search_results",
+            "response.reasoning.search_results",
+            "response.reasoning.finance_results",
+            "response.reasoning.fetch_url_results",
+            "response.output_text.delta",
+            "response.completed"
+        ]
+    );
+    assert_sequence(&ev, 0);
+    assert_eq!(
+        ev[4].1["results"],
+        json!([{"ticker": "ACME", "price": 12.5}, "raw"])
+    );
+    assert_eq!(ev[6].1["output_index"], 4, "the message comes after it");
+    let out = ev[7].1["response"]["output"].as_array().unwrap().clone();
+    assert_eq!(out.len(), 5);
+    assert_eq!(
+        out[2],
+        json!({"type": "finance_results", "results": [{"ticker": "ACME", "price": 12.5}, "raw"]})
+    );
+    assert_eq!(out[4]["type"], "message");
+    // Without the tool, no item.
+    let id = create(&fake);
+    let (done, _) = poll_to_end(&fake, &id);
+    assert!(
+        done["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["type"] != "finance_results")
+    );
+}
+
+#[test]
+fn background_false_answers_the_final_response() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 300}));
+    let r = create_with(&fake, json!({"input": "q", "background": false}));
+    assert_eq!(r.status, 200);
+    assert!(r.elapsed >= Duration::from_millis(290), "{:?}", r.elapsed);
+    let v = r.json();
+    assert_eq!(v["status"], "completed");
+    assert!(v["usage"].is_object());
+    assert_eq!(v, get(&fake, v["id"].as_str().unwrap()));
+    // Anything but the boolean false keeps the background answer.
+    for background in [json!(true), json!("false"), json!(0), Value::Null] {
+        let r = create_with(&fake, json!({"input": "q", "background": background}));
+        assert_eq!(r.json()["status"], "queued", "{background}");
+        assert!(r.elapsed < Duration::from_millis(250));
+    }
+    // A stream stays a stream.
+    let r = create_with(
+        &fake,
+        json!({"input": "q", "background": false, "stream": true}),
+    );
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    assert_eq!(types(&r.events()), FULL);
+
+    // create_response: the foreground timing, that body.
+    fake.set_scenario(
+        json!({"duration_ms": 200, "create_response": {"weird": true}, "stream": false}),
+    );
+    let r = create_with(
+        &fake,
+        json!({"input": "q", "background": false, "stream": true}),
+    );
+    assert!(r.elapsed >= Duration::from_millis(190), "{:?}", r.elapsed);
+    assert_eq!(r.json(), json!({"weird": true}));
+
+    // Function calls: the final response carries them.
+    fake.set_scenario(json!({
+        "duration_ms": 50, "function_call_status": "requires_action",
+        "function_calls": [{"name": "f", "arguments": "{}"}]
+    }));
+    let r = create_with(
+        &fake,
+        json!({"input": "q", "background": false, "tools": function_tools()}),
+    );
+    let v = r.json();
+    assert_eq!(v["status"], "requires_action");
+    assert_eq!(v["output"][2]["type"], "function_call");
+}
+
+#[test]
+fn background_false_follows_a_cancel_and_a_reset() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 5000, "cancel_delay_ms": 100}));
+    let addr = fake.addr();
+    let waiting = std::thread::spawn(move || {
+        api(
+            addr,
+            "POST",
+            "/v1/agent",
+            Some(&json!({"input": "q", "background": false})),
+        )
+    });
+    let id = loop {
+        if let Some(r) = fake.runs().first() {
+            break r.id.clone();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let r = api(addr, "POST", &format!("/v1/agent/{id}/cancel"), None);
+    assert_eq!(r.status, 200);
+    let r = waiting.join().unwrap();
+    assert!(r.elapsed < Duration::from_millis(2000), "{:?}", r.elapsed);
+    assert_eq!(r.json()["status"], "cancelled");
+    assert!(r.json().get("usage").is_none());
+
+    let waiting = std::thread::spawn(move || {
+        api(
+            addr,
+            "POST",
+            "/v1/agent",
+            Some(&json!({"input": "q", "background": false})),
+        )
+    });
+    while fake.runs().len() < 2 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    fake.reset();
+    let r = waiting.join().unwrap();
+    assert!(r.elapsed < Duration::from_millis(2000), "{:?}", r.elapsed);
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["error"]["message"], "response not found");
+}
+
+#[test]
+fn store_false_hides_the_run_from_retrieve_and_cancel() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 2000}));
+    let r = create_with(&fake, json!({"input": "q", "store": false}));
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(v["status"], "queued");
+    let id = v["id"].as_str().unwrap().to_owned();
+    let not_found =
+        json!({"error": {"message": "response not found", "type": "not_found", "code": 404}});
+    for path in [
+        format!("/v1/agent/{id}"),
+        format!("/v1/agent/{id}?stream=true"),
+        format!("/v1/agent/{id}?stream=true&starting_after=1"),
+    ] {
+        let r = api(fake.addr(), "GET", &path, None);
+        assert_eq!((r.status, r.json()), (404, not_found.clone()), "{path}");
+    }
+    let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "the run is already terminal and cannot be cancelled"
+    );
+    assert_ne!(fake.runs()[0].status, json!("cancelling"), "not cancelled");
+    // Still listed, and it plays out: a foreground create sees its end.
+    fake.set_scenario(json!({"duration_ms": 100, "cancel_unknown_status": 404}));
+    let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
+    assert_eq!(r.status, 404);
+    let r = create_with(
+        &fake,
+        json!({"input": "q", "store": false, "background": false}),
+    );
+    assert_eq!(r.json()["status"], "completed");
+    let hidden = r.json()["id"].as_str().unwrap().to_owned();
+    let r = api(fake.addr(), "GET", &format!("/v1/agent/{hidden}"), None);
+    assert_eq!(r.status, 404);
+    let runs = fake.runs();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[1].status, json!("completed"));
+    // Its own create stream is complete.
+    let r = create_with(&fake, json!({"input": "q", "store": false, "stream": true}));
+    assert!(r.complete);
+    assert_eq!(types(&r.events()), FULL);
+    // It can still be the previous response of a later round.
+    let r = create_with(&fake, json!({"input": "q", "previous_response_id": hidden}));
+    assert_eq!(r.status, 200);
+    assert_eq!(fake.runs().last().unwrap().round, 1);
+    // Anything but the boolean false stores.
+    let r = create_with(&fake, json!({"input": "q", "store": "false"}));
+    let id = r.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(get(&fake, &id)["id"], id.as_str());
+}

@@ -1,0 +1,209 @@
+//! `responses_create` and `responses_retrieve`: the full Agent API surface, with the
+//! lifecycle tools' wait/resume semantics, function calls handed back to the caller, and
+//! finished responses kept as snapshots in the local store.
+//!
+//! - Function tools are client-driven: `function_call` items come back with their
+//!   `call_id`; the caller runs them and continues with `function_call_output` items and
+//!   `previous_response_id`. Nothing here executes anything a caller or model names.
+//! - The response id is the capability to read a snapshot (128+ random bits upstream);
+//!   no tool lists snapshots, and ids are checked against the id pattern before use.
+//! - The store is optional at run time: when it cannot be opened the call still answers
+//!   (from upstream) and says the snapshot was not kept.
+//!
+//! Touches: the network through `crate::perplexity`; the store through `crate::store`.
+
+mod render;
+pub mod request;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::args::Args;
+use super::research::{ResearchOutcome, collect, response_id_from, wait_seconds_from};
+use super::{CallContext, ToolOutput, schema_object, starts_a_run};
+use crate::guard::CallFacts;
+use crate::perplexity::PerplexityClient;
+use crate::perplexity::agent::RunSnapshot;
+use crate::perplexity::wait::{RunIdSink, WaitError, Waited, create_and_wait};
+use crate::store::StoreHandle;
+pub use request::{CREATE_ARGS, CreateCall};
+
+pub const RETRIEVE_ARGS: [&str; 2] = ["response_id", "wait_seconds"];
+
+/// What became of the local snapshot, for the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Snapshot {
+    /// Saved now.
+    Saved,
+    /// Read from the local store.
+    Local,
+    /// `store: false`: neither Perplexity nor we keep it.
+    Off,
+    /// Not finished yet: saved once it is.
+    Pending,
+    /// The store failed; the message says why and what to do.
+    Unavailable(String),
+}
+
+impl Snapshot {
+    fn label(&self) -> &'static str {
+        match self {
+            Snapshot::Saved => "saved",
+            Snapshot::Local => "local",
+            Snapshot::Off => "off",
+            Snapshot::Pending => "pending",
+            Snapshot::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
+pub fn definitions(wait: u64) -> Vec<(&'static str, rmcp::model::Tool)> {
+    use rmcp::model::{Tool, ToolAnnotations};
+    vec![
+        (
+            "responses_create",
+            Tool::new(
+                "responses_create",
+                "The full Perplexity Agent API: input as text or messages (with images and function results), a model, a fallback chain of models or a preset, instructions, reasoning effort, a JSON-schema response format, tools (web_search with filters, fetch_url, finance_search, your own functions), step and token limits, and continuation with previous_response_id. Function calls come back to you with their call_id: run them and continue with function_call_output items and previous_response_id. Waits for the answer like perplexity_agent; a longer run hands back a response_id to collect with responses_retrieve.",
+                schema_object(request::input_schema()),
+            )
+            .with_title("Perplexity Agent API (full surface)")
+            .with_raw_output_schema(schema_object(render::output_schema()))
+            .with_annotations(starts_a_run()),
+        ),
+        (
+            "responses_retrieve",
+            Tool::new(
+                "responses_retrieve",
+                "Read a response by its response_id: the snapshot kept locally after responses_create, else Perplexity's copy (kept locally once finished). Pass wait_seconds to wait for a run that is still going.",
+                schema_object(json!({"type":"object",
+                    "properties":{
+                        "response_id":{"type":"string","description":"The response_id returned by responses_create."},
+                        "wait_seconds":{"type":"integer","minimum":0,"maximum":wait,"default":0,
+                            "description":format!("Seconds to wait for a run that is still going; 0 checks once. A larger value is clamped to this server's wait budget ({wait}s here).")}},
+                    "required":["response_id"],
+                    "additionalProperties":false})),
+            )
+            .with_title("Read a Perplexity Response")
+            .with_raw_output_schema(schema_object(render::output_schema()))
+            .with_annotations(ToolAnnotations::new().read_only(true).open_world(true)),
+        ),
+    ]
+}
+
+/// A validated `responses_retrieve` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetrieveCall {
+    pub id: String,
+    pub wait_seconds: u64,
+}
+
+pub fn validate_retrieve(args: &Args) -> Result<RetrieveCall, String> {
+    let id = response_id_from(args).map_err(|e| {
+        if e.starts_with("Malformed") {
+            "Malformed response_id. Expected the identifier returned by responses_create."
+                .to_owned()
+        } else {
+            e
+        }
+    })?;
+    Ok(RetrieveCall {
+        id,
+        wait_seconds: wait_seconds_from(args)?,
+    })
+}
+
+/// Creates the run and waits for it within the budget (unless `wait` is false).
+pub async fn create(
+    client: &PerplexityClient,
+    store: &Arc<StoreHandle>,
+    wait: u64,
+    call: &CreateCall,
+    ctx: &CallContext,
+) -> (ToolOutput, CallFacts) {
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(wait);
+    let outcome = if call.wait {
+        match create_and_wait(client, &call.body, deadline, ctx.progress(), &*ctx.run_ids).await {
+            Ok((id, Waited::Terminal(run))) => ResearchOutcome::Finished { id, run },
+            Ok((id, Waited::Running(p))) => ResearchOutcome::Running {
+                id,
+                progress: Some((p, started.elapsed().as_secs_f64())),
+            },
+            Err(e) => ResearchOutcome::Failed(e),
+        }
+    } else {
+        match client.create_run(&call.body, deadline).await {
+            Ok(id) => {
+                ctx.run_ids.run_id(&id);
+                ResearchOutcome::Running { id, progress: None }
+            }
+            Err(e) => ResearchOutcome::Failed(WaitError {
+                kind: e.into(),
+                run_id: None,
+            }),
+        }
+    };
+    let snapshot = match (&outcome, call.store) {
+        (_, false) => Snapshot::Off,
+        (ResearchOutcome::Finished { id, run }, true) => save(store, id, run).await,
+        _ => Snapshot::Pending,
+    };
+    let shape = render::Shape {
+        expects_json: call.expects_json,
+        stored_upstream: call.store,
+    };
+    render::outcome(&outcome, &snapshot, shape)
+}
+
+/// The local snapshot, else Perplexity's copy (saved locally once settled).
+pub async fn retrieve(
+    client: &PerplexityClient,
+    store: &Arc<StoreHandle>,
+    wait: u64,
+    call: &RetrieveCall,
+    ctx: &CallContext,
+) -> (ToolOutput, CallFacts) {
+    let shape = render::Shape {
+        expects_json: false,
+        stored_upstream: true,
+    };
+    let id = call.id.clone();
+    let local = store.with(move |s| s.snapshot_of_response(&id)).await;
+    let unavailable = match local {
+        Ok(Some(snap)) => {
+            let outcome = ResearchOutcome::Finished {
+                id: call.id.clone(),
+                run: RunSnapshot::new(snap.body),
+            };
+            return render::outcome(&outcome, &Snapshot::Local, shape);
+        }
+        Ok(None) => None,
+        Err(e) => Some(Snapshot::Unavailable(e.to_string())),
+    };
+    ctx.run_ids.run_id(&call.id);
+    let progress = (call.wait_seconds > 0).then(|| ctx.progress()).flatten();
+    let outcome = collect(client, &call.id, call.wait_seconds, wait, progress).await;
+    let snapshot = match (&outcome, unavailable) {
+        (_, Some(unavailable)) => unavailable,
+        (ResearchOutcome::Finished { id, run }, None) => save(store, id, run).await,
+        _ => Snapshot::Pending,
+    };
+    render::outcome(&outcome, &snapshot, shape)
+}
+
+/// Keeps a settled response in the local store.
+async fn save(store: &Arc<StoreHandle>, id: &str, run: &RunSnapshot) -> Snapshot {
+    let id = id.to_owned();
+    let body = run.raw().clone();
+    match store.with(move |s| s.put_snapshot(&id, &body)).await {
+        Ok(_) => Snapshot::Saved,
+        Err(e) => {
+            tracing::warn!(error = %e, "response snapshot not saved");
+            Snapshot::Unavailable(e.to_string())
+        }
+    }
+}

@@ -1,0 +1,730 @@
+//! `responses_create`'s request surface: every field of the Agent API create body that a
+//! caller may set, each bounded (security-controls.md §1), unknown keys rejected at every
+//! level. The body sent upstream is rebuilt from the validated values, field by field:
+//! nothing a caller wrote reaches Perplexity without having been checked.
+
+use serde_json::{Map, Value, json};
+
+use super::super::args::{Args, Fields};
+use crate::perplexity::agent::{FullRun, RECENCY_VALUES};
+
+pub const CREATE_ARGS: [&str; 14] = [
+    "input",
+    "model",
+    "models",
+    "preset",
+    "instructions",
+    "reasoning",
+    "response_format",
+    "tools",
+    "max_steps",
+    "max_output_tokens",
+    "previous_response_id",
+    "language_preference",
+    "store",
+    "wait",
+];
+
+pub const MAX_TEXT_CHARS: usize = 16_384;
+pub const MAX_INPUT_ITEMS: usize = 64;
+pub const MAX_PARTS: usize = 64;
+pub const MAX_MODEL_CHARS: usize = 128;
+pub const MAX_MODELS: usize = 5;
+pub const MAX_PRESET_CHARS: usize = 64;
+pub const MAX_TOOLS: usize = 16;
+pub const MAX_CALL_ID_CHARS: usize = 256;
+pub const MAX_FUNCTION_NAME_CHARS: usize = 128;
+pub const MAX_DESCRIPTION_CHARS: usize = 4_096;
+/// Serialized size of a function's parameter schema or a response_format schema.
+pub const MAX_SCHEMA_CHARS: usize = 65_536;
+/// An http(s) image URL (the documented bound).
+pub const MAX_IMAGE_URL_CHARS: usize = 2_048;
+/// A `data:image/…;base64,…` URL (ours): about 1.5 MB of image.
+pub const MAX_IMAGE_DATA_CHARS: usize = 2 * 1024 * 1024;
+/// All image data of one request together (ours), so 64 × 64 parts cannot add up.
+pub const MAX_TOTAL_IMAGE_DATA_CHARS: usize = 4 * 1024 * 1024;
+pub const MAX_TOKENS: i64 = 1_000_000;
+pub const DEFAULT_PRESET: &str = "medium";
+
+pub const ROLES: [&str; 4] = ["user", "assistant", "system", "developer"];
+pub const EFFORTS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
+pub const FORMAT_TYPES: [&str; 3] = ["text", "json_object", "json_schema"];
+pub const TOOL_TYPES: [&str; 4] = ["web_search", "fetch_url", "finance_search", "function"];
+pub const IMAGE_DETAILS: [&str; 3] = ["auto", "low", "high"];
+pub const CONTEXT_SIZES: [&str; 3] = ["low", "medium", "high"];
+const IMAGE_TYPES: [&str; 4] = ["png", "jpeg", "gif", "webp"];
+const DATE_FILTERS: [&str; 4] = [
+    "search_after_date_filter",
+    "search_before_date_filter",
+    "last_updated_after_filter",
+    "last_updated_before_filter",
+];
+
+/// The published input schema; every bound here is the one [`validate`] enforces (the
+/// catalogue test compares them).
+pub fn input_schema() -> Value {
+    let text = json!({"type":"string","minLength":1,"maxLength":MAX_TEXT_CHARS});
+    let model = json!({"type":"string","minLength":1,"maxLength":MAX_MODEL_CHARS,"pattern":"^[A-Za-z0-9._:/-]+$"});
+    let fname = json!({"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"});
+    let call_id = json!({"type":"string","minLength":1,"maxLength":MAX_CALL_ID_CHARS});
+    let date = json!({"type":"string","pattern":"^\\d{1,2}/\\d{1,2}/\\d{4}$"});
+    let part = json!({"oneOf":[
+        {"type":"object","properties":{"type":{"const":"input_text"},"text":text},"required":["type","text"],"additionalProperties":false},
+        {"type":"object","properties":{"type":{"const":"input_image"},
+            "image_url":{"type":"string","maxLength":MAX_IMAGE_DATA_CHARS,"description":"An http(s) URL (at most 2048 characters) or a base64 data:image/(png|jpeg|gif|webp) URL."},
+            "detail":{"type":"string","enum":IMAGE_DETAILS,"default":"auto"}},
+         "required":["type","image_url"],"additionalProperties":false}]});
+    let item = json!({"oneOf":[
+        {"type":"object","properties":{"type":{"const":"message"},"role":{"type":"string","enum":ROLES},
+            "content":{"oneOf":[text,{"type":"array","items":part,"minItems":1,"maxItems":MAX_PARTS}]}},
+         "required":["type","role","content"],"additionalProperties":false},
+        {"type":"object","properties":{"type":{"const":"function_call"},"call_id":call_id,"name":fname,
+            "arguments":{"type":"string","maxLength":MAX_TEXT_CHARS},"thought_signature":text},
+         "required":["type","call_id","name","arguments"],"additionalProperties":false},
+        {"type":"object","properties":{"type":{"const":"function_call_output"},"call_id":call_id,
+            "output":{"type":"string","maxLength":MAX_TEXT_CHARS},"name":fname,"thought_signature":text},
+         "required":["type","call_id","output"],"additionalProperties":false}]});
+    let filters = json!({"type":"object","properties":{
+            "search_domain_filter":{"type":"array","items":{"type":"string","minLength":1,"maxLength":253},"maxItems":20,"description":"Domains to use, or (each prefixed with '-') to avoid; not both."},
+            "search_recency_filter":{"type":"string","enum":RECENCY_VALUES},
+            "search_language_filter":{"type":"array","items":{"type":"string","pattern":"^[a-z]{2}$"},"maxItems":10},
+            "search_after_date_filter":date,"search_before_date_filter":date,
+            "last_updated_after_filter":date,"last_updated_before_filter":date},
+        "additionalProperties":false});
+    let tokens = json!({"type":"integer","minimum":1,"maximum":MAX_TOKENS});
+    let tool = json!({"oneOf":[
+        {"type":"object","properties":{"type":{"const":"web_search"},"filters":filters,
+            "search_context_size":{"type":"string","enum":CONTEXT_SIZES},
+            "max_tokens":tokens,"max_tokens_per_page":tokens,
+            "user_location":{"type":"object","properties":{
+                "country":{"type":"string","pattern":"^[A-Z]{2}$"},
+                "city":{"type":"string","minLength":1,"maxLength":128},
+                "region":{"type":"string","minLength":1,"maxLength":128},
+                "latitude":{"type":"number","minimum":-90,"maximum":90},
+                "longitude":{"type":"number","minimum":-180,"maximum":180}},"additionalProperties":false}},
+         "required":["type"],"additionalProperties":false},
+        {"type":"object","properties":{"type":{"const":"fetch_url"},"max_urls":{"type":"integer","minimum":1,"maximum":10}},
+         "required":["type"],"additionalProperties":false},
+        {"type":"object","properties":{"type":{"const":"finance_search"}},"required":["type"],"additionalProperties":false},
+        {"type":"object","properties":{"type":{"const":"function"},"name":fname,
+            "description":{"type":"string","maxLength":MAX_DESCRIPTION_CHARS},
+            "parameters":{"type":"object","description":"A JSON Schema, at most 65536 characters serialized."},
+            "strict":{"type":"boolean","default":true}},
+         "required":["type","name"],"additionalProperties":false}]});
+    json!({"type":"object",
+        "properties":{
+            "input":{"description":"A question (text), or a list of input items: messages (text and image parts), function_call items and function_call_output items.",
+                "oneOf":[{"type":"string","minLength":1,"maxLength":MAX_TEXT_CHARS},
+                         {"type":"array","items":item,"minItems":1,"maxItems":MAX_INPUT_ITEMS}]},
+            "model":{"description":"A model id such as openai/gpt-5 (Anthropic models need max_output_tokens); not with models.", "allOf":[model]},
+            "models":{"type":"array","items":model,"minItems":1,"maxItems":MAX_MODELS,"description":"A fallback chain of model ids, tried in order; not with model."},
+            "preset":{"type":"string","minLength":1,"maxLength":MAX_PRESET_CHARS,"description":"A preset (fast, low, medium, high, xhigh, wide-research); medium when no model is named. A model or tools given here override the preset's."},
+            "instructions":{"type":"string","minLength":1,"maxLength":MAX_TEXT_CHARS,"description":"A system prompt; it replaces the preset's."},
+            "reasoning":{"type":"object","properties":{"effort":{"type":"string","enum":EFFORTS}},"additionalProperties":false},
+            "response_format":{"type":"object","properties":{
+                    "type":{"type":"string","enum":FORMAT_TYPES},
+                    "json_schema":{"type":"object","properties":{
+                        "name":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,64}$"},
+                        "schema":{"type":"object","description":"A JSON Schema, at most 65536 characters serialized."},
+                        "description":{"type":"string","maxLength":MAX_DESCRIPTION_CHARS},
+                        "strict":{"type":"boolean"}},
+                        "required":["name","schema"],"additionalProperties":false}},
+                "required":["type"],"additionalProperties":false,
+                "description":"json_schema (with json_schema) for an answer in that shape, parsed for you into 'parsed'."},
+            "tools":{"type":"array","items":tool,"maxItems":MAX_TOOLS,"description":"Tools the agent may use; a preset brings its own."},
+            "max_steps":{"type":"integer","minimum":1,"maximum":10},
+            "max_output_tokens":tokens,
+            "previous_response_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,256}$","description":"Continue from this completed response (e.g. with function_call_output items as input)."},
+            "language_preference":{"type":"string","pattern":"^[a-z]{2}$"},
+            "store":{"type":"boolean","default":true,"description":"false: neither Perplexity nor this server keeps the response; it can then only be awaited within this call."},
+            "wait":{"type":"boolean","default":true,"description":"Wait for the answer. false: get the response_id at once, to collect with responses_retrieve."}},
+        "required":["input"],
+        "additionalProperties":false})
+}
+
+/// A validated `responses_create` call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateCall {
+    pub body: FullRun,
+    /// `store: false`: the run is not kept upstream nor in the local store, so it can
+    /// only be awaited within this call.
+    pub store: bool,
+    pub wait: bool,
+    /// The answer must be JSON (`response_format` json_object or json_schema).
+    pub expects_json: bool,
+}
+
+pub fn validate(args: &Args) -> Result<CreateCall, String> {
+    let top = Fields::top(args);
+    let mut body = Map::new();
+
+    let model = top
+        .get("model")
+        .map(|v| model_id(&top, "model", v))
+        .transpose()?;
+    let models = match top.list("models", 1, MAX_MODELS)? {
+        None => None,
+        Some(list) => Some(
+            list.iter()
+                .enumerate()
+                .map(|(i, v)| model_id(&top, &format!("models[{i}]"), v))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
+    if model.is_some() && models.is_some() {
+        return Err("Give 'model' or 'models', not both.".to_owned());
+    }
+    let preset = top.text("preset", 1, MAX_PRESET_CHARS)?;
+    if preset.is_some_and(|p| p.trim().is_empty()) {
+        return Err("'preset' must not be blank.".to_owned());
+    }
+    let max_output_tokens = top.int("max_output_tokens", 1, MAX_TOKENS)?;
+    let named: Vec<&str> = model
+        .iter()
+        .chain(models.iter().flatten())
+        .copied()
+        .collect();
+    // Anthropic models answer 400 without it (live): refuse before it is billed.
+    if max_output_tokens.is_none() && named.iter().any(|m| m.starts_with("anthropic/")) {
+        return Err("Anthropic models need 'max_output_tokens' (e.g. 4096).".to_owned());
+    }
+    if let Some(model) = model {
+        body.insert("model".into(), json!(model));
+    }
+    if let Some(models) = &models {
+        body.insert("models".into(), json!(models));
+    }
+    match preset {
+        Some(preset) => {
+            body.insert("preset".into(), json!(preset));
+        }
+        // The API needs one of model, models, preset.
+        None if named.is_empty() => {
+            body.insert("preset".into(), json!(DEFAULT_PRESET));
+        }
+        None => {}
+    }
+    if let Some(instructions) = top.text("instructions", 1, MAX_TEXT_CHARS)? {
+        body.insert("instructions".into(), json!(instructions));
+    }
+    let input = top.required("input", top.get("input"))?;
+    body.insert("input".into(), validate_input(input)?);
+    let mut functions = Vec::new();
+    if let Some(tools) = top.list("tools", 0, MAX_TOOLS)? {
+        let tools = tools
+            .iter()
+            .enumerate()
+            .map(|(i, tool)| validate_tool(&format!("tools[{i}]"), tool, &mut functions))
+            .collect::<Result<Vec<_>, _>>()?;
+        if !tools.is_empty() {
+            body.insert("tools".into(), Value::Array(tools));
+        }
+    }
+    if let Some(steps) = top.int("max_steps", 1, 10)? {
+        body.insert("max_steps".into(), json!(steps));
+    }
+    if let Some(tokens) = max_output_tokens {
+        body.insert("max_output_tokens".into(), json!(tokens));
+    }
+    if let Some(v) = top.get("reasoning") {
+        let reasoning = Fields::of("reasoning", v, &["effort"])?;
+        if let Some(effort) = reasoning.choice("effort", &EFFORTS)? {
+            body.insert("reasoning".into(), json!({"effort": effort}));
+        }
+    }
+    let mut expects_json = false;
+    if let Some(v) = top.get("response_format") {
+        let (format, json_answer) = validate_format(v)?;
+        expects_json = json_answer;
+        body.insert("response_format".into(), format);
+    }
+    if let Some(language) = top.get("language_preference") {
+        let code = language
+            .as_str()
+            .filter(|c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_lowercase()))
+            .ok_or(
+                "'language_preference' must be a two-letter lowercase ISO 639-1 code, e.g. en.",
+            )?;
+        body.insert("language_preference".into(), json!(code));
+    }
+    if let Some(previous) = top.get("previous_response_id") {
+        let id = previous
+            .as_str()
+            .filter(|id| {
+                (1..=256).contains(&id.len())
+                    && id
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            })
+            .ok_or("'previous_response_id' must be a response id (1 to 256 letters, digits, _ or -) from an earlier responses_create.")?;
+        body.insert("previous_response_id".into(), json!(id));
+    }
+    let store = top.boolean("store")?.unwrap_or(true);
+    let wait = top.boolean("wait")?.unwrap_or(true);
+    if !store && !wait {
+        return Err(
+            "A run with 'store': false cannot be collected later: keep 'wait' true (the default)."
+                .to_owned(),
+        );
+    }
+    if store {
+        // Background keeps the run server-side past our wait (it needs the default
+        // `store: true`, so `store` itself is never sent).
+        body.insert("background".into(), json!(true));
+    } else {
+        // Never `store: false` with `background: true`: the API refuses the pair.
+        body.insert("store".into(), json!(false));
+        body.insert("background".into(), json!(false));
+    }
+    Ok(CreateCall {
+        body: FullRun(body),
+        store,
+        wait,
+        expects_json,
+    })
+}
+
+/// A model id: 1–128 of letters, digits and `. _ : / -`.
+fn model_id<'a>(top: &Fields<'_>, key: &str, v: &'a Value) -> Result<&'a str, String> {
+    v.as_str()
+        .filter(|m| {
+            (1..=MAX_MODEL_CHARS).contains(&m.len())
+                && m.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
+        })
+        .ok_or_else(|| {
+            format!(
+                "{} must be a model id of at most {MAX_MODEL_CHARS} characters (letters, digits and . _ : / -), e.g. openai/gpt-5.",
+                top.name(key)
+            )
+        })
+}
+
+/// A string (one user turn) or a list of input items.
+fn validate_input(input: &Value) -> Result<Value, String> {
+    if let Some(text) = input.as_str() {
+        if text.trim().is_empty() || text.chars().count() > MAX_TEXT_CHARS {
+            return Err(format!(
+                "'input' must be a non-empty string of at most {MAX_TEXT_CHARS} characters, or a list of input items."
+            ));
+        }
+        return Ok(json!(text));
+    }
+    let items = input
+        .as_array()
+        .filter(|items| (1..=MAX_INPUT_ITEMS).contains(&items.len()))
+        .ok_or(format!(
+            "'input' must be a non-empty string or a list of 1 to {MAX_INPUT_ITEMS} input items."
+        ))?;
+    let mut image_data = 0;
+    let items = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| input_item(&format!("input[{i}]"), item, &mut image_data))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Value::Array(items))
+}
+
+fn item_type<'a>(path: &str, item: &'a Value, types: &[&str]) -> Result<&'a str, String> {
+    item.get("type")
+        .and_then(Value::as_str)
+        .filter(|t| types.contains(t))
+        .ok_or_else(|| format!("'{path}.type' must be one of: {}.", types.join(", ")))
+}
+
+fn input_item(path: &str, item: &Value, image_data: &mut usize) -> Result<Value, String> {
+    if !item.is_object() {
+        return Err(format!("'{path}' must be an object."));
+    }
+    match item_type(
+        path,
+        item,
+        &["message", "function_call", "function_call_output"],
+    )? {
+        "message" => {
+            let f = Fields::of(path, item, &["type", "role", "content"])?;
+            let role = f.required("role", f.choice("role", &ROLES)?)?;
+            let content = f.required("content", f.get("content"))?;
+            let content = match content.as_str() {
+                Some(_) => json!(f.required("content", f.text("content", 1, MAX_TEXT_CHARS)?)?),
+                None => {
+                    let parts = f.required("content", f.list("content", 1, MAX_PARTS)?)?;
+                    let parts = parts
+                        .iter()
+                        .enumerate()
+                        .map(|(i, part)| {
+                            content_part(&format!("{path}.content[{i}]"), part, image_data)
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Value::Array(parts)
+                }
+            };
+            Ok(json!({"type": "message", "role": role, "content": content}))
+        }
+        "function_call" => {
+            let f = Fields::of(
+                path,
+                item,
+                &["type", "call_id", "name", "arguments", "thought_signature"],
+            )?;
+            let mut out = json!({
+                "type": "function_call",
+                "call_id": f.required("call_id", f.text("call_id", 1, MAX_CALL_ID_CHARS)?)?,
+                "name": function_name(&f, "name")?,
+                "arguments": f.required("arguments", f.text("arguments", 0, MAX_TEXT_CHARS)?)?,
+            });
+            if let Some(sig) = f.text("thought_signature", 1, MAX_TEXT_CHARS)? {
+                out["thought_signature"] = json!(sig);
+            }
+            Ok(out)
+        }
+        _ => {
+            let f = Fields::of(
+                path,
+                item,
+                &["type", "call_id", "output", "name", "thought_signature"],
+            )?;
+            let mut out = json!({
+                "type": "function_call_output",
+                "call_id": f.required("call_id", f.text("call_id", 1, MAX_CALL_ID_CHARS)?)?,
+                "output": f.required("output", f.text("output", 0, MAX_TEXT_CHARS)?)?,
+            });
+            if f.get("name").is_some() {
+                out["name"] = json!(function_name(&f, "name")?);
+            }
+            if let Some(sig) = f.text("thought_signature", 1, MAX_TEXT_CHARS)? {
+                out["thought_signature"] = json!(sig);
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn content_part(path: &str, part: &Value, image_data: &mut usize) -> Result<Value, String> {
+    if !part.is_object() {
+        return Err(format!("'{path}' must be an object."));
+    }
+    match item_type(path, part, &["input_text", "input_image"])? {
+        "input_text" => {
+            let f = Fields::of(path, part, &["type", "text"])?;
+            let text = f.required("text", f.text("text", 1, MAX_TEXT_CHARS)?)?;
+            Ok(json!({"type": "input_text", "text": text}))
+        }
+        _ => {
+            let f = Fields::of(path, part, &["type", "image_url", "detail"])?;
+            let url = f.required("image_url", f.get("image_url"))?;
+            let url = image_url(&f.name("image_url"), url)?;
+            if url.starts_with("data:") {
+                *image_data += url.len();
+                if *image_data > MAX_TOTAL_IMAGE_DATA_CHARS {
+                    return Err(format!(
+                        "The images of one request may hold at most {MAX_TOTAL_IMAGE_DATA_CHARS} characters of data URLs together; link large images by https URL instead."
+                    ));
+                }
+            }
+            let detail = f.choice("detail", &IMAGE_DETAILS)?.unwrap_or("auto");
+            Ok(json!({"type": "input_image", "image_url": url, "detail": detail}))
+        }
+    }
+}
+
+/// An http(s) URL of at most 2,048 characters, or a base64 `data:image/…` URL of an
+/// image type the API reads.
+fn image_url<'a>(name: &str, v: &'a Value) -> Result<&'a str, String> {
+    let url = v
+        .as_str()
+        .ok_or_else(|| format!("{name} must be a string."))?;
+    if let Some(rest) = url.strip_prefix("data:image/") {
+        let valid = rest.split_once(";base64,").is_some_and(|(kind, data)| {
+            IMAGE_TYPES.contains(&kind)
+                && !data.is_empty()
+                && data.len() % 4 == 0
+                && data
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
+        });
+        if !valid || url.len() > MAX_IMAGE_DATA_CHARS {
+            return Err(format!(
+                "{name}: a data URL must be data:image/(png|jpeg|gif|webp);base64,<data> of at most {MAX_IMAGE_DATA_CHARS} characters."
+            ));
+        }
+        return Ok(url);
+    }
+    let parsed = url::Url::parse(url).ok();
+    let web = parsed.is_some_and(|u| {
+        matches!(u.scheme(), "http" | "https") && u.host().is_some() && u.username().is_empty()
+    });
+    if !web || url.chars().count() > MAX_IMAGE_URL_CHARS {
+        return Err(format!(
+            "{name} must be an http(s) URL of at most {MAX_IMAGE_URL_CHARS} characters (or a base64 data:image URL)."
+        ));
+    }
+    Ok(url)
+}
+
+/// `[A-Za-z0-9_-]{1,128}`.
+fn function_name<'a>(f: &Fields<'a>, key: &str) -> Result<&'a str, String> {
+    f.get(key)
+        .and_then(Value::as_str)
+        .filter(|n| {
+            (1..=MAX_FUNCTION_NAME_CHARS).contains(&n.len())
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        })
+        .ok_or_else(|| {
+            format!(
+                "{} must be 1 to {MAX_FUNCTION_NAME_CHARS} letters, digits, _ or -.",
+                f.name(key)
+            )
+        })
+}
+
+/// A JSON Schema object, at most [`MAX_SCHEMA_CHARS`] serialized.
+fn schema(f: &Fields<'_>, key: &str) -> Result<Option<Value>, String> {
+    let Some(v) = f.get(key) else {
+        return Ok(None);
+    };
+    if !v.is_object() {
+        return Err(format!("{} must be a JSON Schema object.", f.name(key)));
+    }
+    let size = serde_json::to_string(v)
+        .map(|s| s.len())
+        .unwrap_or(usize::MAX);
+    if size > MAX_SCHEMA_CHARS {
+        return Err(format!(
+            "{} must be at most {MAX_SCHEMA_CHARS} characters serialized.",
+            f.name(key)
+        ));
+    }
+    Ok(Some(v.clone()))
+}
+
+fn validate_format(v: &Value) -> Result<(Value, bool), String> {
+    let f = Fields::of("response_format", v, &["type", "json_schema"])?;
+    let kind = f.required("type", f.choice("type", &FORMAT_TYPES)?)?;
+    match (kind, f.get("json_schema")) {
+        ("json_schema", None) => {
+            Err("'response_format.json_schema' is required when the type is json_schema.".into())
+        }
+        ("json_schema", Some(js)) => {
+            let js = Fields::of(
+                "response_format.json_schema",
+                js,
+                &["name", "schema", "description", "strict"],
+            )?;
+            let name = function_name(&js, "name").map_err(|_| {
+                format!(
+                    "{} must be 1 to 64 letters, digits, _ or -.",
+                    js.name("name")
+                )
+            })?;
+            if name.len() > 64 {
+                return Err(format!(
+                    "{} must be 1 to 64 letters, digits, _ or -.",
+                    js.name("name")
+                ));
+            }
+            let mut out =
+                json!({"name": name, "schema": js.required("schema", schema(&js, "schema")?)?});
+            if let Some(d) = js.text("description", 0, MAX_DESCRIPTION_CHARS)? {
+                out["description"] = json!(d);
+            }
+            if let Some(strict) = js.boolean("strict")? {
+                out["strict"] = json!(strict);
+            }
+            Ok((json!({"type": "json_schema", "json_schema": out}), true))
+        }
+        (_, Some(_)) => Err(
+            "'response_format.json_schema' is allowed only when the type is json_schema.".into(),
+        ),
+        (kind, None) => Ok((json!({"type": kind}), kind == "json_object")),
+    }
+}
+
+fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Result<Value, String> {
+    if !tool.is_object() {
+        return Err(format!("'{path}' must be an object."));
+    }
+    match item_type(path, tool, &TOOL_TYPES)? {
+        "web_search" => {
+            let f = Fields::of(
+                path,
+                tool,
+                &[
+                    "type",
+                    "filters",
+                    "search_context_size",
+                    "max_tokens",
+                    "max_tokens_per_page",
+                    "user_location",
+                ],
+            )?;
+            let mut out = json!({"type": "web_search"});
+            if let Some(filters) = f.get("filters") {
+                let filters = validate_filters(&f.path_of("filters"), filters)?;
+                if !filters.is_empty() {
+                    out["filters"] = Value::Object(filters);
+                }
+            }
+            if let Some(size) = f.choice("search_context_size", &CONTEXT_SIZES)? {
+                out["search_context_size"] = json!(size);
+            }
+            for key in ["max_tokens", "max_tokens_per_page"] {
+                if let Some(n) = f.int(key, 1, MAX_TOKENS)? {
+                    out[key] = json!(n);
+                }
+            }
+            if let Some(location) = f.get("user_location") {
+                out["user_location"] = validate_location(&f.path_of("user_location"), location)?;
+            }
+            Ok(out)
+        }
+        "fetch_url" => {
+            let f = Fields::of(path, tool, &["type", "max_urls"])?;
+            let mut out = json!({"type": "fetch_url"});
+            if let Some(n) = f.int("max_urls", 1, 10)? {
+                out["max_urls"] = json!(n);
+            }
+            Ok(out)
+        }
+        "finance_search" => {
+            Fields::of(path, tool, &["type"])?;
+            Ok(json!({"type": "finance_search"}))
+        }
+        _ => {
+            let f = Fields::of(
+                path,
+                tool,
+                &["type", "name", "description", "parameters", "strict"],
+            )?;
+            let name = function_name(&f, "name")?;
+            if functions.iter().any(|n| n == name) {
+                return Err(format!("Two function tools are named '{name}'."));
+            }
+            functions.push(name.to_owned());
+            let mut out = json!({"type": "function", "name": name});
+            if let Some(d) = f.text("description", 0, MAX_DESCRIPTION_CHARS)? {
+                out["description"] = json!(d);
+            }
+            if let Some(p) = schema(&f, "parameters")? {
+                out["parameters"] = p;
+            }
+            out["strict"] = json!(f.boolean("strict")?.unwrap_or(true));
+            Ok(out)
+        }
+    }
+}
+
+/// `web_search.filters`, as `perplexity_search` bounds them; absent keys stay absent.
+fn validate_filters(path: &str, v: &Value) -> Result<Map<String, Value>, String> {
+    let mut accepted = vec![
+        "search_domain_filter",
+        "search_recency_filter",
+        "search_language_filter",
+    ];
+    accepted.extend(DATE_FILTERS);
+    let f = Fields::of(path, v, &accepted)?;
+    let mut out = Map::new();
+    if let Some(domains) = f.list("search_domain_filter", 0, 20)? {
+        let mut list = Vec::new();
+        for d in domains {
+            let d = d
+                .as_str()
+                .filter(|d| {
+                    let bare = d.strip_prefix('-').unwrap_or(d);
+                    !bare.is_empty()
+                        && d.chars().count() <= 253
+                        && !bare.contains(char::is_whitespace)
+                })
+                .ok_or_else(|| {
+                    format!(
+                        "Each entry of {} must be a domain name (at most 253 characters), optionally prefixed with '-'.",
+                        f.name("search_domain_filter")
+                    )
+                })?;
+            list.push(d);
+        }
+        let denied = list.iter().filter(|d| d.starts_with('-')).count();
+        if denied != 0 && denied != list.len() {
+            return Err(format!(
+                "{} is an allowlist or a denylist ('-' prefix), not both.",
+                f.name("search_domain_filter")
+            ));
+        }
+        if !list.is_empty() {
+            out.insert("search_domain_filter".into(), json!(list));
+        }
+    }
+    if let Some(recency) = f.choice("search_recency_filter", &RECENCY_VALUES)? {
+        out.insert("search_recency_filter".into(), json!(recency));
+    }
+    if let Some(languages) = f.list("search_language_filter", 0, 10)? {
+        let list = languages
+            .iter()
+            .map(|l| {
+                l.as_str()
+                    .filter(|l| l.len() == 2 && l.bytes().all(|b| b.is_ascii_lowercase()))
+                    .ok_or_else(|| {
+                        format!(
+                            "Each entry of {} must be a two-letter lowercase ISO 639-1 code, e.g. en.",
+                            f.name("search_language_filter")
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if !list.is_empty() {
+            out.insert("search_language_filter".into(), json!(list));
+        }
+    }
+    for key in DATE_FILTERS {
+        if let Some(date) = f.get(key) {
+            let date = date
+                .as_str()
+                .filter(|d| super::super::search::valid_date(d))
+                .ok_or_else(|| {
+                    format!(
+                        "{} must be a real date written M/D/YYYY, e.g. 3/14/2026.",
+                        f.name(key)
+                    )
+                })?;
+            out.insert(key.into(), json!(date));
+        }
+    }
+    Ok(out)
+}
+
+fn validate_location(path: &str, v: &Value) -> Result<Value, String> {
+    let f = Fields::of(
+        path,
+        v,
+        &["country", "city", "region", "latitude", "longitude"],
+    )?;
+    let mut out = Map::new();
+    if let Some(country) = f.get("country") {
+        let c = country
+            .as_str()
+            .filter(|c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()))
+            .ok_or_else(|| {
+                format!(
+                    "{} must be a two-letter uppercase ISO 3166 code, e.g. US.",
+                    f.name("country")
+                )
+            })?;
+        out.insert("country".into(), json!(c));
+    }
+    for key in ["city", "region"] {
+        if let Some(text) = f.text(key, 1, 128)? {
+            out.insert(key.into(), json!(text));
+        }
+    }
+    if let Some(lat) = f.number("latitude", -90.0, 90.0)? {
+        out.insert("latitude".into(), json!(lat));
+    }
+    if let Some(lon) = f.number("longitude", -180.0, 180.0)? {
+        out.insert("longitude".into(), json!(lon));
+    }
+    Ok(Value::Object(out))
+}
+
+#[cfg(test)]
+mod tests;

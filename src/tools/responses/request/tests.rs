@@ -1,0 +1,321 @@
+use serde_json::{Value, json};
+
+use super::*;
+
+fn args(v: Value) -> Args {
+    v.as_object().cloned().unwrap()
+}
+
+fn body(v: Value) -> Value {
+    Value::Object(validate(&args(v)).unwrap().body.0)
+}
+
+fn err(v: Value) -> String {
+    validate(&args(v)).unwrap_err()
+}
+
+#[test]
+fn plain_question_gets_the_default_preset_in_background() {
+    assert_eq!(
+        body(json!({"input": "q"})),
+        json!({"preset": "medium", "input": "q", "background": true})
+    );
+    let call = validate(&args(json!({"input": "q", "store": false}))).unwrap();
+    assert!(!call.store && call.wait && !call.expects_json);
+    assert_eq!(
+        Value::Object(call.body.0),
+        json!({"preset": "medium", "input": "q", "store": false, "background": false})
+    );
+    // A named model replaces the default preset; nulls are absent.
+    assert_eq!(
+        body(json!({"input": "q", "model": "openai/gpt-5", "preset": null, "tools": null})),
+        json!({"model": "openai/gpt-5", "input": "q", "background": true})
+    );
+}
+
+#[test]
+fn the_full_surface_is_rebuilt_from_validated_values() {
+    let full = json!({
+        "models": ["openai/gpt-5.6-luna", "perplexity/sonar"],
+        "instructions": "Answer in three bullet points.",
+        "input": [
+            {"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "What is this?"},
+                {"type": "input_image", "image_url": "https://example.org/p.jpg"},
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0K", "detail": "low"}]},
+            {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "{\"ok\":true}"}],
+        "tools": [
+            {"type": "web_search", "search_context_size": "high",
+             "filters": {"search_recency_filter": "month", "search_domain_filter": ["a.org"],
+                         "search_after_date_filter": "2/29/2024", "search_language_filter": ["en"]},
+             "user_location": {"country": "US", "latitude": 40.7}},
+            {"type": "fetch_url", "max_urls": 3},
+            {"type": "finance_search"},
+            {"type": "function", "name": "lookup_ticket", "description": "Look up a ticket",
+             "parameters": {"type": "object"}}],
+        "max_steps": 6,
+        "max_output_tokens": 4000,
+        "reasoning": {"effort": "medium"},
+        "response_format": {"type": "json_schema", "json_schema": {"name": "summary", "schema": {"type": "object"}}},
+        "previous_response_id": "resp_abc",
+        "language_preference": "de",
+        "store": true,
+        "wait": false
+    });
+    let call = validate(&args(full)).unwrap();
+    assert!(call.expects_json && !call.wait && call.store);
+    let b = Value::Object(call.body.0);
+    assert_eq!(
+        b["models"],
+        json!(["openai/gpt-5.6-luna", "perplexity/sonar"])
+    );
+    assert!(b.get("preset").is_none(), "a model chain needs no preset");
+    assert_eq!(
+        b["input"][0]["content"][1]["detail"], "auto",
+        "detail defaults to auto"
+    );
+    assert_eq!(b["tools"][3]["strict"], true, "strict defaults to true");
+    assert_eq!(
+        b["tools"][0]["filters"]["search_after_date_filter"],
+        "2/29/2024"
+    );
+    assert_eq!(b["background"], true);
+    assert!(b.get("store").is_none() && b.get("wait").is_none());
+    assert_eq!(b["previous_response_id"], "resp_abc");
+}
+
+#[test]
+fn every_bound_is_enforced() {
+    let long = |n: usize| "x".repeat(n);
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({}), "'input' is required."),
+        (json!({"input": "  "}), "'input' must be a non-empty string"),
+        (
+            json!({"input": long(16_385)}),
+            "'input' must be a non-empty string",
+        ),
+        (
+            json!({"input": vec![json!({"type":"message","role":"user","content":"q"}); 65]}),
+            "list of 1 to 64",
+        ),
+        (json!({"input": []}), "list of 1 to 64"),
+        (json!({"input": [5]}), "'input[0]' must be an object."),
+        (
+            json!({"input": [{"type": "message", "role": "boss", "content": "q"}]}),
+            "'input[0].role' must be one of",
+        ),
+        (
+            json!({"input": [{"type": "message", "role": "user", "content": long(16_385)}]}),
+            "'input[0].content' must be a string of 1 to 16384",
+        ),
+        (
+            json!({"input": [{"type": "message", "role": "user", "content": "q", "name": "x"}]}),
+            "In 'input[0]': Unknown argument(s): name.",
+        ),
+        (
+            json!({"input": [{"type": "exec", "cmd": "rm"}]}),
+            "'input[0].type' must be one of",
+        ),
+        (
+            json!({"input": [{"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": "ftp://a/b.png"}]}]}),
+            "must be an http(s) URL",
+        ),
+        (
+            json!({"input": [{"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": format!("https://a.org/{}", long(2048))}]}]}),
+            "must be an http(s) URL",
+        ),
+        (
+            json!({"input": [{"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": "data:text/html;base64,PGI+"}]}]}),
+            "must be an http(s) URL",
+        ),
+        (
+            json!({"input": [{"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,not base64!"}]}]}),
+            "a data URL must be",
+        ),
+        (
+            json!({"input": [{"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": "https://a.org/x.png", "detail": "max"}]}]}),
+            "'input[0].content[0].detail' must be one of",
+        ),
+        (
+            json!({"input": [{"type": "function_call_output", "call_id": long(257), "output": "x"}]}),
+            "'input[0].call_id' must be a string of 1 to 256",
+        ),
+        (
+            json!({"input": [{"type": "function_call_output", "call_id": "c", "output": long(16_385)}]}),
+            "'input[0].output' must be a string of 0 to 16384",
+        ),
+        (
+            json!({"input": [{"type": "function_call", "call_id": "c", "name": "a b", "arguments": "{}"}]}),
+            "'input[0].name' must be 1 to 128",
+        ),
+        (
+            json!({"input": "q", "model": "a", "models": ["b"]}),
+            "Give 'model' or 'models', not both.",
+        ),
+        (
+            json!({"input": "q", "models": ["a", "b", "c", "d", "e", "f"]}),
+            "'models' must be an array of 1 to 5",
+        ),
+        (
+            json!({"input": "q", "models": []}),
+            "'models' must be an array of 1 to 5",
+        ),
+        (
+            json!({"input": "q", "model": long(129)}),
+            "'model' must be a model id",
+        ),
+        (
+            json!({"input": "q", "models": ["ok", "bad model"]}),
+            "'models[1]' must be a model id",
+        ),
+        (
+            json!({"input": "q", "model": "anthropic/claude-x"}),
+            "Anthropic models need 'max_output_tokens'",
+        ),
+        (
+            json!({"input": "q", "preset": long(65)}),
+            "'preset' must be a string of 1 to 64",
+        ),
+        (
+            json!({"input": "q", "instructions": long(16_385)}),
+            "'instructions' must be a string of 1 to 16384",
+        ),
+        (
+            json!({"input": "q", "reasoning": {"effort": "extreme"}}),
+            "'reasoning.effort' must be one of: low, medium, high, xhigh, max.",
+        ),
+        (
+            json!({"input": "q", "reasoning": {"effort": "low", "budget": 5}}),
+            "In 'reasoning': Unknown argument(s): budget.",
+        ),
+        (
+            json!({"input": "q", "response_format": {"type": "json_schema"}}),
+            "'response_format.json_schema' is required",
+        ),
+        (
+            json!({"input": "q", "response_format": {"type": "text", "json_schema": {}}}),
+            "is allowed only when the type is json_schema",
+        ),
+        (
+            json!({"input": "q", "response_format": {"type": "yaml"}}),
+            "'response_format.type' must be one of",
+        ),
+        (
+            json!({"input": "q", "response_format": {"type": "json_schema", "json_schema": {"name": long(65), "schema": {}}}}),
+            "'response_format.json_schema.name' must be 1 to 64",
+        ),
+        (
+            json!({"input": "q", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"d": long(65_536)}}}}),
+            "'response_format.json_schema.schema' must be at most 65536",
+        ),
+        (
+            json!({"input": "q", "tools": vec![json!({"type": "finance_search"}); 17]}),
+            "'tools' must be an array of 0 to 16",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "shell"}]}),
+            "'tools[0].type' must be one of",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "fetch_url", "max_urls": 11}]}),
+            "'tools[0].max_urls' must be an integer from 1 to 10.",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "web_search", "filters": {"search_domain_filter": ["a.org", "-b.org"]}}]}),
+            "an allowlist or a denylist",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "web_search", "filters": {"search_domain_filter": vec!["a.org"; 21]}}]}),
+            "'tools[0].filters.search_domain_filter' must be an array of 0 to 20",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "web_search", "filters": {"search_language_filter": ["EN"]}}]}),
+            "two-letter lowercase",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "web_search", "filters": {"search_after_date_filter": "2/30/2026"}}]}),
+            "must be a real date",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "web_search", "filters": {"recency": "day"}}]}),
+            "In 'tools[0].filters': Unknown argument(s): recency.",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "web_search", "max_tokens_per_page": 0}]}),
+            "'tools[0].max_tokens_per_page' must be an integer from 1 to 1000000.",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "web_search", "user_location": {"latitude": 91}}]}),
+            "'tools[0].user_location.latitude' must be a number",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "function", "name": "f"}, {"type": "function", "name": "f"}]}),
+            "Two function tools are named 'f'.",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "function", "name": "f", "description": long(4097)}]}),
+            "'tools[0].description' must be a string of 0 to 4096",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "function", "name": "f", "parameters": {"d": long(65_536)}}]}),
+            "'tools[0].parameters' must be at most 65536",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "function", "name": "f", "code": "rm -rf /"}]}),
+            "In 'tools[0]': Unknown argument(s): code.",
+        ),
+        (
+            json!({"input": "q", "max_steps": 11}),
+            "'max_steps' must be an integer from 1 to 10.",
+        ),
+        (
+            json!({"input": "q", "max_steps": 5.0}),
+            "'max_steps' must be an integer from 1 to 10.",
+        ),
+        (
+            json!({"input": "q", "max_output_tokens": 1_000_001}),
+            "'max_output_tokens' must be an integer from 1 to 1000000.",
+        ),
+        (
+            json!({"input": "q", "language_preference": "EN"}),
+            "'language_preference' must be a two-letter",
+        ),
+        (
+            json!({"input": "q", "previous_response_id": "../x"}),
+            "'previous_response_id' must be a response id",
+        ),
+        (
+            json!({"input": "q", "previous_response_id": long(257)}),
+            "'previous_response_id' must be a response id",
+        ),
+        (
+            json!({"input": "q", "store": "no"}),
+            "'store' must be a boolean.",
+        ),
+        (
+            json!({"input": "q", "store": false, "wait": false}),
+            "cannot be collected later",
+        ),
+    ];
+    for (input, expected) in cases {
+        let got = err(input.clone());
+        assert!(
+            got.contains(expected),
+            "{input:.200}\n got: {got}\nwant: {expected}"
+        );
+    }
+}
+
+#[test]
+fn image_data_is_bounded_per_request() {
+    let data = format!(
+        "data:image/png;base64,{}",
+        "A".repeat(MAX_IMAGE_DATA_CHARS - 32)
+    );
+    let part = json!({"type": "input_image", "image_url": data});
+    let one = json!({"input": [{"type": "message", "role": "user", "content": [part.clone()]}]});
+    assert!(validate(&args(one)).is_ok());
+    let three = json!({"input": [{"type": "message", "role": "user", "content": [part.clone(), part.clone(), part]}]});
+    assert!(err(three).contains("at most 4194304 characters of data URLs together"));
+}
