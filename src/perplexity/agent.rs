@@ -389,6 +389,13 @@ impl RunSnapshot {
             .flatten()
     }
 
+    /// The results of `finance_results` items (the finance tool's data), in order.
+    pub fn finance_results(&self) -> impl Iterator<Item = &Value> {
+        self.items("finance_results")
+            .filter_map(|item| item.get("results").and_then(Value::as_array))
+            .flatten()
+    }
+
     /// Search results gathered so far (not deduplicated).
     pub fn search_result_count(&self) -> usize {
         self.search_results().count()

@@ -32,11 +32,12 @@ use crate::perplexity::search::{QueryText, SearchHit, SearchQuery};
 use crate::perplexity::wait::{Waited, create_and_wait};
 use crate::text::{json_integer, py_strip};
 
-pub const DEEP_ARGS: [&str; 4] = [
+pub const DEEP_ARGS: [&str; 5] = [
     "question",
     "num_subquestions",
     "max_results_per_subquestion",
     "max_sources",
+    "use_model_decomposition",
 ];
 pub const MAX_QUESTION_CHARS: usize = 4096;
 /// The angles a question is examined from, in order.
@@ -59,14 +60,26 @@ pub struct DeepCall {
     pub subquestions: Vec<String>,
     pub per_subquestion: u32,
     pub max_sources: usize,
+    /// Ask the model for the sub-questions first (the fixed angles are the fallback).
+    pub model_decomposition: bool,
 }
 
 impl DeepCall {
-    /// Rate-limit tokens: one per search plus one for the synthesis.
+    /// Rate-limit tokens: one per search plus one for the synthesis (and one for a
+    /// model-derived decomposition).
     pub fn cost(&self) -> u32 {
-        self.subquestions.len() as u32 + 1
+        self.subquestions.len() as u32 + 1 + u32::from(self.model_decomposition)
     }
 }
+
+/// Where the sub-questions came from, as the structured result reports it.
+const FROM_ANGLES: &str = "angles";
+const FROM_MODEL: &str = "model";
+const FROM_FALLBACK: &str = "angles_after_model_failed";
+/// The share of the budget the decomposition may use (never more than a minute), so
+/// the searches and the report keep most of it.
+const DECOMPOSITION_SHARE: u32 = 4;
+const MAX_DECOMPOSITION: Duration = Duration::from_secs(60);
 
 pub fn definition() -> (&'static str, rmcp::model::Tool) {
     use rmcp::model::Tool;
@@ -80,7 +93,8 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
                     "question":{"type":"string","minLength":1,"maxLength":MAX_QUESTION_CHARS,"description":"The research question."},
                     "num_subquestions":{"type":"integer","minimum":1,"maximum":8,"default":4,"description":"How many angles to search (1-8)."},
                     "max_results_per_subquestion":{"type":"integer","minimum":1,"maximum":10,"default":5,"description":"Search results per angle (1-10)."},
-                    "max_sources":{"type":"integer","minimum":20,"maximum":50,"default":30,"description":"Distinct sources given to the writer (20-50)."}},
+                    "max_sources":{"type":"integer","minimum":20,"maximum":50,"default":30,"description":"Distinct sources given to the writer (20-50)."},
+                    "use_model_decomposition":{"type":"boolean","default":false,"description":"Let the model choose the sub-questions (one more Agent API run); falls back to fixed angles if that fails."}},
                 "required":["question"],
                 "additionalProperties":false})),
         )
@@ -97,6 +111,7 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
                 "sources":{"type":"array","items":{"type":"object","properties":{
                     "title":{"type":"string"},"url":{"type":"string"}},"required":["title","url"]}},
                 "subquestions":{"type":"array","items":{"type":"string"}},
+                "decomposition":{"type":"string","enum":[FROM_ANGLES,FROM_MODEL,FROM_FALLBACK]},
                 "validation_report":{"type":"object","properties":{
                     "total_claims":{"type":"integer"},"all_claims_supported":{"type":"boolean"},
                     "all_urls_known":{"type":"boolean"},"passed":{"type":"boolean"},
@@ -104,7 +119,7 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
                     "required":["total_claims","all_claims_supported","all_urls_known","passed","flagged"]},
                 "security_flags":{"type":"array","items":{"type":"string"}},
                 "response_id":{"type":"string"}},
-            "required":["answer","key_findings","open_questions","claims","sources","subquestions","validation_report","security_flags"]})))
+            "required":["answer","key_findings","open_questions","claims","sources","subquestions","decomposition","validation_report","security_flags"]})))
         .with_annotations(
             starts_a_run(),
         ),
@@ -139,6 +154,12 @@ pub fn validate(args: &Args) -> Result<DeepCall, String> {
             .collect(),
         per_subquestion: int("max_results_per_subquestion", 5, 1, 10)? as u32,
         max_sources: int("max_sources", 30, 20, 50)? as usize,
+        model_decomposition: match optional(args, "use_model_decomposition") {
+            None => false,
+            Some(v) => v
+                .as_bool()
+                .ok_or("'use_model_decomposition' must be a boolean.")?,
+        },
     })
 }
 
@@ -163,6 +184,61 @@ pub fn canonical(raw: &str) -> String {
         text.pop();
     }
     text.trim_end_matches('/').to_owned()
+}
+
+fn decomposition_schema(n: usize) -> Value {
+    json!({"type": "json_schema", "json_schema": {"name": "subquestions", "strict": true, "schema": {
+        "type": "object",
+        "properties": {"subquestions": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": n}},
+        "required": ["subquestions"], "additionalProperties": false}}})
+}
+
+/// Asks the model for up to `n` search queries. Its answer is checked like any input:
+/// strings of 1–4,096 characters on one line, deduplicated, at most `n`; anything else
+/// (a failed run, no JSON, nothing usable) is an error and the angles are used instead.
+async fn decompose(
+    client: &PerplexityClient,
+    call: &DeepCall,
+    deadline: Instant,
+    ctx: &CallContext,
+) -> Result<(Vec<String>, String), String> {
+    let n = call.subquestions.len();
+    let input = format!(
+        "Split this research question into at most {n} distinct web search queries that together cover it (background, evidence, criticism, latest developments as relevant). Answer only with the JSON asked for.\n\nQuestion: {}",
+        call.question
+    );
+    let body = CreateRun {
+        response_format: Some(decomposition_schema(n)),
+        ..CreateRun::new(&input, "fast", None, &[])
+    };
+    let (id, run) = match create_and_wait(client, &body, deadline, None, ctx.run_ids.as_ref()).await
+    {
+        Ok((id, Waited::Terminal(run))) if run.status() == Some("completed") => (id, run),
+        Ok((id, Waited::Terminal(_))) => return Err(format!("run {id} did not complete")),
+        Ok((id, Waited::Running(_))) => return Err(format!("run {id} took too long")),
+        Err(e) => return Err(e.kind.to_string()),
+    };
+    let parsed: Value = serde_json::from_str(run.answer_text().trim())
+        .map_err(|_| format!("run {id} did not answer JSON"))?;
+    let mut seen = HashSet::new();
+    let queries: Vec<String> = parsed["subquestions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_str)
+        .map(py_strip)
+        .filter(|q| {
+            !q.is_empty() && q.chars().count() <= MAX_QUESTION_CHARS && !q.contains(['\n', '\r'])
+        })
+        .filter(|q| seen.insert(q.to_lowercase()))
+        .take(n)
+        .map(str::to_owned)
+        .collect();
+    if queries.is_empty() {
+        return Err(format!("run {id} proposed no usable sub-question"));
+    }
+    Ok((queries, id))
 }
 
 fn report_schema() -> Value {
@@ -195,6 +271,23 @@ pub async fn run(
             sink.progress(started.elapsed().as_secs_f64(), &text);
         }
     };
+    let mut derived = call.clone();
+    let mut origin = FROM_ANGLES;
+    if call.model_decomposition {
+        stage("choosing sub-questions with the model".to_owned());
+        let slice = (budget / DECOMPOSITION_SHARE).min(MAX_DECOMPOSITION);
+        match decompose(client, call, Instant::now() + slice, ctx).await {
+            Ok((queries, _)) => {
+                derived.subquestions = queries;
+                origin = FROM_MODEL;
+            }
+            Err(why) => {
+                tracing::info!(reason = %why, "model decomposition failed; using the fixed angles");
+                origin = FROM_FALLBACK;
+            }
+        }
+    }
+    let call = &derived;
     stage(format!(
         "searching {} sub-questions",
         call.subquestions.len()
@@ -303,7 +396,19 @@ pub async fn run(
             );
         }
     };
-    let output = validated(call, &sources, &report, &flags, &id);
+    let mut output = validated(call, &sources, &report, &flags, &id);
+    if let Some(structured) = output.structured.as_mut() {
+        structured["decomposition"] = json!(origin);
+    }
+    match origin {
+        FROM_MODEL => output
+            .text
+            .push_str("\n(Sub-questions chosen by the model.)"),
+        FROM_FALLBACK => output.text.push_str(
+            "\n(The model's sub-questions were unusable; the fixed angles were searched instead.)",
+        ),
+        _ => {}
+    }
     (output, flags, Some(id))
 }
 
@@ -432,6 +537,7 @@ pub fn validated(
             "claims": claims,
             "sources": sources.iter().map(|s| json!({"title": s.title, "url": s.url})).collect::<Vec<_>>(),
             "subquestions": call.subquestions,
+            "decomposition": FROM_ANGLES,
             "validation_report": report_json,
             "security_flags": flags,
             "response_id": id,

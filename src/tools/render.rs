@@ -11,6 +11,8 @@ pub const MAX_ANSWER_CHARS: usize = 60_000;
 pub const MAX_TITLE_CHARS: usize = 300;
 pub const MAX_URL_CHARS: usize = 2_000;
 pub const MAX_SOURCES: usize = 50;
+pub const MAX_FINANCE_RESULTS: usize = 20;
+pub const MAX_FINANCE_RESULT_CHARS: usize = 2_000;
 
 pub const NO_ANSWER_TEXT: &str = "(Perplexity returned no answer text.)";
 pub const INCOMPLETE_NOTE: &str =
@@ -50,6 +52,20 @@ pub fn sources(run: &RunSnapshot) -> Vec<ShownSource> {
 /// ```
 pub fn answer_body(run: &RunSnapshot) -> String {
     let mut body = answer_text(run).unwrap_or_else(|| NO_ANSWER_TEXT.to_owned());
+    // Only runs given the finance tool have these (never the lifecycle tools' runs,
+    // whose texts stay the reference peer's).
+    let finance: Vec<String> = run
+        .finance_results()
+        .take(MAX_FINANCE_RESULTS)
+        .map(|r| cap_chars(&r.to_string(), MAX_FINANCE_RESULT_CHARS))
+        .collect();
+    if !finance.is_empty() {
+        body.push_str("\n\nFinance data:");
+        for line in &finance {
+            body.push_str("\n- ");
+            body.push_str(line);
+        }
+    }
     let sources = sources(run);
     if !sources.is_empty() {
         body.push_str("\n\nSources:");

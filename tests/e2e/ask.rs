@@ -75,7 +75,11 @@ fn a_slow_answer_hands_back_the_run() {
 
 #[test]
 fn finance_search_adds_the_finance_tool_and_the_focus_lists() {
-    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "answer": "Up 3%."}));
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 100,
+        "answer": "Up 3%.",
+        "finance_results": [{"ticker": "AAPL", "close": 231.5}],
+    }));
     let mut s = Server::start(&env_for(&fake));
     let (text, is_error) = tool_text(&s.request(&call(
         1,
@@ -83,7 +87,11 @@ fn finance_search_adds_the_finance_tool_and_the_focus_lists() {
         json!({"query": "How did it close?", "tickers": ["AAPL"], "categories": ["price history"]}),
     )));
     assert!(!is_error, "{text}");
-    assert!(unwrap_spotlight(&text).starts_with("Up 3%."));
+    let body = unwrap_spotlight(&text);
+    assert!(
+        body.starts_with("Up 3%.\n\nFinance data:\n- {\"ticker\":\"AAPL\",\"close\":231.5}"),
+        "{body}"
+    );
     let sent = &creates(&fake)[0];
     assert_eq!(
         sent["input"],

@@ -161,3 +161,72 @@ fn the_research_command_prints_the_report_and_its_warnings() {
     let out = run(&["research", "solar", "--subquestions", "9"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn the_model_may_choose_the_sub_questions_and_the_angles_are_the_fallback() {
+    // One scripted answer serves both runs: the decomposition reads `subquestions`, the
+    // report its own keys.
+    let answer = json!({
+        "subquestions": ["solar cost per watt 2026", "  ", "solar cost per watt 2026", "grid storage needs"],
+        "answer": "A.", "key_findings": [], "open_questions": [],
+        "claims": [{"text": "C.", "urls": ["https://example.org/one"], "confidence": "high"}]
+    });
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50, "answer": answer.to_string()}));
+    let mut s = Server::start(&env_for(&fake));
+    let r = s.request(&call(
+        1,
+        "deep_research",
+        json!({"question": "solar", "num_subquestions": 3, "use_model_decomposition": true}),
+    ));
+    let out = structured(&r);
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(out["decomposition"], "model");
+    assert_eq!(
+        out["subquestions"],
+        json!(["solar cost per watt 2026", "grid storage needs"]),
+        "blank and duplicate proposals dropped"
+    );
+    let requests = fake.requests();
+    let searched: Vec<String> = requests
+        .iter()
+        .filter(|r| r.path == "/search")
+        .map(|r| {
+            r.body_json.as_ref().unwrap()["query"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(searched.len(), 2);
+    let first = requests.iter().find(|r| r.path == "/v1/agent").unwrap();
+    let body = first.body_json.as_ref().unwrap();
+    assert_eq!(
+        body["response_format"]["json_schema"]["name"],
+        "subquestions"
+    );
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"]["properties"]["subquestions"]["maxItems"],
+        3
+    );
+
+    // A decomposition that fails: the fixed angles, and the report still arrives.
+    fake.clear_requests();
+    fake.push_fault(json!({"route": "create", "status": 400, "json": {"error": {"message": "bad", "code": 400}}}));
+    let r = s.request(&call(
+        2,
+        "deep_research",
+        json!({"question": "solar", "num_subquestions": 2, "use_model_decomposition": true}),
+    ));
+    let out = structured(&r);
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(out["decomposition"], "angles_after_model_failed");
+    assert_eq!(
+        out["subquestions"],
+        json!(["solar", "solar latest developments"])
+    );
+    assert!(
+        tool_text(&r)
+            .0
+            .contains("fixed angles were searched instead")
+    );
+}

@@ -128,6 +128,7 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
                 "num_subquestions",
                 "max_results_per_subquestion",
                 "max_sources",
+                "use_model_decomposition",
             ],
         ),
         ("finance_search", &["query", "tickers", "categories"]),
@@ -162,15 +163,17 @@ fn a_corpus_of_hostile_tool_calls_is_refused_without_reaching_the_upstream() {
         for name in names {
             for bad in wrong_values() {
                 // `preset` accepts any string and `wait` any boolean; only wrong kinds fail.
-                let valid = ((*name == "wait" || *name == "store") && bad.is_boolean())
-                    || (*name == "reasoning" && bad == json!({}))
-                    || (*name == "tools" && bad == json!([]))
-                    || (*name == "models" && bad == json!(["x"]))
-                    || ((*name == "wait_seconds" || *name == "offset") && bad == json!(0))
-                    || (*name == "domains" && (bad == json!([]) || bad == json!(["x"])))
-                    || (*name == "languages" && bad == json!([]))
-                    || ((*name == "tickers" || *name == "categories")
-                        && (bad == json!([]) || bad == json!(["x"])));
+                let valid =
+                    ((*name == "wait" || *name == "store" || *name == "use_model_decomposition")
+                        && bad.is_boolean())
+                        || (*name == "reasoning" && bad == json!({}))
+                        || (*name == "tools" && bad == json!([]))
+                        || (*name == "models" && bad == json!(["x"]))
+                        || ((*name == "wait_seconds" || *name == "offset") && bad == json!(0))
+                        || (*name == "domains" && (bad == json!([]) || bad == json!(["x"])))
+                        || (*name == "languages" && bad == json!([]))
+                        || ((*name == "tickers" || *name == "categories")
+                            && (bad == json!([]) || bad == json!(["x"])));
                 if valid {
                     continue;
                 }
