@@ -41,6 +41,10 @@ pub struct Config {
     /// The local store; `None` when no location is known (no `PERPLEXITY_STORE_PATH`,
     /// `XDG_DATA_HOME` or `HOME`): features that need it say so, nothing else changes.
     pub store: Option<crate::store::StoreConfig>,
+    pub gateway: crate::gateway::GatewayConfig,
+    /// `PERPLEXITY_SECRET_KEY`, which seals gateway secrets; a malformed key refuses to
+    /// start (better than failing at the first secret).
+    pub secret_key: Option<crate::gateway::secrets::SecretKey>,
 }
 
 /// The controls every call passes through.
@@ -143,6 +147,7 @@ impl Config {
                     problem,
                 }
             })?;
+        let store = store_config(&env)?;
         Ok(Config {
             wait_seconds: wait_seconds_from(env("PERPLEXITY_AGENT_WAIT_SECONDS").as_deref()),
             tools,
@@ -237,7 +242,19 @@ impl Config {
                 )?,
                 max_chars: 80_000,
             },
-            store: store_config(&env)?,
+            gateway: gateway_config(&env, store.as_ref())?,
+            secret_key: match env(crate::gateway::secrets::KEY_VARIABLE)
+                .filter(|k| !k.trim().is_empty())
+            {
+                None => None,
+                Some(k) => Some(crate::gateway::secrets::SecretKey::from_base64(&k).map_err(
+                    |e| ConfigError {
+                        variable: crate::gateway::secrets::KEY_VARIABLE,
+                        problem: e.to_string(),
+                    },
+                )?),
+            },
+            store,
         })
     }
 }
@@ -502,6 +519,63 @@ fn store_config(
         max_tabs_per_space,
         max_history_per_space,
     }))
+}
+
+/// The gateway's policy and limits (`PERPLEXITY_GATEWAY_*`).
+fn gateway_config(
+    env: &impl Fn(&str) -> Option<String>,
+    store: Option<&crate::store::StoreConfig>,
+) -> Result<crate::gateway::GatewayConfig, ConfigError> {
+    let int = |name: &'static str, default: u64, min: u64, max: u64| {
+        bounded_int(name, env(name).as_deref(), default, min, max)
+    };
+    let enabled = match env("PERPLEXITY_GATEWAY").map(|v| v.trim().to_ascii_lowercase()) {
+        None => true,
+        Some(v) if v.is_empty() || ["on", "true", "1", "yes"].contains(&v.as_str()) => true,
+        Some(v) if ["off", "false", "0", "no"].contains(&v.as_str()) => false,
+        Some(_) => {
+            return Err(ConfigError {
+                variable: "PERPLEXITY_GATEWAY",
+                problem: "must be on or off".to_owned(),
+            });
+        }
+    };
+    let allowed_roots = list(env("PERPLEXITY_GATEWAY_ALLOWED_ROOTS").as_deref())
+        .map(std::path::PathBuf::from)
+        .collect::<Vec<_>>();
+    if allowed_roots.iter().any(|r| !r.is_absolute()) {
+        return Err(ConfigError {
+            variable: "PERPLEXITY_GATEWAY_ALLOWED_ROOTS",
+            problem: "every root must be an absolute path".to_owned(),
+        });
+    }
+    let path = env("PERPLEXITY_GATEWAY_PATH")
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".to_owned());
+    if path.split(':').any(|d| !d.starts_with('/')) {
+        return Err(ConfigError {
+            variable: "PERPLEXITY_GATEWAY_PATH",
+            problem: "every entry must be an absolute directory".to_owned(),
+        });
+    }
+    Ok(crate::gateway::GatewayConfig {
+        enabled,
+        allowed_commands: list(env("PERPLEXITY_GATEWAY_ALLOWED_COMMANDS").as_deref())
+            .map(str::to_owned)
+            .collect(),
+        allowed_roots,
+        path,
+        max_servers: int("PERPLEXITY_GATEWAY_MAX_SERVERS", 5, 1, 100)? as usize,
+        max_stdio: int("PERPLEXITY_GATEWAY_MAX_STDIO", 20, 1, 1000)? as usize,
+        concurrency: int("PERPLEXITY_GATEWAY_CONCURRENCY", 4, 1, 64)? as usize,
+        timeout: Duration::from_secs(int("PERPLEXITY_GATEWAY_TIMEOUT_SECONDS", 30, 1, 600)?),
+        idle: Duration::from_secs(int("PERPLEXITY_GATEWAY_IDLE_SECONDS", 900, 5, 86_400)?),
+        max_description: int("PERPLEXITY_GATEWAY_MAX_DESCRIPTION", 1024, 64, 16_384)? as usize,
+        max_result_bytes: int("PERPLEXITY_GATEWAY_MAX_RESULT_BYTES", 65_536, 1024, 8 << 20)?
+            as usize,
+        data_dir: store.and_then(|s| s.path.parent().map(std::path::Path::to_path_buf)),
+    })
 }
 
 fn bounded_int(

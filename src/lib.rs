@@ -18,6 +18,7 @@
 pub mod cli;
 pub mod config;
 pub mod fetch;
+pub mod gateway;
 pub mod guard;
 pub mod mcp;
 pub mod perplexity;

@@ -5,6 +5,7 @@
 //!
 //! Touches: stdout/stderr, and the network only through `tools::`/`perplexity::`.
 
+mod gateway;
 mod output;
 
 use std::io::IsTerminal;
@@ -52,6 +53,9 @@ pub enum Command {
     Search(SearchArgs),
     /// Deep research: a report whose every claim is checked against the sources.
     Research(ResearchArgs),
+    /// Downstream MCP servers whose tools this server offers (the gateway).
+    #[command(subcommand)]
+    Gateway(gateway::GatewayCommand),
 }
 
 #[derive(Debug, Args, Default)]
@@ -191,6 +195,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Command::Fetch(args) => fetch(args, &config, &guard).await,
         Command::Search(args) => search(args, &client, &guard, config.wait_seconds).await,
         Command::Research(args) => research_command(args, &client, &guard).await,
+        Command::Gateway(command) => gateway::run(command, &config).await,
         Command::Serve(args) => {
             let http = match args
                 .http
@@ -200,12 +205,21 @@ pub async fn run(command: Command, config: Config) -> i32 {
                 Ok(http) => http,
                 Err(e) => return output::fail(Exit::Config, &e.to_string()),
             };
-            let tools = Arc::new(Tools::new(&config, client, guard.clone()));
-            let dispatcher = Arc::new(crate::mcp::dispatch::Dispatcher::new(tools));
-            match http {
+            let mut tools = Tools::new(&config, client, guard.clone());
+            let gateway = gateway::start(&config).await;
+            if let Some(gateway) = &gateway {
+                tools = tools.with_gateway(gateway.clone());
+            }
+            let dispatcher = Arc::new(crate::mcp::dispatch::Dispatcher::new(Arc::new(tools)));
+            let code = match http {
                 Some(http) => crate::mcp::http::serve(dispatcher, http, config.wait_seconds).await,
                 None => crate::mcp::stdio::serve(dispatcher).await,
+            };
+            // Stop the downstream processes (they would also see their stdin close).
+            if let Some(gateway) = gateway {
+                gateway.shutdown().await;
             }
+            code
         }
     };
     guard.flush();

@@ -408,3 +408,13 @@ pub fn report(rendered: &crate::tools::ToolOutput, json: bool) -> i32 {
     }
     Exit::Success as i32
 }
+
+/// Lines for stdout (the gateway commands' reports).
+pub fn lines(text: &str) {
+    say!("{}", text.trim_end());
+}
+
+/// One JSON document on stdout.
+pub fn document(value: &Value) {
+    say!("{value}");
+}

@@ -3,7 +3,7 @@
 //! handler). Quick methods are answered here; `tools/call` becomes a [`CallJob`] that
 //! the transport runs concurrently.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 
@@ -66,19 +66,22 @@ pub enum ReplyAs {
     },
 }
 
+/// A serialized `tools/list` result and the list version it was made from.
+type CachedList = (u64, Arc<str>);
+
 pub struct Dispatcher {
     tools: Arc<Tools>,
-    /// The `tools/list` result of each era, serialized once: the list never changes
-    /// while the process runs, and rebuilding ~7 KB of JSON per request was most of the
-    /// HTTP server's CPU.
-    list_text: [OnceLock<String>; 2],
+    /// The `tools/list` result of each era, serialized once per version of the list
+    /// (it changes only when a downstream server's tools do): rebuilding ~7 KB of JSON
+    /// per request was most of the HTTP server's CPU.
+    list_text: [Mutex<Option<CachedList>>; 2],
 }
 
 impl Dispatcher {
     pub fn new(tools: Arc<Tools>) -> Self {
         Dispatcher {
             tools,
-            list_text: [OnceLock::new(), OnceLock::new()],
+            list_text: [Mutex::new(None), Mutex::new(None)],
         }
     }
 
@@ -94,11 +97,22 @@ impl Dispatcher {
         if method != "tools/list" || params.get("cursor").is_some_and(|c| !c.is_null()) {
             return None;
         }
+        let generation = self.tools.list_generation();
         let slot = &self.list_text[usize::from(era == Era::Modern)];
-        let result = slot.get_or_init(|| {
+        let cached = slot
+            .lock()
+            .ok()
+            .and_then(|s| s.clone())
+            .filter(|(g, _)| *g == generation)
+            .map(|(_, text)| text);
+        let result = cached.unwrap_or_else(|| {
             let mut result = Map::with_capacity(1);
-            result.insert("tools".to_owned(), self.tools.list().clone());
-            shape(era, method, Value::Object(result)).to_string()
+            result.insert("tools".to_owned(), self.tools.list());
+            let text: Arc<str> = shape(era, method, Value::Object(result)).to_string().into();
+            if let Ok(mut s) = slot.lock() {
+                *s = Some((generation, text.clone()));
+            }
+            text
         });
         let id = serde_json::to_string(id).ok()?;
         Some(format!(
@@ -196,7 +210,7 @@ impl Dispatcher {
                     return Err(RpcError::new(code::INVALID_PARAMS, "Invalid cursor."));
                 }
                 let mut result = Map::with_capacity(1);
-                result.insert("tools".to_owned(), self.tools.list().clone());
+                result.insert("tools".to_owned(), self.tools.list());
                 Value::Object(result)
             }
             ("tools/call", _) => {

@@ -13,9 +13,11 @@
 //!
 //! Touches: the store file only. No network.
 
+mod gateway;
 mod handle;
 mod schema;
 
+pub use gateway::Saved;
 pub use handle::StoreHandle;
 
 use std::fmt;

@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     // 1: snapshots; spaces, tabs and history for the terminal workspace.
     "CREATE TABLE snapshots (
          seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -34,6 +34,11 @@ const MIGRATIONS: [&str; 2] = [
     // 2: one snapshot per response (the newest), found by its response id.
     "DELETE FROM snapshots WHERE seq NOT IN (SELECT MAX(seq) FROM snapshots GROUP BY response_id);
      CREATE UNIQUE INDEX snapshots_by_response ON snapshots (response_id);",
+    // 3: downstream MCP servers of the gateway (definitions as JSON, secrets sealed).
+    "CREATE TABLE gateway_servers (
+         slug TEXT PRIMARY KEY,
+         definition TEXT NOT NULL,
+         updated_ms INTEGER NOT NULL);",
 ];
 
 /// Several processes may open one store at once (two MCP servers, the TUI): the version

@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::fetch::{Fetcher, SystemResolver};
+use crate::gateway::Gateway;
 use crate::guard::{CallFacts, FrontEnd, Guard, Pass};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::wait::{ProgressSink, RunIdSink};
@@ -161,7 +162,15 @@ enum Call {
     Deep(deep_research::DeepCall),
     Create(responses::CreateCall),
     ReadResponse(responses::RetrieveCall),
-    Retrieve { key: String, offset: usize },
+    /// A downstream tool through the gateway: `mcp__<slug>__<tool>`.
+    Downstream {
+        name: String,
+        arguments: Args,
+    },
+    Retrieve {
+        key: String,
+        offset: usize,
+    },
     Metrics,
 }
 
@@ -171,6 +180,7 @@ pub struct Tools {
     fetcher: Arc<Fetcher>,
     guard: Arc<Guard>,
     store: Arc<StoreHandle>,
+    gateway: Option<Arc<Gateway>>,
     wait: u64,
     /// `tools/list` entries, built once (the set never varies per connection).
     list: Value,
@@ -202,19 +212,41 @@ impl Tools {
             fetcher: Arc::new(Fetcher::new(config.fetch.clone(), Arc::new(SystemResolver))),
             guard,
             store: Arc::new(StoreHandle::new(config.store.clone())),
+            gateway: None,
             wait: config.wait_seconds,
             list,
             names: enabled.iter().map(|(name, _)| *name).collect(),
         }
     }
 
-    /// The `tools` array of `tools/list`.
-    pub fn list(&self) -> &Value {
-        &self.list
+    /// Offers the tools of the gateway's downstream servers too.
+    pub fn with_gateway(mut self, gateway: Arc<Gateway>) -> Self {
+        self.gateway = Some(gateway);
+        self
+    }
+
+    pub fn gateway(&self) -> Option<&Arc<Gateway>> {
+        self.gateway.as_ref()
+    }
+
+    /// The `tools` array of `tools/list`: ours, then the downstream servers'.
+    pub fn list(&self) -> Value {
+        let downstream = self.gateway.as_ref().map(|g| g.tools()).unwrap_or_default();
+        if downstream.is_empty() {
+            return self.list.clone();
+        }
+        let mut all = self.list.as_array().cloned().unwrap_or_default();
+        all.extend(downstream);
+        Value::Array(all)
+    }
+
+    /// Changes whenever [`Tools::list`] does.
+    pub fn list_generation(&self) -> u64 {
+        self.gateway.as_ref().map_or(0, |g| g.generation())
     }
 
     pub fn is_enabled(&self, name: &str) -> bool {
-        self.names.contains(&name)
+        self.names.contains(&name) || self.gateway.as_ref().is_some_and(|g| g.exposes(name))
     }
 
     pub fn guard(&self) -> &Guard {
@@ -248,24 +280,33 @@ impl Tools {
             "deep_research" => &deep_research::DEEP_ARGS,
             "responses_create" => &responses::CREATE_ARGS,
             "responses_retrieve" => &responses::RETRIEVE_ARGS,
+            // A downstream tool: its own schema decides what it accepts.
+            _ if self.gateway.as_ref().is_some_and(|g| g.exposes(name)) => &[],
             _ => return Err(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
-        let validated = args::reject_unknown(args, accepted).and_then(|()| match name {
-            "server_metrics" => Ok(Call::Metrics),
-            "retrieve" => {
-                admin::validate_retrieve(args).map(|(key, offset)| Call::Retrieve { key, offset })
-            }
-            "fetch_url" => fetch::validate(args).map(Call::Fetch),
-            "perplexity_search" => search::validate(args).map(Call::Search),
-            "perplexity_ask" => ask::validate(args)
-                .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
-            "finance_search" => finance::validate(args)
-                .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
-            "deep_research" => deep_research::validate(args).map(Call::Deep),
-            "responses_create" => responses::request::validate(args).map(Call::Create),
-            "responses_retrieve" => responses::validate_retrieve(args).map(Call::ReadResponse),
-            _ => research::validate(name, args).map(Call::Lifecycle),
-        });
+        let validated = match &self.gateway {
+            Some(gateway) if accepted.is_empty() && gateway.exposes(name) => gateway
+                .check_arguments(name, args)
+                .map(|()| Call::Downstream {
+                    name: name.to_owned(),
+                    arguments: args.clone(),
+                }),
+            _ => args::reject_unknown(args, accepted).and_then(|()| match name {
+                "server_metrics" => Ok(Call::Metrics),
+                "retrieve" => admin::validate_retrieve(args)
+                    .map(|(key, offset)| Call::Retrieve { key, offset }),
+                "fetch_url" => fetch::validate(args).map(Call::Fetch),
+                "perplexity_search" => search::validate(args).map(Call::Search),
+                "perplexity_ask" => ask::validate(args)
+                    .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
+                "finance_search" => finance::validate(args)
+                    .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
+                "deep_research" => deep_research::validate(args).map(Call::Deep),
+                "responses_create" => responses::request::validate(args).map(Call::Create),
+                "responses_retrieve" => responses::validate_retrieve(args).map(Call::ReadResponse),
+                _ => research::validate(name, args).map(Call::Lifecycle),
+            }),
+        };
         match validated {
             Ok(call) => Ok(Validated {
                 call,
@@ -326,6 +367,24 @@ impl Tools {
                 Call::ReadResponse(call) => {
                     responses::retrieve(&self.client, &self.store, self.wait, call, ctx).await
                 }
+                Call::Downstream { name, arguments } => match &self.gateway {
+                    Some(gateway) => {
+                        let result = gateway.call(name, arguments.clone()).await;
+                        let facts = CallFacts {
+                            security_flags: result.flags.clone(),
+                            ..CallFacts::default()
+                        };
+                        let output = ToolOutput {
+                            is_error: result.is_error,
+                            ..ToolOutput::ok(result.text)
+                        };
+                        (output, facts)
+                    }
+                    None => (
+                        ToolOutput::error(format!("Unknown tool: {name}")),
+                        CallFacts::default(),
+                    ),
+                },
                 Call::Search(query) => {
                     let outcome = search::run(&self.client, query, self.wait).await;
                     let (output, flags) = search::render(&outcome);

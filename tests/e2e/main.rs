@@ -10,6 +10,7 @@ mod deep;
 mod eras;
 mod fetch;
 mod framing;
+mod gateway;
 mod guard;
 mod hostile;
 mod http;

@@ -1,0 +1,408 @@
+//! `perplexity-agent gateway add|remove|list|enable|disable|test`: the operator's only
+//! way to define downstream MCP servers (an MCP caller never can). Definitions pass the
+//! policy and have their secrets sealed before anything is written; `list` and `test`
+//! show secrets as `***`.
+//!
+//! Touches: the store; `test` starts (or connects to) the named server.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use secrecy::SecretString;
+use serde_json::json;
+
+use super::output::{self, Exit};
+use crate::config::Config;
+use crate::gateway::definition::{self, NewServer, NewTransport, ServerDef, TransportDef};
+use crate::gateway::{Gateway, status_json};
+use crate::store::{Saved, Store};
+
+#[derive(Debug, Subcommand)]
+pub enum GatewayCommand {
+    /// Define a downstream server (stdio with --command, or HTTP with --url).
+    Add(Box<AddArgs>),
+    /// Forget a downstream server.
+    Remove { slug: String },
+    /// Show the defined servers (secrets as ***).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Offer this server's tools again.
+    Enable { slug: String },
+    /// Stop offering this server's tools (the definition is kept).
+    Disable { slug: String },
+    /// Connect now: status, latency, the tools offered and what the policy dropped.
+    Test {
+        slug: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The server's name: 1-32 lowercase letters, digits and '-'; its tools become mcp__<slug>__<tool>.
+    pub slug: String,
+    /// stdio: a bare program name from PERPLEXITY_GATEWAY_ALLOWED_COMMANDS.
+    #[arg(long, conflicts_with = "url")]
+    pub command: Option<String>,
+    /// stdio: one argument (repeat for more); passed as a list, never through a shell.
+    #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub args: Vec<String>,
+    /// stdio: NAME=VALUE for the child's environment (stored in the clear).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// stdio: NAME=VALUE stored encrypted (needs PERPLEXITY_SECRET_KEY). VALUE may be
+    /// `@env:VAR` to read it from this command's environment instead of the command line.
+    #[arg(long = "secret-env", value_name = "NAME=VALUE")]
+    pub secret_env: Vec<String>,
+    /// stdio: the working directory (inside PERPLEXITY_GATEWAY_ALLOWED_ROOTS).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// HTTP: the Streamable HTTP endpoint (https unless --allow-insecure-http).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// HTTP: "Name: value", always stored encrypted (needs PERPLEXITY_SECRET_KEY); the
+    /// value may be `@env:VAR`.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// HTTP: allow plain http for this server.
+    #[arg(long, requires = "url")]
+    pub allow_insecure_http: bool,
+    /// HTTP: allow the host to resolve to private addresses (an intranet server).
+    #[arg(long, requires = "url")]
+    pub allow_private: bool,
+    /// HTTP: extra trusted CA certificates (PEM) for this server.
+    #[arg(long, requires = "url")]
+    pub ca_bundle: Option<PathBuf>,
+    /// Offer only these tools (repeat).
+    #[arg(long = "allow-tool", value_name = "TOOL")]
+    pub allow_tools: Vec<String>,
+    /// Never offer these tools (repeat).
+    #[arg(long = "deny-tool", value_name = "TOOL")]
+    pub deny_tools: Vec<String>,
+}
+
+pub async fn run(command: GatewayCommand, config: &Config) -> i32 {
+    let Some(store_config) = config.store.clone() else {
+        return output::fail(
+            Exit::Config,
+            &crate::store::StoreError::NotConfigured.to_string(),
+        );
+    };
+    let store = match Store::open(store_config) {
+        Ok(s) => s,
+        Err(e) => return output::fail(Exit::Config, &e.to_string()),
+    };
+    match command {
+        GatewayCommand::Add(args) => add(*args, config, &store),
+        GatewayCommand::Remove { slug } => match store.remove_gateway_server(&slug) {
+            Ok(true) => done(&format!("Removed {slug}.")),
+            Ok(false) => output::fail(Exit::Usage, &format!("No server named {slug}.")),
+            Err(e) => output::fail(Exit::Config, &e.to_string()),
+        },
+        GatewayCommand::Enable { slug } => set_enabled(&store, &slug, true, config),
+        GatewayCommand::Disable { slug } => set_enabled(&store, &slug, false, config),
+        GatewayCommand::List { json } => list(&store, json),
+        GatewayCommand::Test { slug, json } => test(&store, &slug, json, config).await,
+    }
+}
+
+/// The gateway of `serve`: the enabled definitions in the store, connected before the
+/// first request is read (so the first `tools/list` already has their tools). `None`
+/// when the gateway is off or nothing is defined; a store that cannot be read is
+/// reported and the server runs without downstream tools.
+pub async fn start(config: &Config) -> Option<Arc<Gateway>> {
+    if !config.gateway.enabled {
+        return None;
+    }
+    let store = match Store::open(config.store.clone()?) {
+        Ok(store) => store,
+        Err(e) => {
+            tracing::warn!("gateway definitions unreadable, serving without downstream tools: {e}");
+            return None;
+        }
+    };
+    let defs = match load(&store) {
+        Ok(defs) => defs,
+        Err(e) => {
+            tracing::warn!("gateway definitions unreadable, serving without downstream tools: {e}");
+            return None;
+        }
+    };
+    drop(store);
+    if !defs.iter().any(|d| d.enabled) {
+        return None;
+    }
+    let gateway = Gateway::new(config.gateway.clone(), config.secret_key.clone(), defs);
+    gateway.start().await;
+    Some(gateway)
+}
+
+fn done(message: &str) -> i32 {
+    output::lines(message);
+    Exit::Success as i32
+}
+
+/// `NAME=VALUE` (or `NAME: VALUE` for headers); `@env:VAR` reads VAR.
+fn pair(raw: &str, separator: char, what: &str) -> Result<(String, String), String> {
+    let (name, value) = raw
+        .split_once(separator)
+        .ok_or_else(|| format!("{what} must be written NAME{separator}VALUE"))?;
+    let value = value.trim_start();
+    let value = match value.strip_prefix("@env:") {
+        Some(var) => {
+            std::env::var(var).map_err(|_| format!("{var} (named by @env:{var}) is not set"))?
+        }
+        None => value.to_owned(),
+    };
+    Ok((name.trim().to_owned(), value))
+}
+
+fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
+    let transport = match (args.command, args.url) {
+        (Some(command), None) => {
+            let env: Result<Vec<_>, _> = args.env.iter().map(|e| pair(e, '=', "--env")).collect();
+            let secret_env: Result<Vec<_>, _> = args
+                .secret_env
+                .iter()
+                .map(|e| pair(e, '=', "--secret-env").map(|(n, v)| (n, SecretString::from(v))))
+                .collect();
+            match (env, secret_env) {
+                (Ok(env), Ok(secret_env)) => NewTransport::Stdio {
+                    command,
+                    args: args.args,
+                    env,
+                    secret_env,
+                    cwd: args.cwd,
+                },
+                (Err(e), _) | (_, Err(e)) => return output::fail(Exit::Usage, &e),
+            }
+        }
+        (None, Some(url)) => {
+            if !args.args.is_empty()
+                || !args.env.is_empty()
+                || !args.secret_env.is_empty()
+                || args.cwd.is_some()
+            {
+                return output::fail(
+                    Exit::Usage,
+                    "--arg, --env, --secret-env and --cwd are for stdio servers (--command).",
+                );
+            }
+            let headers: Result<Vec<_>, _> = args
+                .headers
+                .iter()
+                .map(|h| pair(h, ':', "--header").map(|(n, v)| (n, SecretString::from(v))))
+                .collect();
+            match headers {
+                Ok(headers) => NewTransport::Http {
+                    url,
+                    headers,
+                    allow_insecure_http: args.allow_insecure_http,
+                    allow_private: args.allow_private,
+                    ca_bundle: args.ca_bundle,
+                },
+                Err(e) => return output::fail(Exit::Usage, &e),
+            }
+        }
+        _ => {
+            return output::fail(
+                Exit::Usage,
+                "Give --command (a stdio server) or --url (an HTTP server).",
+            );
+        }
+    };
+    let is_stdio = matches!(transport, NewTransport::Stdio { .. });
+    let new = NewServer {
+        slug: args.slug.clone(),
+        transport,
+        allow_tools: args.allow_tools,
+        deny_tools: args.deny_tools,
+    };
+    let def = match definition::prepare(new, &config.gateway, config.secret_key.as_ref()) {
+        Ok(def) => def,
+        Err(e) => return output::fail(Exit::Usage, &format!("{} refused: {e}.", args.slug)),
+    };
+    if is_stdio {
+        let stdio = match stdio_count(store, &args.slug) {
+            Ok(n) => n,
+            Err(e) => return output::fail(Exit::Config, &e),
+        };
+        if stdio >= config.gateway.max_stdio {
+            return output::fail(
+                Exit::Usage,
+                &format!(
+                    "{} refused: {} stdio servers are defined already (PERPLEXITY_GATEWAY_MAX_STDIO).",
+                    args.slug, config.gateway.max_stdio
+                ),
+            );
+        }
+    }
+    save(store, &def, config)
+}
+
+fn save(store: &Store, def: &ServerDef, config: &Config) -> i32 {
+    let text = match serde_json::to_string(def) {
+        Ok(t) => t,
+        Err(_) => return output::fail(Exit::Failed, "the definition could not be written"),
+    };
+    match store.put_gateway_server(&def.slug, &text, config.gateway.max_servers) {
+        Ok(Saved::Added) => done(&format!(
+            "Added {}. Check it with: perplexity-agent gateway test {}",
+            def.slug, def.slug
+        )),
+        Ok(Saved::Replaced) => done(&format!("Updated {}.", def.slug)),
+        Ok(Saved::TooMany) => output::fail(
+            Exit::Usage,
+            &format!(
+                "{} refused: {} servers are defined already (PERPLEXITY_GATEWAY_MAX_SERVERS).",
+                def.slug, config.gateway.max_servers
+            ),
+        ),
+        Err(e) => output::fail(Exit::Config, &e.to_string()),
+    }
+}
+
+/// Stdio servers defined, not counting `except` (which is being replaced).
+fn stdio_count(store: &Store, except: &str) -> Result<usize, String> {
+    Ok(load(store)?
+        .iter()
+        .filter(|d| d.slug != except && matches!(d.transport, TransportDef::Stdio { .. }))
+        .count())
+}
+
+/// All stored definitions; an unreadable one is reported, not fatal.
+pub fn load(store: &Store) -> Result<Vec<ServerDef>, String> {
+    let rows = store.gateway_servers().map_err(|e| e.to_string())?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(slug, text)| match serde_json::from_str(&text) {
+            Ok(def) => Some(def),
+            Err(_) => {
+                tracing::warn!(server = %slug, "a stored gateway definition is damaged; ignoring it");
+                None
+            }
+        })
+        .collect())
+}
+
+fn set_enabled(store: &Store, slug: &str, enabled: bool, config: &Config) -> i32 {
+    let text = match store.gateway_server(slug) {
+        Ok(Some(text)) => text,
+        Ok(None) => return output::fail(Exit::Usage, &format!("No server named {slug}.")),
+        Err(e) => return output::fail(Exit::Config, &e.to_string()),
+    };
+    let Ok(mut def) = serde_json::from_str::<ServerDef>(&text) else {
+        return output::fail(
+            Exit::Config,
+            &format!("the stored definition of {slug} is damaged"),
+        );
+    };
+    def.enabled = enabled;
+    save(store, &def, config)
+}
+
+fn list(store: &Store, json: bool) -> i32 {
+    let defs = match load(store) {
+        Ok(d) => d,
+        Err(e) => return output::fail(Exit::Config, &e),
+    };
+    if json {
+        output::document(&json!(
+            defs.iter().map(definition::masked).collect::<Vec<_>>()
+        ));
+        return Exit::Success as i32;
+    }
+    if defs.is_empty() {
+        return done(
+            "No downstream servers. Add one with: perplexity-agent gateway add <name> --command <program> | --url <https://…>",
+        );
+    }
+    let mut text = String::new();
+    for def in &defs {
+        let state = if def.enabled { "enabled" } else { "disabled" };
+        let what = match &def.transport {
+            TransportDef::Stdio {
+                command, args, env, ..
+            } => {
+                let vars: Vec<String> = env
+                    .iter()
+                    .map(|f| shown_field(&f.name, &f.value, '='))
+                    .collect();
+                format!(
+                    "stdio: {command} {}{}",
+                    args.join(" "),
+                    if vars.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [env {}]", vars.join(", "))
+                    }
+                )
+            }
+            TransportDef::Http { url, headers, .. } => {
+                let hs: Vec<String> = headers
+                    .iter()
+                    .map(|f| shown_field(&f.name, &f.value, ':'))
+                    .collect();
+                format!(
+                    "http: {url}{}",
+                    if hs.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [headers {}]", hs.join(", "))
+                    }
+                )
+            }
+        };
+        text.push_str(&format!("{} ({state}) {what}\n", def.slug));
+    }
+    done(&text)
+}
+
+fn shown_field(name: &str, value: &definition::Stored, sep: char) -> String {
+    match value {
+        definition::Stored::Plain(v) => format!("{name}{sep}{v}"),
+        definition::Stored::Sealed(_) => format!("{name}{sep}***"),
+    }
+}
+
+async fn test(store: &Store, slug: &str, json: bool, config: &Config) -> i32 {
+    let defs = match load(store) {
+        Ok(d) => d,
+        Err(e) => return output::fail(Exit::Config, &e),
+    };
+    let Some(mut def) = defs.into_iter().find(|d| d.slug == slug) else {
+        return output::fail(Exit::Usage, &format!("No server named {slug}."));
+    };
+    def.enabled = true;
+    let gateway = Gateway::new(config.gateway.clone(), config.secret_key.clone(), vec![def]);
+    let status = gateway.test(slug).await.unwrap_or_default();
+    gateway.shutdown().await;
+    if json {
+        output::document(&status_json(slug, &status));
+    } else {
+        let mut text = match &status.last_error {
+            None => format!(
+                "{slug}: OK ({} ms), {} tool(s) offered",
+                status.latency_ms.unwrap_or_default(),
+                status.exposed.len()
+            ),
+            Some(e) => format!("{slug}: FAILED: {e}"),
+        };
+        for tool in &status.exposed {
+            text.push_str(&format!("\n  {}", tool.name));
+        }
+        for r in &status.rejected {
+            text.push_str(&format!("\n  dropped {}: {}", r.name, r.reason));
+        }
+        output::lines(&text);
+    }
+    if status.last_error.is_some() {
+        Exit::Failed as i32
+    } else {
+        Exit::Success as i32
+    }
+}

@@ -1,0 +1,699 @@
+//! The gateway: definitions only through the operator's CLI, every stdio/HTTP policy
+//! rejection, secrets sealed at rest and masked, and (with the hostile downstream) the
+//! tool surface, limits and reconnects — all against the real binaries.
+
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+/// A base64 32-byte key (test-only, not a secret anywhere).
+pub const SEALING_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+pub struct Env {
+    pub dir: Scratch,
+    pub vars: Vec<(String, String)>,
+}
+
+impl Env {
+    pub fn new(name: &str) -> Env {
+        let dir = Scratch::new(name);
+        let vars = vec![
+            (
+                "PERPLEXITY_STORE_PATH".into(),
+                dir.path("data/store.sqlite").display().to_string(),
+            ),
+            (
+                "PERPLEXITY_GATEWAY_ALLOWED_COMMANDS".into(),
+                "node,python3,fake-downstream,perplexity-agent".into(),
+            ),
+            ("PERPLEXITY_GATEWAY_PATH".into(), bin_dir()),
+            (
+                "PERPLEXITY_GATEWAY_ALLOWED_ROOTS".into(),
+                dir.0.display().to_string(),
+            ),
+        ];
+        Env { dir, vars }
+    }
+
+    pub fn with(mut self, k: &str, v: &str) -> Env {
+        self.vars.retain(|(name, _)| name != k);
+        self.vars.push((k.into(), v.into()));
+        self
+    }
+
+    pub fn run(&self, args: &[&str]) -> (String, String, i32) {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdin(Stdio::null());
+        for (k, v) in &self.vars {
+            cmd.env(k, v);
+        }
+        let o: Output = cmd.output().expect("run perplexity-agent");
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            o.status.code().unwrap_or(-1),
+        )
+    }
+
+    pub fn gateway(&self, args: &[&str]) -> (String, String, i32) {
+        let mut all = vec!["gateway"];
+        all.extend_from_slice(args);
+        self.run(&all)
+    }
+
+    pub fn list(&self) -> Value {
+        let (stdout, stderr, code) = self.gateway(&["list", "--json"]);
+        assert_eq!(code, 0, "{stderr}");
+        serde_json::from_str(&stdout).unwrap()
+    }
+}
+
+/// The directory holding this build's binaries (ours, and the test downstream).
+pub fn bin_dir() -> String {
+    std::path::Path::new(BIN)
+        .parent()
+        .unwrap()
+        .display()
+        .to_string()
+}
+
+#[test]
+fn stdio_definitions_obey_the_command_policy() {
+    let env = Env::new("gw-policy");
+    let cwd = env.dir.path("srv");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--command".into(), "/bin/sh".into()], "is a path"),
+        (
+            vec!["--command".into(), "sh".into()],
+            "not in PERPLEXITY_GATEWAY_ALLOWED_COMMANDS",
+        ),
+        (vec!["--command".into(), "node;id".into()], "contains ';'"),
+        (vec!["--command".into(), "node$(id)".into()], "contains '$'"),
+        (vec!["--command".into(), "node|cat".into()], "contains '|'"),
+        (vec!["--command".into(), "../bin/tool".into()], "is a path"),
+        (
+            vec![
+                "--command".into(),
+                "node".into(),
+                "--arg".into(),
+                "-e".into(),
+                "--arg".into(),
+                "require('child_process')".into(),
+            ],
+            "run code given inline",
+        ),
+        (
+            vec![
+                "--command".into(),
+                "python3".into(),
+                "--arg".into(),
+                "-m".into(),
+                "--arg".into(),
+                "http.server".into(),
+            ],
+            "run code given inline",
+        ),
+        (
+            vec![
+                "--command".into(),
+                "node".into(),
+                "--cwd".into(),
+                format!("{}/../../../etc", cwd.display()),
+            ],
+            "outside PERPLEXITY_GATEWAY_ALLOWED_ROOTS",
+        ),
+        (
+            vec![
+                "--command".into(),
+                "node".into(),
+                "--env".into(),
+                "LD_PRELOAD=/tmp/x.so".into(),
+            ],
+            "cannot be set",
+        ),
+        (
+            vec![
+                "--command".into(),
+                "node".into(),
+                "--secret-env".into(),
+                "TOKEN=abc".into(),
+            ],
+            "PERPLEXITY_SECRET_KEY is not set",
+        ),
+        (
+            vec!["--url".into(), "http://example.test/mcp".into()],
+            "--allow-insecure-http",
+        ),
+        (
+            vec![
+                "--url".into(),
+                "https://example.test/mcp".into(),
+                "--header".into(),
+                "Authorization: Bearer s3cr3t-value".into(),
+            ],
+            "PERPLEXITY_SECRET_KEY is not set",
+        ),
+        (
+            vec!["--url".into(), "https://u:p@example.test/mcp".into()],
+            "credentials in the URL",
+        ),
+    ];
+    for (extra, why) in cases {
+        let mut args = vec!["add", "srv"];
+        args.extend(extra.iter().map(String::as_str));
+        let (stdout, stderr, code) = env.gateway(&args);
+        assert_eq!(code, 2, "{extra:?}: {stdout}{stderr}");
+        assert!(stderr.contains(why), "{extra:?}: {stderr}");
+    }
+    assert_eq!(env.list(), json!([]), "nothing was written");
+    // The allowed form, with an argument full of metacharacters kept as data.
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "srv",
+        "--command",
+        "fake-downstream",
+        "--arg",
+        "$(id)",
+        "--cwd",
+        &cwd.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(env.list()[0]["transport"]["args"], json!(["$(id)"]));
+    // A malformed key refuses to start at all.
+    let bad = Env::new("gw-badkey").with("PERPLEXITY_SECRET_KEY", "AAECAwQFBgcICQoLDA0ODw==");
+    let (_, stderr, code) = bad.gateway(&["list"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("PERPLEXITY_SECRET_KEY must be 32 random bytes"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn secrets_are_sealed_at_rest_masked_and_bound_to_their_server() {
+    let env = Env::new("gw-secrets").with("PERPLEXITY_SECRET_KEY", SEALING_KEY);
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "tickets",
+        "--url",
+        "https://tickets.example/mcp",
+        "--header",
+        "Authorization: Bearer s3cr3t-value",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let (_, stderr, code) = env.gateway(&["add", "other", "--url", "https://other.example/mcp"]);
+    assert_eq!(code, 0, "{stderr}");
+    let db = env.dir.path("data/store.sqlite");
+    let raw = [
+        std::fs::read(&db).unwrap(),
+        std::fs::read(db.with_extension("sqlite-wal")).unwrap_or_default(),
+    ]
+    .concat();
+    assert!(
+        !String::from_utf8_lossy(&raw).contains("s3cr3t-value"),
+        "plaintext on disk"
+    );
+    let listed = env.list();
+    assert_eq!(
+        listed[1]["transport"]["headers"][0],
+        json!({"name": "Authorization", "sealed": "***"})
+    );
+    let (stdout, _, _) = env.gateway(&["list"]);
+    assert!(
+        stdout.contains("Authorization:***") && !stdout.contains("s3cr3t"),
+        "{stdout}"
+    );
+
+    // A wrong key: the server is unavailable with a clear reason, nothing is sent.
+    let wrong = Env {
+        dir: Scratch::new("unused"),
+        vars: env.vars.clone(),
+    }
+    .with(
+        "PERPLEXITY_SECRET_KEY",
+        "HxwbGhkYFxYVFBMSERAPDg0MCwoJCAcGBQQDAgEAAAA=",
+    );
+    let (stdout, _, code) = wrong.gateway(&["test", "tickets"]);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("cannot be decrypted"), "{stdout}");
+    let (stdout, _, code) = env.clone_without_key().gateway(&["test", "tickets"]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains("PERPLEXITY_SECRET_KEY is not set"),
+        "{stdout}"
+    );
+}
+
+impl Env {
+    fn clone_without_key(&self) -> Env {
+        let mut vars = self.vars.clone();
+        vars.retain(|(k, _)| k != "PERPLEXITY_SECRET_KEY");
+        Env {
+            dir: Scratch::new("nokey"),
+            vars,
+        }
+    }
+}
+
+#[test]
+fn the_number_of_servers_is_capped() {
+    let env = Env::new("gw-cap").with("PERPLEXITY_GATEWAY_MAX_SERVERS", "2");
+    for slug in ["a", "b"] {
+        let (_, stderr, code) = env.gateway(&["add", slug, "--url", "https://x.example/mcp"]);
+        assert_eq!(code, 0, "{stderr}");
+    }
+    let (_, stderr, code) = env.gateway(&["add", "c", "--url", "https://x.example/mcp"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("PERPLEXITY_GATEWAY_MAX_SERVERS"),
+        "{stderr}"
+    );
+    // Replacing an existing one is not a new server.
+    let (_, stderr, code) = env.gateway(&["add", "b", "--url", "https://y.example/mcp"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (_, _, code) = env.gateway(&["disable", "a"]);
+    assert_eq!(code, 0);
+    assert_eq!(env.list()[0]["enabled"], false);
+    let (_, _, code) = env.gateway(&["remove", "a"]);
+    assert_eq!(code, 0);
+    assert_eq!(env.list().as_array().unwrap().len(), 1);
+}
+
+/// The test downstream server's binary (built by `cargo test --workspace`).
+fn downstream_bin() -> String {
+    let path = format!("{}/fake-downstream", bin_dir());
+    assert!(
+        std::path::Path::new(&path).exists(),
+        "{path} is missing: run `cargo build -p fake-downstream` (cargo test --workspace builds it)"
+    );
+    path
+}
+
+/// A served perplexity-agent with `env`'s store and gateway settings, and a key.
+fn serve(env: &Env) -> Server {
+    downstream_bin();
+    let mut vars = env.vars.clone();
+    vars.push(("PERPLEXITY_API_KEY".into(), KEY.into()));
+    vars.push(("PERPLEXITY_API_BASE".into(), "http://127.0.0.1:9".into()));
+    let mut s = Server::start(&vars);
+    s.request(&request(0, "initialize", json!({"protocolVersion": V_LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})));
+    s
+}
+
+fn tool_names(s: &mut Server, id: i64) -> Vec<String> {
+    let r = s.request(&request(id, "tools/list", json!({})));
+    r["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn stats(s: &mut Server, id: i64) -> Value {
+    let (text, is_error) = tool_text(&s.request(&call(id, "mcp__fd__stats", json!({}))));
+    assert!(!is_error, "{text}");
+    serde_json::from_str(&unwrap_tool_spotlight(&text)).unwrap()
+}
+
+/// The body of a downstream result (inside its spotlight wrapper).
+fn unwrap_tool_spotlight(text: &str) -> String {
+    let start = text.find("<untrusted-web-content-").expect("spotlighted");
+    let body = &text[start..];
+    let open_end = body.find('>').unwrap();
+    let inner = &body[open_end + 1..body.rfind("\n</untrusted-web-content-").unwrap()];
+    assert!(inner.contains("returned by a tool of a downstream MCP server"));
+    inner.split_once("\n\n").unwrap().1.to_owned()
+}
+
+#[test]
+fn a_stdio_downstream_is_offered_namespaced_policed_and_isolated() {
+    let env = Env::new("gw-stdio").with("PERPLEXITY_SECRET_KEY", SEALING_KEY);
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "fd",
+        "--command",
+        "fake-downstream",
+        "--arg",
+        "--hostile-metadata",
+        "--arg",
+        "$(id)",
+        "--env",
+        "PLAIN=visible",
+        "--secret-env",
+        "TOKEN=sealed-token-value",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let (stdout, stderr, code) = env.gateway(&["test", "fd"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    for dropped in [
+        "read__file",
+        "bad name!",
+        "a_tool_name_that_is_far_too_long",
+        "huge_schema",
+    ] {
+        assert!(
+            stdout.contains(&format!("dropped {dropped}")),
+            "{dropped}: {stdout}"
+        );
+    }
+
+    let mut s = serve(&env);
+    let names = tool_names(&mut s, 1);
+    assert!(names.contains(&"perplexity_agent".to_owned()));
+    for exposed in [
+        "mcp__fd__echo",
+        "mcp__fd__long_description",
+        "mcp__fd__sneaky",
+        "mcp__fd__remote_ref",
+    ] {
+        assert!(names.contains(&exposed.to_owned()), "{exposed}: {names:?}");
+    }
+    assert!(
+        !names.iter().any(|n| n.contains("read__file")
+            || n.contains("huge_schema")
+            || n.contains("bad name"))
+    );
+    let r = s.request(&request(2, "tools/list", json!({})));
+    let tools = r["result"]["tools"].as_array().unwrap();
+    let describe = |name: &str| {
+        tools.iter().find(|t| t["name"] == name).unwrap()["description"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let long = describe("mcp__fd__long_description");
+    assert!(long.starts_with("[from downstream MCP server 'fd'] ") && long.ends_with('…'));
+    assert!(long.chars().count() <= 1024 + 40);
+    assert!(
+        describe("mcp__fd__sneaky").contains("flagged: "),
+        "flagged description"
+    );
+
+    let (text, is_error) = tool_text(&s.request(&call(3, "mcp__fd__echo", json!({"text": "hi"}))));
+    assert!(!is_error, "{text}");
+    assert_eq!(unwrap_tool_spotlight(&text), "hi");
+    // Arguments were a list: `$(id)` arrived as five characters.
+    let (text, _) = tool_text(&s.request(&call(4, "mcp__fd__argv", json!({}))));
+    let argv: Vec<String> = serde_json::from_str(&unwrap_tool_spotlight(&text)).unwrap();
+    assert_eq!(&argv[1..], ["--hostile-metadata", "$(id)"]);
+    // A cleared environment: what was declared, PATH, and nothing of ours.
+    let (text, _) = tool_text(&s.request(&call(5, "mcp__fd__env", json!({}))));
+    let child_env: serde_json::Map<String, Value> =
+        serde_json::from_str(&unwrap_tool_spotlight(&text)).unwrap();
+    let mut keys: Vec<&str> = child_env.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["PATH", "PLAIN", "TOKEN"],
+        "HOME and LANG are unset in the test"
+    );
+    assert_eq!(child_env["TOKEN"], "sealed-token-value");
+    assert_eq!(child_env["PATH"], bin_dir());
+
+    // Arguments are checked against the downstream schema before it sees them.
+    let calls_before = stats(&mut s, 6)["calls"].as_i64().unwrap();
+    let (text, is_error) = tool_text(&s.request(&call(7, "mcp__fd__echo", json!({"text": 5}))));
+    assert!(
+        is_error && text.starts_with("Invalid arguments for mcp__fd__echo"),
+        "{text}"
+    );
+    assert_eq!(
+        stats(&mut s, 8)["calls"].as_i64().unwrap(),
+        calls_before + 1,
+        "only the stats call"
+    );
+    // Dropped tools cannot be called by name either.
+    let r = s.request(&call(9, "mcp__fd__read__file", json!({})));
+    assert_eq!(r["error"]["code"], -32602);
+
+    // Results: capped with a marker, injection flagged.
+    let (text, _) = tool_text(&s.request(&call(10, "mcp__fd__big", json!({"bytes": 200_000}))));
+    assert!(
+        text.contains("[truncated: 134464 bytes omitted]"),
+        "{:.200}",
+        &text[text.len() - 200..]
+    );
+    let (text, _) = tool_text(&s.request(&call(11, "mcp__fd__inject", json!({}))));
+    assert!(
+        text.starts_with("Possible prompt injection in this result"),
+        "{text}"
+    );
+    let (text, is_error) = tool_text(&s.request(&call(12, "mcp__fd__fail", json!({}))));
+    assert!(is_error && text.contains("downstream failure"));
+    assert!(!s.stderr().contains("sealed-token-value"));
+}
+
+#[test]
+fn crashes_timeouts_and_the_concurrency_cap() {
+    let env = Env::new("gw-limits").with("PERPLEXITY_GATEWAY_TIMEOUT_SECONDS", "2");
+    let (_, stderr, code) = env.gateway(&["add", "fd", "--command", "fake-downstream"]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let pid = |s: &mut Server, id: i64| {
+        let (text, _) = tool_text(&s.request(&call(id, "mcp__fd__pid", json!({}))));
+        unwrap_tool_spotlight(&text)
+    };
+    let first = pid(&mut s, 1);
+    // A crash mid-call is a tool error; the next call reconnects (a new process).
+    let (text, is_error) = tool_text(&s.request(&call(2, "mcp__fd__crash", json!({}))));
+    assert!(
+        is_error && text.contains("the next call reconnects"),
+        "{text}"
+    );
+    let second = pid(&mut s, 3);
+    assert_ne!(first, second, "a new process");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{first}")).exists()
+            || std::fs::read_to_string(format!("/proc/{first}/stat"))
+                .map_or(true, |st| st.contains(" Z "))
+    );
+
+    // A call that outlasts the timeout is cancelled downstream.
+    let started = std::time::Instant::now();
+    let (text, is_error) = tool_text(&s.request(&call(4, "mcp__fd__slow", json!({"ms": 20_000}))));
+    assert!(
+        is_error && text.contains("did not answer within 2s"),
+        "{text}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(8));
+    wait_until(
+        "the downstream saw the cancellation",
+        std::time::Duration::from_secs(5),
+        || !stats(&mut s, 5)["cancelled"].as_array().unwrap().is_empty(),
+    );
+
+    // Six calls at once: at most four reach the server together.
+    for i in 0..6 {
+        s.send(&call(100 + i, "mcp__fd__slow", json!({"ms": 600})));
+    }
+    // Replies come in completion order.
+    let mut answered = std::collections::HashSet::new();
+    while answered.len() < 6 {
+        let r = s.recv();
+        let id = r["id"].as_i64().unwrap_or_default();
+        if (100..106).contains(&id) {
+            assert!(!tool_text(&r).1, "{r}");
+            answered.insert(id);
+        }
+    }
+    assert_eq!(stats(&mut s, 200)["max_in_flight"], 4);
+
+    // No process is left behind when the server ends.
+    let last = pid(&mut s, 201);
+    s.close_stdin();
+    s.wait_exit(std::time::Duration::from_secs(10));
+    wait_until(
+        "the downstream process to exit",
+        std::time::Duration::from_secs(5),
+        || {
+            std::fs::read_to_string(format!("/proc/{last}/stat"))
+                .map_or(true, |st| st.contains(") Z "))
+        },
+    );
+}
+
+#[test]
+fn the_global_switch_and_a_missing_program() {
+    let env = Env::new("gw-switch");
+    let (_, stderr, code) = env.gateway(&["add", "fd", "--command", "fake-downstream"]);
+    assert_eq!(code, 0, "{stderr}");
+    let off = Env {
+        dir: Scratch::new("unused2"),
+        vars: env.vars.clone(),
+    }
+    .with("PERPLEXITY_GATEWAY", "off");
+    let mut s = serve(&off);
+    assert!(!tool_names(&mut s, 1).iter().any(|n| n.starts_with("mcp__")));
+    let r = s.request(&call(2, "mcp__fd__echo", json!({"text": "x"})));
+    assert_eq!(r["error"]["code"], -32602);
+    // An allowlisted program that is not on the gateway's PATH.
+    let (_, stderr, code) = env.gateway(&["add", "nd", "--command", "node"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (stdout, _, code) = env.gateway(&["test", "nd"]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains("'node' was not found on PERPLEXITY_GATEWAY_PATH"),
+        "{stdout}"
+    );
+}
+
+/// A fake-downstream HTTP server on a loopback port.
+struct HttpDownstream {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpDownstream {
+    fn start(args: &[&str]) -> HttpDownstream {
+        use std::io::BufRead;
+        let mut child = Command::new(downstream_bin())
+            .arg("--http")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .to_owned();
+        HttpDownstream { child, url: base }
+    }
+
+    fn headers(&self) -> Vec<Value> {
+        let addr = self.url.strip_prefix("http://").unwrap();
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        use std::io::{Read, Write};
+        write!(
+            stream,
+            "GET /_headers HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let body = response.split_once("\r\n\r\n").unwrap().1;
+        serde_json::from_str(body).unwrap_or_else(|_| {
+            // chunked: take the JSON between the first '[' and the last ']'
+            serde_json::from_str(&body[body.find('[').unwrap()..=body.rfind(']').unwrap()]).unwrap()
+        })
+    }
+}
+
+impl Drop for HttpDownstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn http_downstreams_keep_their_headers_apart_and_follow_no_redirects() {
+    let a = HttpDownstream::start(&["--require-header", "Authorization: Bearer a-secret"]);
+    let b = HttpDownstream::start(&[]);
+    let env = Env::new("gw-http").with("PERPLEXITY_SECRET_KEY", SEALING_KEY);
+    for (slug, url, header) in [
+        ("a", &a.url, Some("Authorization: Bearer a-secret")),
+        ("b", &b.url, None),
+    ] {
+        let mut args = vec![
+            "add",
+            slug,
+            "--url",
+            url.as_str(),
+            "--allow-insecure-http",
+            "--allow-private",
+        ];
+        let url_mcp = format!("{url}/mcp");
+        args[3] = &url_mcp;
+        if let Some(h) = header {
+            args.extend(["--header", h]);
+        }
+        let (_, stderr, code) = env.gateway(&args);
+        assert_eq!(code, 0, "{stderr}");
+    }
+    let mut s = serve(&env);
+    for (i, name) in ["mcp__a__echo", "mcp__b__echo"].iter().enumerate() {
+        let (text, is_error) =
+            tool_text(&s.request(&call(i as i64 + 1, name, json!({"text": "x"}))));
+        assert!(!is_error, "{name}: {text}");
+    }
+    let seen_by_b = b.headers();
+    assert!(!seen_by_b.is_empty());
+    assert!(
+        seen_by_b.iter().all(|h| h.get("authorization").is_none()),
+        "{seen_by_b:?}"
+    );
+    assert!(
+        a.headers()
+            .iter()
+            .all(|h| h["authorization"] == "Bearer a-secret")
+    );
+
+    // A server that redirects elsewhere: not followed, B sees nothing more.
+    let before = b.headers().len();
+    let c = HttpDownstream::start(&["--redirect-to", &format!("{}/mcp", b.url)]);
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "c",
+        "--url",
+        &format!("{}/mcp", c.url),
+        "--allow-insecure-http",
+        "--allow-private",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let (stdout, _, code) = env.gateway(&["test", "c"]);
+    assert_eq!(code, 1, "{stdout}");
+    assert_eq!(b.headers().len(), before, "the redirect was not followed");
+    // Without --allow-private a loopback address is refused before connecting.
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "d",
+        "--url",
+        &format!("{}/mcp", b.url),
+        "--allow-insecure-http",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let (stdout, _, code) = env.gateway(&["test", "d"]);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("non-public address"), "{stdout}");
+    assert_eq!(b.headers().len(), before);
+}
+
+#[test]
+fn our_own_binary_is_a_downstream_server() {
+    let env = Env::new("gw-self");
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "self",
+        "--command",
+        "perplexity-agent",
+        "--arg",
+        "serve",
+        "--arg",
+        "--tools",
+        "--arg",
+        "admin",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let names = tool_names(&mut s, 1);
+    assert!(
+        names.contains(&"mcp__self__server_metrics".to_owned()),
+        "{names:?}"
+    );
+    let (text, is_error) = tool_text(&s.request(&call(2, "mcp__self__server_metrics", json!({}))));
+    assert!(!is_error, "{text}");
+    assert!(text.contains("uptime"), "{text}");
+}
