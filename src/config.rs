@@ -575,6 +575,9 @@ fn gateway_config(
         max_result_bytes: int("PERPLEXITY_GATEWAY_MAX_RESULT_BYTES", 65_536, 1024, 8 << 20)?
             as usize,
         data_dir: store.and_then(|s| s.path.parent().map(std::path::Path::to_path_buf)),
+        functions: list(env("PERPLEXITY_GATEWAY_FUNCTIONS").as_deref())
+            .map(str::to_owned)
+            .collect(),
     })
 }
 

@@ -56,6 +56,9 @@ pub struct GatewayConfig {
     pub max_result_bytes: usize,
     /// Where per-server working directories are created (next to the store).
     pub data_dir: Option<PathBuf>,
+    /// Downstream tools the Perplexity agent may call as functions
+    /// (`PERPLEXITY_GATEWAY_FUNCTIONS`: exact names, or `mcp__<slug>__*`); none by default.
+    pub functions: Vec<String>,
 }
 
 impl GatewayConfig {
@@ -81,6 +84,9 @@ impl GatewayConfig {
         Ok(base)
     }
 }
+
+/// How often idle servers are stopped and servers down at start retried.
+const HOUSEKEEPING: Duration = Duration::from_secs(2);
 
 /// A downstream call's arguments, serialized (ours).
 pub const MAX_ARGUMENT_BYTES: usize = 64 * 1024;
@@ -123,8 +129,9 @@ pub struct Gateway {
     servers: Vec<Arc<Server>>,
     /// Live stdio processes, all servers together.
     processes: Arc<Semaphore>,
-    /// Bumped whenever the exposed tool set changes.
+    /// Bumped whenever the exposed tool set changes (after start).
     generation: AtomicU64,
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Gateway {
@@ -149,6 +156,7 @@ impl Gateway {
             key,
             servers,
             generation: AtomicU64::new(0),
+            changes: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -186,11 +194,12 @@ impl Gateway {
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(Duration::from_secs(15)).await;
+                tokio::time::sleep(HOUSEKEEPING).await;
                 let Some(gateway) = weak.upgrade() else {
                     return;
                 };
                 gateway.stop_idle().await;
+                gateway.retry_unlisted().await;
             }
         });
     }
@@ -218,6 +227,13 @@ impl Gateway {
 
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Changes of the exposed tool set from now on.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        let mut rx = self.changes.subscribe();
+        rx.mark_unchanged();
+        rx
     }
 
     /// True for a name this gateway exposes right now.
@@ -291,6 +307,54 @@ impl Gateway {
         }
     }
 
+    /// The Agent API function tool for a downstream tool the operator lets the agent
+    /// call (`PERPLEXITY_GATEWAY_FUNCTIONS`), or why it cannot be one.
+    pub fn function_tool(&self, name: &str) -> Result<Value, String> {
+        let allowed = self
+            .config
+            .functions
+            .iter()
+            .any(|f| match f.strip_suffix('*') {
+                Some(prefix) => prefix.starts_with(surface::PREFIX) && name.starts_with(prefix),
+                None => f == name,
+            });
+        if !allowed {
+            return Err(format!(
+                "'{name}' is not a function the operator allows (PERPLEXITY_GATEWAY_FUNCTIONS)."
+            ));
+        }
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(format!(
+                "'{name}' cannot be an Agent API function name (only letters, digits, _ and -)."
+            ));
+        }
+        let Some((server, _)) = self.find(name).filter(|_| self.config.enabled) else {
+            return Err(format!("'{name}' is not a tool the gateway offers now."));
+        };
+        let entry = server
+            .status
+            .lock()
+            .ok()
+            .and_then(|st| {
+                st.exposed
+                    .iter()
+                    .find(|e| e.name == name)
+                    .map(|e| e.entry.clone())
+            })
+            .unwrap_or(Value::Null);
+        Ok(json!({
+            "type": "function",
+            "name": name,
+            "description": entry["description"],
+            "parameters": entry["inputSchema"],
+            // Downstream schemas are not written for strict mode.
+            "strict": false,
+        }))
+    }
+
     /// Statuses of all enabled servers.
     pub fn statuses(&self) -> Vec<(String, Status)> {
         self.servers
@@ -349,7 +413,8 @@ impl Gateway {
                     st.rejected = rejected;
                 });
                 if changed {
-                    self.generation.fetch_add(1, Ordering::Relaxed);
+                    let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+                    self.changes.send_replace(generation);
                 }
                 slot.live = Some((live, permit));
                 Ok(peer)
@@ -469,6 +534,26 @@ impl Gateway {
         self.set_status(server, |st| st.connected = false);
         if let Some((live, _permit)) = taken {
             let _ = live.client.cancel().await;
+        }
+    }
+
+    /// Servers whose tools were never learned (down at start) are retried in the
+    /// background, within the backoff: nothing else would, as no tool of theirs can be
+    /// called. When one comes up, its tools appear and clients are told.
+    async fn retry_unlisted(&self) {
+        for server in &self.servers {
+            if !self.status_of(server).exposed.is_empty() {
+                continue;
+            }
+            let Ok(mut slot) = server.live.try_lock() else {
+                continue;
+            };
+            if slot.live.is_none()
+                && slot.retry_at.is_none_or(|at| Instant::now() >= at)
+                && let Err(e) = self.ensure_live(server, &mut slot).await
+            {
+                tracing::debug!(server = %server.def.slug, "still unavailable: {e}");
+            }
         }
     }
 

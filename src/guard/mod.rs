@@ -204,6 +204,11 @@ impl Guard {
 impl Pass {
     /// Closes the call's audit pair. `output` is the full result (hashed before any cut);
     /// `truncated` says whether the caller got it cut.
+    /// The front end the call came from.
+    pub fn front_end(&self) -> FrontEnd {
+        self.front_end
+    }
+
     pub fn finish(self, output: &ToolOutput, facts: &CallFacts, truncated: bool) {
         let outcome = if output.is_error {
             Outcome::Error

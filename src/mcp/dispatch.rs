@@ -75,6 +75,9 @@ pub struct Dispatcher {
     /// (it changes only when a downstream server's tools do): rebuilding ~7 KB of JSON
     /// per request was most of the HTTP server's CPU.
     list_text: [Mutex<Option<CachedList>>; 2],
+    /// Set by a transport that delivers `notifications/tools/list_changed` (stdio) when
+    /// the list can change (downstream servers): only then is `listChanged` advertised.
+    list_changed: std::sync::atomic::AtomicBool,
 }
 
 impl Dispatcher {
@@ -82,6 +85,7 @@ impl Dispatcher {
         Dispatcher {
             tools,
             list_text: [Mutex::new(None), Mutex::new(None)],
+            list_changed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -122,6 +126,16 @@ impl Dispatcher {
 
     pub fn tools(&self) -> &Arc<Tools> {
         &self.tools
+    }
+
+    /// The transport will tell legacy clients when the tool list changes.
+    pub fn announce_list_changes(&self) {
+        self.list_changed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn list_changes(&self) -> bool {
+        self.list_changed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Handles one stdio line (already stripped of surrounding whitespace, not blank).
@@ -174,11 +188,11 @@ impl Dispatcher {
         request_id: &Value,
     ) -> Result<Handled, RpcError> {
         let result = match (method, era) {
-            ("initialize", _) => initialize(&params),
+            ("initialize", _) => initialize(&params, self.list_changes()),
             ("ping", _) => json!({}),
             ("server/discover", _) => json!({
                 "supportedVersions": SUPPORTED_VERSIONS,
-                "capabilities": capabilities(Era::Modern),
+                "capabilities": capabilities(Era::Modern, false),
                 "instructions": INSTRUCTIONS,
             }),
             ("resources/list", _) => {
@@ -352,10 +366,10 @@ fn notification(message: &Map<String, Value>) -> Action {
     Action::Nothing
 }
 
-fn initialize(params: &Map<String, Value>) -> Value {
+fn initialize(params: &Map<String, Value>, list_changed: bool) -> Value {
     json!({
         "protocolVersion": negotiated_version(params),
-        "capabilities": capabilities(Era::Legacy),
+        "capabilities": capabilities(Era::Legacy, list_changed),
         "serverInfo": server_info(),
         "instructions": INSTRUCTIONS,
     })
@@ -363,9 +377,13 @@ fn initialize(params: &Map<String, Value>) -> Value {
 
 /// What we serve: tools, the run resource template, prompts and their completions.
 /// Legacy clients may also set a log level (we accept it; we send no log messages).
-/// Nothing changes at run time, so no `listChanged` and no `subscribe`.
-fn capabilities(era: Era) -> Value {
+/// Only the tool list can change at run time (downstream servers of the gateway), and
+/// only stdio delivers the notification; modern clients rely on `ttlMs`. No `subscribe`.
+fn capabilities(era: Era, list_changed: bool) -> Value {
     let mut caps = json!({"tools": {}, "resources": {}, "prompts": {}, "completions": {}});
+    if list_changed && era == Era::Legacy {
+        caps["tools"] = json!({"listChanged": true});
+    }
     if era == Era::Legacy {
         caps["logging"] = json!({});
     }
@@ -479,7 +497,7 @@ mod tests {
 
     #[test]
     fn negotiation() {
-        let v = |p: Value| initialize(p.as_object().unwrap())["protocolVersion"].clone();
+        let v = |p: Value| initialize(p.as_object().unwrap(), false)["protocolVersion"].clone();
         assert_eq!(v(json!({"protocolVersion": "2025-06-18"})), "2025-06-18");
         assert_eq!(v(json!({"protocolVersion": "2025-03-26"})), "2025-03-26");
         assert_eq!(v(json!({"protocolVersion": "2026-07-28"})), "2025-11-25");

@@ -38,6 +38,7 @@ type InFlight = Arc<Mutex<HashMap<String, (u64, CancellationToken)>>>;
 pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
     let (outbox, frames) = mpsc::channel::<Value>(OUTBOX);
     let writer = tokio::spawn(write_frames(frames));
+    announce_list_changes(&dispatcher, outbox.clone());
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone());
 
@@ -208,6 +209,24 @@ async fn run_call(
             ctx.log_abandoned_runs(&job.tool);
         }
     }
+}
+
+/// With downstream servers, the tool list changes when one reconnects with other tools:
+/// tell the client, which then lists again.
+fn announce_list_changes(dispatcher: &Dispatcher, outbox: mpsc::Sender<Value>) {
+    let Some(mut changes) = dispatcher.tools().gateway().map(|g| g.watch()) else {
+        return;
+    };
+    dispatcher.announce_list_changes();
+    tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            let frame =
+                serde_json::json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+            if outbox.send(frame).await.is_err() {
+                return;
+            }
+        }
+    });
 }
 
 async fn send(outbox: &mpsc::Sender<Value>, frame: Value) {

@@ -302,7 +302,9 @@ impl Tools {
                 "finance_search" => finance::validate(args)
                     .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
                 "deep_research" => deep_research::validate(args).map(Call::Deep),
-                "responses_create" => responses::request::validate(args).map(Call::Create),
+                "responses_create" => responses::request::validate(args)
+                    .and_then(|call| self.with_functions(call))
+                    .map(Call::Create),
                 "responses_retrieve" => responses::validate_retrieve(args).map(Call::ReadResponse),
                 _ => research::validate(name, args).map(Call::Lifecycle),
             }),
@@ -320,6 +322,36 @@ impl Tools {
                 Err(output)
             }
         }
+    }
+
+    /// Adds the function tools of `functions` (gateway tools the operator registered as
+    /// functions) to a `responses_create` body; any other name refuses the call here,
+    /// before the rate-limit charge.
+    fn with_functions(
+        &self,
+        mut call: responses::CreateCall,
+    ) -> Result<responses::CreateCall, String> {
+        if call.functions.is_empty() {
+            return Ok(call);
+        }
+        let gateway = self.gateway.as_ref().ok_or(
+            "'functions' names gateway tools, and no downstream servers are connected (see perplexity-agent gateway list).",
+        )?;
+        let mut tools = match call.body.0.remove("tools") {
+            Some(Value::Array(tools)) => tools,
+            _ => Vec::new(),
+        };
+        for name in &call.functions {
+            tools.push(gateway.function_tool(name)?);
+        }
+        if tools.len() > responses::request::MAX_TOOLS {
+            return Err(format!(
+                "'tools' and 'functions' together may hold at most {} tools.",
+                responses::request::MAX_TOOLS
+            ));
+        }
+        call.body.0.insert("tools".to_owned(), Value::Array(tools));
+        Ok(call)
     }
 
     /// Step 2, synchronous: the rate limit and the opening audit record.
@@ -361,9 +393,20 @@ impl Tools {
                     };
                     (output, facts)
                 }
-                Call::Create(call) => {
-                    responses::create(&self.client, &self.store, self.wait, call, ctx).await
-                }
+                Call::Create(call) => match (&self.gateway, call.auto_execute) {
+                    (Some(gateway), true) => {
+                        let chain = responses::functions::Chain {
+                            client: &self.client,
+                            gateway,
+                            guard: &self.guard,
+                            front_end: pass.front_end(),
+                            store: &self.store,
+                            wait: self.wait,
+                        };
+                        chain.run(call, ctx).await
+                    }
+                    _ => responses::create(&self.client, &self.store, self.wait, call, ctx).await,
+                },
                 Call::ReadResponse(call) => {
                     responses::retrieve(&self.client, &self.store, self.wait, call, ctx).await
                 }

@@ -697,3 +697,148 @@ fn our_own_binary_is_a_downstream_server() {
     assert!(!is_error, "{text}");
     assert!(text.contains("uptime"), "{text}");
 }
+
+fn agent_creates(fake: &FakePerplexity) -> Vec<Value> {
+    fake.requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == "/v1/agent")
+        .filter_map(|r| r.body_json)
+        .collect()
+}
+
+/// A server with the fake upstream, a `fd` downstream, and `functions` allowed.
+fn chaining(name: &str, functions: &str, fake: &FakePerplexity) -> (Env, Server) {
+    let env = Env::new(name).with("PERPLEXITY_GATEWAY_FUNCTIONS", functions);
+    let (_, stderr, code) = env.gateway(&["add", "fd", "--command", "fake-downstream"]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut vars = env.vars.clone();
+    vars.extend(env_for(fake));
+    let mut s = Server::start(&vars);
+    s.request(&request(0, "initialize", json!({"protocolVersion": V_LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})));
+    (env, s)
+}
+
+#[test]
+fn the_agent_calls_registered_gateway_tools_as_functions() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 30,
+        "answer": "Done.",
+        "function_calls": [
+            {"name": "mcp__fd__echo", "arguments": {"text": "from the model"}},
+            {"name": "rm_rf", "arguments": {}},
+            {"name": "mcp__fd__echo", "arguments": "not json"},
+            {"name": "mcp__fd__fail", "arguments": {}},
+        ],
+    }));
+    let (_env, mut s) = chaining("gw-chain", "mcp__fd__echo,mcp__fd__fail", &fake);
+    let r = s.request(&call(1, "responses_create", json!({
+        "input": "q", "functions": ["mcp__fd__echo", "mcp__fd__fail"], "auto_execute_functions": true,
+    })));
+    let (text, is_error) = tool_text(&r);
+    assert!(!is_error, "{text}");
+    assert!(text.starts_with("Ran 4 function call(s) over 1 round(s): mcp__fd__echo, rm_rf (failed), mcp__fd__echo (failed), mcp__fd__fail (failed)."), "{text}");
+    assert_eq!(structured(&r)["answer"], "Done.");
+    assert_eq!(structured(&r)["functions_run"].as_array().unwrap().len(), 4);
+
+    let creates = agent_creates(&fake);
+    assert_eq!(creates.len(), 2);
+    let offered = creates[0]["tools"].as_array().unwrap();
+    assert_eq!(offered[0]["name"], "mcp__fd__echo");
+    assert_eq!(offered[0]["parameters"]["required"], json!(["text"]));
+    let first_id = creates.len(); // sanity
+    assert_eq!(first_id, 2);
+    let second = &creates[1];
+    assert!(
+        second["previous_response_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("resp_")
+    );
+    assert_eq!(
+        second["tools"], creates[0]["tools"],
+        "the same tools each round"
+    );
+    let outputs = second["input"].as_array().unwrap();
+    assert_eq!(outputs.len(), 4);
+    assert!(
+        outputs[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("from the model")
+    );
+    let error_kind = |i: usize| {
+        serde_json::from_str::<Value>(outputs[i]["output"].as_str().unwrap()).unwrap()["error"]
+            .clone()
+    };
+    assert_eq!(error_kind(1), "unknown_function");
+    assert_eq!(error_kind(2), "invalid_arguments");
+    assert_eq!(error_kind(3), "tool_error");
+}
+
+#[test]
+fn function_chaining_is_bounded_and_refuses_unregistered_functions() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 20,
+        "function_calls": [{"name": "mcp__fd__echo", "arguments": {"text": "again"}}],
+        "function_call_rounds": 100,
+    }));
+    let (_env, mut s) = chaining("gw-rounds", "mcp__fd__echo", &fake);
+    // Not registered as a function by the operator: refused before anything is sent.
+    let (text, is_error) = tool_text(&s.request(&call(
+        1,
+        "responses_create",
+        json!({
+            "input": "q", "functions": ["mcp__fd__env"], "auto_execute_functions": true,
+        }),
+    )));
+    assert!(
+        is_error && text.contains("PERPLEXITY_GATEWAY_FUNCTIONS"),
+        "{text}"
+    );
+    assert!(fake.requests().is_empty());
+    let (text, is_error) = tool_text(&s.request(&call(2, "responses_create", json!({
+        "input": "q", "functions": ["mcp__fd__echo"], "auto_execute_functions": true, "max_function_rounds": 2,
+    }))));
+    assert!(is_error && text.contains("after 2 round(s)"), "{text}");
+    let creates = agent_creates(&fake);
+    assert_eq!(creates.len(), 3, "the first request and two continuations");
+    assert!(
+        text.contains("responses_retrieve(response_id=\"resp_"),
+        "names the last response: {text}"
+    );
+}
+
+#[test]
+fn a_server_that_comes_up_later_is_announced_to_legacy_clients() {
+    let env = Env::new("gw-late");
+    let path = env.dir.path("bin");
+    std::fs::create_dir_all(&path).unwrap();
+    let env = env
+        .with("PERPLEXITY_GATEWAY_PATH", &path.display().to_string())
+        .with("PERPLEXITY_GATEWAY_ALLOWED_COMMANDS", "late-server");
+    // Defined while its program is not installed yet (the policy is checked, the PATH
+    // only at launch).
+    let (_, stderr, code) = env.gateway(&["add", "late", "--command", "late-server"]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let r = s.request(&request(1, "initialize", json!({"protocolVersion": V_LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})));
+    assert_eq!(r["result"]["capabilities"]["tools"]["listChanged"], true);
+    assert!(!tool_names(&mut s, 2).iter().any(|n| n.starts_with("mcp__")));
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(downstream_bin(), path.join("late-server")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let frame = s.recv_timeout(std::time::Duration::from_secs(1));
+        if frame
+            .as_ref()
+            .is_some_and(|f| f["method"] == "notifications/tools/list_changed")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no list_changed notification"
+        );
+    }
+    assert!(tool_names(&mut s, 3).contains(&"mcp__late__echo".to_owned()));
+}

@@ -12,6 +12,7 @@
 //!
 //! Touches: the network through `crate::perplexity`; the store through `crate::store`.
 
+pub mod functions;
 mod render;
 pub mod request;
 
@@ -196,7 +197,7 @@ pub async fn retrieve(
 }
 
 /// Keeps a settled response in the local store.
-async fn save(store: &Arc<StoreHandle>, id: &str, run: &RunSnapshot) -> Snapshot {
+pub(crate) async fn save(store: &Arc<StoreHandle>, id: &str, run: &RunSnapshot) -> Snapshot {
     let id = id.to_owned();
     let body = run.raw().clone();
     match store.with(move |s| s.put_snapshot(&id, &body)).await {

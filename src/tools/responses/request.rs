@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use super::super::args::{Args, Fields};
 use crate::perplexity::agent::{FullRun, RECENCY_VALUES};
 
-pub const CREATE_ARGS: [&str; 14] = [
+pub const CREATE_ARGS: [&str; 17] = [
     "input",
     "model",
     "models",
@@ -23,6 +23,9 @@ pub const CREATE_ARGS: [&str; 14] = [
     "language_preference",
     "store",
     "wait",
+    "functions",
+    "auto_execute_functions",
+    "max_function_rounds",
 ];
 
 pub const MAX_TEXT_CHARS: usize = 16_384;
@@ -45,6 +48,7 @@ pub const MAX_IMAGE_DATA_CHARS: usize = 2 * 1024 * 1024;
 pub const MAX_TOTAL_IMAGE_DATA_CHARS: usize = 4 * 1024 * 1024;
 pub const MAX_TOKENS: i64 = 1_000_000;
 pub const DEFAULT_PRESET: &str = "medium";
+pub const DEFAULT_FUNCTION_ROUNDS: i64 = 8;
 
 pub const ROLES: [&str; 4] = ["user", "assistant", "system", "developer"];
 pub const EFFORTS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
@@ -137,7 +141,10 @@ pub fn input_schema() -> Value {
             "previous_response_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,256}$","description":"Continue from this completed response (e.g. with function_call_output items as input)."},
             "language_preference":{"type":"string","pattern":"^[a-z]{2}$"},
             "store":{"type":"boolean","default":true,"description":"false: neither Perplexity nor this server keeps the response; it can then only be awaited within this call."},
-            "wait":{"type":"boolean","default":true,"description":"Wait for the answer. false: get the response_id at once, to collect with responses_retrieve."}},
+            "wait":{"type":"boolean","default":true,"description":"Wait for the answer. false: get the response_id at once, to collect with responses_retrieve."},
+            "functions":{"type":"array","items":{"type":"string","pattern":"^mcp__[A-Za-z0-9_-]+$"},"minItems":1,"maxItems":MAX_TOOLS,"description":"Gateway tools (mcp__<server>__<tool>) the operator lets the agent call, offered to it as functions."},
+            "auto_execute_functions":{"type":"boolean","default":false,"description":"Run the agent's calls of 'functions' here and continue the run with their outputs until it answers."},
+            "max_function_rounds":{"type":"integer","minimum":1,"maximum":10,"default":DEFAULT_FUNCTION_ROUNDS,"description":"With auto_execute_functions: at most this many rounds of function calls."}},
         "required":["input"],
         "additionalProperties":false})
 }
@@ -152,6 +159,12 @@ pub struct CreateCall {
     pub wait: bool,
     /// The answer must be JSON (`response_format` json_object or json_schema).
     pub expects_json: bool,
+    /// Gateway tools offered to the agent as functions (checked against the gateway
+    /// before the call is admitted; their definitions are added to `tools` then).
+    pub functions: Vec<String>,
+    /// Run those functions here until the agent answers (at most `max_rounds` rounds).
+    pub auto_execute: bool,
+    pub max_rounds: u32,
 }
 
 pub fn validate(args: &Args) -> Result<CreateCall, String> {
@@ -259,6 +272,41 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
             .ok_or("'previous_response_id' must be a response id (1 to 256 letters, digits, _ or -) from an earlier responses_create.")?;
         body.insert("previous_response_id".into(), json!(id));
     }
+    let functions: Vec<String> = match top.list("functions", 1, MAX_TOOLS)? {
+        None => Vec::new(),
+        Some(list) => list
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .filter(|n| n.starts_with("mcp__") && n.len() <= MAX_FUNCTION_NAME_CHARS)
+                    .map(str::to_owned)
+                    .ok_or_else(|| {
+                        "'functions' lists gateway tools by name (mcp__<server>__<tool>)."
+                            .to_owned()
+                    })
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let auto_execute = top.boolean("auto_execute_functions")?.unwrap_or(false);
+    let max_rounds = top.int("max_function_rounds", 1, 10)?;
+    if auto_execute && functions.is_empty() {
+        return Err(
+            "'auto_execute_functions' needs 'functions': the gateway tools the agent may call."
+                .to_owned(),
+        );
+    }
+    if !auto_execute && max_rounds.is_some() {
+        return Err(
+            "'max_function_rounds' applies only with 'auto_execute_functions': true.".to_owned(),
+        );
+    }
+    let has_own_functions = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| t.iter().any(|t| t["type"] == "function"));
+    if auto_execute && has_own_functions {
+        return Err("With 'auto_execute_functions', function tools come only from 'functions' (gateway tools this server can run); your own function tools are client-driven: leave auto_execute_functions off.".to_owned());
+    }
     let store = top.boolean("store")?.unwrap_or(true);
     let wait = top.boolean("wait")?.unwrap_or(true);
     if !store && !wait {
@@ -266,6 +314,9 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
             "A run with 'store': false cannot be collected later: keep 'wait' true (the default)."
                 .to_owned(),
         );
+    }
+    if auto_execute && (!store || !wait) {
+        return Err("'auto_execute_functions' continues the run with previous_response_id: it needs 'store' and 'wait' true.".to_owned());
     }
     if store {
         // Background keeps the run server-side past our wait (it needs the default
@@ -281,6 +332,9 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
         store,
         wait,
         expects_json,
+        functions,
+        auto_execute,
+        max_rounds: max_rounds.unwrap_or(DEFAULT_FUNCTION_ROUNDS) as u32,
     })
 }
 

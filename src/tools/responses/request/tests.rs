@@ -297,6 +297,34 @@ fn every_bound_is_enforced() {
             json!({"input": "q", "store": false, "wait": false}),
             "cannot be collected later",
         ),
+        (
+            json!({"input": "q", "auto_execute_functions": true}),
+            "needs 'functions'",
+        ),
+        (
+            json!({"input": "q", "functions": ["rm_rf"]}),
+            "'functions' lists gateway tools",
+        ),
+        (
+            json!({"input": "q", "functions": []}),
+            "'functions' must be an array of 1 to 16",
+        ),
+        (
+            json!({"input": "q", "functions": ["mcp__a__b"], "max_function_rounds": 3}),
+            "applies only with 'auto_execute_functions'",
+        ),
+        (
+            json!({"input": "q", "functions": ["mcp__a__b"], "auto_execute_functions": true, "max_function_rounds": 11}),
+            "'max_function_rounds' must be an integer from 1 to 10.",
+        ),
+        (
+            json!({"input": "q", "functions": ["mcp__a__b"], "auto_execute_functions": true, "store": false}),
+            "needs 'store' and 'wait' true",
+        ),
+        (
+            json!({"input": "q", "functions": ["mcp__a__b"], "auto_execute_functions": true, "tools": [{"type": "function", "name": "mine"}]}),
+            "your own function tools are client-driven",
+        ),
     ];
     for (input, expected) in cases {
         let got = err(input.clone());

@@ -1,0 +1,277 @@
+//! Function chaining (control 10): with `auto_execute_functions`, the agent's calls of
+//! the gateway tools named in `functions` are run here and the run is continued with
+//! their outputs, round after round, until it answers or the round cap is reached.
+//!
+//! - Only operator-registered tools can run: gateway tools listed in
+//!   `PERPLEXITY_GATEWAY_FUNCTIONS` and named in the request (checked at validation,
+//!   before the rate-limit charge). A call of anything else gets an error output; nothing
+//!   a caller or the model supplies is ever evaluated.
+//! - Arguments must decode to a JSON object of at most 16,384 characters and pass the
+//!   tool's schema; outputs are capped at 16,384 characters (visibly). A failing function
+//!   becomes an error output, never a failed chain.
+//! - Every execution is audited and costs a rate-limit token, like a direct call.
+//!
+//! Touches: the network through `crate::perplexity` and `crate::gateway`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+
+use super::request::CreateCall;
+use super::{Snapshot, render, save};
+use crate::gateway::Gateway;
+use crate::guard::{CallFacts, FrontEnd, Guard};
+use crate::perplexity::PerplexityClient;
+use crate::perplexity::agent::{FullRun, FunctionCall};
+use crate::perplexity::wait::{Waited, create_and_wait};
+use crate::store::StoreHandle;
+use crate::text::cap_chars;
+use crate::tools::research::ResearchOutcome;
+use crate::tools::{CallContext, ToolOutput};
+
+pub const MAX_ARGUMENT_CHARS: usize = 16_384;
+pub const MAX_OUTPUT_CHARS: usize = 16_384;
+const MAX_ERROR_CHARS: usize = 1_000;
+
+/// What the chain needs besides the call.
+pub struct Chain<'a> {
+    pub client: &'a PerplexityClient,
+    pub gateway: &'a Gateway,
+    pub guard: &'a Arc<Guard>,
+    pub front_end: FrontEnd,
+    pub store: &'a Arc<StoreHandle>,
+    pub wait: u64,
+}
+
+/// One executed function, for the result.
+struct Ran {
+    name: String,
+    call_id: String,
+    is_error: bool,
+}
+
+impl Chain<'_> {
+    pub async fn run(&self, call: &CreateCall, ctx: &CallContext) -> (ToolOutput, CallFacts) {
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(self.wait);
+        let mut body = call.body.clone();
+        let mut ran: Vec<Ran> = Vec::new();
+        let mut rounds = 0;
+        let shape = render::Shape {
+            expects_json: call.expects_json,
+            stored_upstream: true,
+        };
+        loop {
+            let waited =
+                create_and_wait(self.client, &body, deadline, ctx.progress(), &*ctx.run_ids).await;
+            let (id, run) = match waited {
+                Ok((id, Waited::Terminal(run))) => (id, run),
+                Ok((id, Waited::Running(p))) => {
+                    let outcome = ResearchOutcome::Running {
+                        id,
+                        progress: Some((p, started.elapsed().as_secs_f64())),
+                    };
+                    return with_ran(
+                        render::outcome(&outcome, &Snapshot::Pending, shape),
+                        &ran,
+                        rounds,
+                    );
+                }
+                Err(e) => {
+                    let outcome = ResearchOutcome::Failed(e);
+                    return with_ran(
+                        render::outcome(&outcome, &Snapshot::Pending, shape),
+                        &ran,
+                        rounds,
+                    );
+                }
+            };
+            let calls = run.function_calls();
+            if calls.is_empty() || !matches!(run.status(), Some("completed" | "requires_action")) {
+                let snapshot = save(self.store, &id, &run).await;
+                let outcome = ResearchOutcome::Finished { id, run };
+                return with_ran(render::outcome(&outcome, &snapshot, shape), &ran, rounds);
+            }
+            if rounds >= call.max_rounds {
+                let text = format!(
+                    "The agent still asked for functions after {rounds} round(s) (max_function_rounds {}); stopped. The last response is {id}: read it with responses_retrieve(response_id=\"{id}\").",
+                    call.max_rounds
+                );
+                let facts = CallFacts {
+                    run_id: Some(id),
+                    ..CallFacts::default()
+                };
+                return (ToolOutput::error(text), facts);
+            }
+            rounds += 1;
+            if let Some(sink) = ctx.progress() {
+                sink.progress(
+                    started.elapsed().as_secs_f64(),
+                    &format!("running {} function call(s), round {rounds}", calls.len()),
+                );
+            }
+            let mut outputs = Vec::with_capacity(calls.len());
+            for function in &calls {
+                let (output, is_error) = self.execute(call, function).await;
+                ran.push(Ran {
+                    name: cap_chars(&function.name, 128),
+                    call_id: cap_chars(&function.call_id, 256),
+                    is_error,
+                });
+                outputs.push(json!({
+                    "type": "function_call_output",
+                    "call_id": function.call_id,
+                    "output": output,
+                }));
+            }
+            body = continuation(&call.body, outputs, &id);
+        }
+    }
+
+    /// Runs one function call; returns its output and whether it failed.
+    async fn execute(&self, call: &CreateCall, function: &FunctionCall) -> (String, bool) {
+        let error = |kind: &str, message: String| {
+            let output = json!({"error": kind, "message": cap_chars(&message, MAX_ERROR_CHARS)});
+            (output.to_string(), true)
+        };
+        if !call.functions.contains(&function.name) {
+            return error(
+                "unknown_function",
+                format!("{} is not one of the functions offered", function.name),
+            );
+        }
+        if function.arguments.chars().count() > MAX_ARGUMENT_CHARS {
+            return error(
+                "invalid_arguments",
+                format!("the arguments are longer than {MAX_ARGUMENT_CHARS} characters"),
+            );
+        }
+        let arguments: Map<String, Value> = match serde_json::from_str(&function.arguments) {
+            Ok(Value::Object(map)) => map,
+            _ => {
+                return error(
+                    "invalid_arguments",
+                    "the arguments must be a JSON object".to_owned(),
+                );
+            }
+        };
+        if let Err(message) = self.gateway.check_arguments(&function.name, &arguments) {
+            return error("invalid_arguments", message);
+        }
+        let params = Value::Object(arguments.clone());
+        let pass = match self.guard.admit(self.front_end, &function.name, &params, 1) {
+            Ok(pass) => pass,
+            Err(refusal) => return error("rate_limited", refusal.text),
+        };
+        let result = self.gateway.call(&function.name, arguments).await;
+        let output = ToolOutput {
+            is_error: result.is_error,
+            ..ToolOutput::ok(result.text.clone())
+        };
+        let facts = CallFacts {
+            security_flags: result.flags.clone(),
+            ..CallFacts::default()
+        };
+        pass.finish(&output, &facts, false);
+        if result.is_error {
+            return error("tool_error", result.text);
+        }
+        (cap_output(&result.text), false)
+    }
+}
+
+/// At most [`MAX_OUTPUT_CHARS`], with a visible marker when cut.
+fn cap_output(text: &str) -> String {
+    let total = text.chars().count();
+    if total <= MAX_OUTPUT_CHARS {
+        return text.to_owned();
+    }
+    let marker = format!(
+        "\n[truncated: {} characters omitted]",
+        total - (MAX_OUTPUT_CHARS - 64)
+    );
+    let kept: String = text.chars().take(MAX_OUTPUT_CHARS - 64).collect();
+    format!("{kept}{marker}")
+}
+
+/// The next request: the original minus `input`, `previous_response_id`, `store` and
+/// `stream`, with the outputs as input and the last response as the one continued.
+fn continuation(original: &FullRun, outputs: Vec<Value>, last: &str) -> FullRun {
+    let mut body = original.0.clone();
+    for key in ["input", "previous_response_id", "store", "stream"] {
+        body.remove(key);
+    }
+    body.insert("input".to_owned(), Value::Array(outputs));
+    body.insert("previous_response_id".to_owned(), json!(last));
+    FullRun(body)
+}
+
+/// Adds what was run to the result (text and structured).
+fn with_ran(
+    (mut output, facts): (ToolOutput, CallFacts),
+    ran: &[Ran],
+    rounds: u32,
+) -> (ToolOutput, CallFacts) {
+    if ran.is_empty() {
+        return (output, facts);
+    }
+    let names: Vec<String> = ran
+        .iter()
+        .map(|r| {
+            if r.is_error {
+                format!("{} (failed)", r.name)
+            } else {
+                r.name.clone()
+            }
+        })
+        .collect();
+    output.text = format!(
+        "Ran {} function call(s) over {rounds} round(s): {}.\n{}",
+        ran.len(),
+        names.join(", "),
+        output.text
+    );
+    if let Some(structured) = output.structured.as_mut() {
+        structured["functions_run"] = json!(
+            ran.iter()
+                .map(|r| json!({"name": r.name, "call_id": r.call_id, "is_error": r.is_error}))
+                .collect::<Vec<_>>()
+        );
+    }
+    (output, facts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continuation_replaces_input_and_previous_id() {
+        let original = FullRun(
+            json!({"preset": "medium", "input": "q", "tools": [1], "store": false, "previous_response_id": "old", "background": true})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        );
+        let next = continuation(
+            &original,
+            vec![json!({"type": "function_call_output"})],
+            "resp_2",
+        );
+        assert_eq!(
+            Value::Object(next.0),
+            json!({"preset": "medium", "tools": [1], "background": true,
+                   "input": [{"type": "function_call_output"}], "previous_response_id": "resp_2"})
+        );
+    }
+
+    #[test]
+    fn outputs_are_capped_visibly() {
+        let out = cap_output(&"x".repeat(100_000));
+        assert!(out.chars().count() <= MAX_OUTPUT_CHARS);
+        assert!(out.ends_with("characters omitted]"));
+        assert_eq!(cap_output("short"), "short");
+    }
+}
