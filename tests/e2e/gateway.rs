@@ -301,6 +301,8 @@ fn serve(env: &Env) -> Server {
     let mut vars = env.vars.clone();
     vars.push(("PERPLEXITY_API_KEY".into(), KEY.into()));
     vars.push(("PERPLEXITY_API_BASE".into(), "http://127.0.0.1:9".into()));
+    vars.push(("PERPLEXITY_RATE_BURST".into(), "100000".into()));
+    vars.push(("PERPLEXITY_RATE_PER_MINUTE".into(), "1000000".into()));
     let mut s = Server::start(&vars);
     s.request(&request(0, "initialize", json!({"protocolVersion": V_LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})));
     s
@@ -841,4 +843,159 @@ fn a_server_that_comes_up_later_is_announced_to_legacy_clients() {
         );
     }
     assert!(tool_names(&mut s, 3).contains(&"mcp__late__echo".to_owned()));
+}
+
+/// Processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|st| !st.contains(") Z "));
+            alive && String::from_utf8_lossy(&cmd).contains(marker)
+        })
+        .collect()
+}
+
+#[test]
+fn a_thousand_calls_over_five_servers_with_crashes_are_all_answered() {
+    let env = Env::new("gw-storm");
+    let marker = format!("storm-{}", std::process::id());
+    for i in 0..5 {
+        let slug = format!("s{i}");
+        let mut args = vec![
+            "add",
+            &slug,
+            "--command",
+            "fake-downstream",
+            "--arg",
+            &marker,
+        ];
+        if i == 0 {
+            // One server crashes on every 100th call it gets.
+            args.extend(["--arg", "--crash-after", "--arg", "100"]);
+        }
+        let (_, stderr, code) = env.gateway(&args);
+        assert_eq!(code, 0, "{stderr}");
+    }
+    let mut s = serve(&env);
+    assert_eq!(processes_with(&marker).len(), 5);
+    let (mut ok, mut errors) = (0, 0);
+    for i in 0..1000i64 {
+        let tool = format!("mcp__s{}__echo", i % 5);
+        let r = s.request(&call(i + 1, &tool, json!({"text": format!("n{i}")})));
+        let (text, is_error) = tool_text(&r);
+        if is_error {
+            assert!(
+                text.starts_with("Downstream server 's0'"),
+                "a clear error: {text}"
+            );
+            errors += 1;
+        } else {
+            assert_eq!(unwrap_tool_spotlight(&text), format!("n{i}"));
+            ok += 1;
+        }
+    }
+    assert_eq!(ok + errors, 1000, "every call answered");
+    assert!(
+        (1..=3).contains(&errors),
+        "one crash per 100 calls of s0: {errors}"
+    );
+    assert!(processes_with(&marker).len() <= 5, "no process piles up");
+    s.close_stdin();
+    s.wait_exit(std::time::Duration::from_secs(10));
+    wait_until(
+        "every downstream process to be gone",
+        std::time::Duration::from_secs(10),
+        || processes_with(&marker).is_empty(),
+    );
+}
+
+/// A free loopback port (the listener is closed before the port is used).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn server_everything_over_stdio_and_http() {
+    let (Ok(js), Ok(node_dir)) = (
+        std::env::var("PA_EVERYTHING_JS"),
+        std::env::var("PA_NODE_DIR"),
+    ) else {
+        eprintln!(
+            "skipped: run tests/gateway/everything.sh (it installs server-everything and sets PA_EVERYTHING_JS)"
+        );
+        return;
+    };
+    let env = Env::new("gw-everything")
+        .with("PERPLEXITY_GATEWAY_PATH", &node_dir)
+        .with("PERPLEXITY_GATEWAY_ALLOWED_COMMANDS", "node");
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "ev",
+        "--command",
+        "node",
+        "--arg",
+        &js,
+        "--arg",
+        "stdio",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let (stdout, stderr, code) = env.gateway(&["test", "ev"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    // Its HTTP transport, on a port of our choosing.
+    let port = free_port();
+    let mut http = Command::new(format!("{node_dir}/node"))
+        .arg(&js)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "server-everything over HTTP",
+        std::time::Duration::from_secs(20),
+        || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+    );
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "evh",
+        "--url",
+        &url,
+        "--allow-insecure-http",
+        "--allow-private",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+
+    let mut s = serve(&env);
+    let names = tool_names(&mut s, 1);
+    for name in ["mcp__ev__echo", "mcp__ev__get-sum", "mcp__evh__echo"] {
+        assert!(names.contains(&name.to_owned()), "{name}: {names:?}");
+    }
+    for (i, tool) in ["mcp__ev__echo", "mcp__evh__echo"].iter().enumerate() {
+        let (text, is_error) =
+            tool_text(&s.request(&call(10 + i as i64, tool, json!({"message": "hi"}))));
+        assert!(!is_error, "{tool}: {text}");
+        assert_eq!(unwrap_tool_spotlight(&text), "Echo: hi");
+    }
+    let (text, is_error) =
+        tool_text(&s.request(&call(20, "mcp__ev__get-sum", json!({"a": 2, "b": 3}))));
+    assert!(
+        !is_error && unwrap_tool_spotlight(&text).contains('5'),
+        "{text}"
+    );
+    // Its schema is enforced here: a wrong type never reaches it.
+    let (text, is_error) = tool_text(&s.request(&call(21, "mcp__ev__echo", json!({"message": 5}))));
+    assert!(is_error && text.starts_with("Invalid arguments"), "{text}");
+    let _ = http.kill();
+    let _ = http.wait();
 }

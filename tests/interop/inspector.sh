@@ -21,7 +21,6 @@ case "$TARGET" in /*) ;; *) TARGET="$REPO/$TARGET" ;; esac
 BIN="${INTEROP_OUR_BIN:-$TARGET/debug/perplexity-agent}"
 FAKE_BIN="${INTEROP_FAKE_BIN:-$TARGET/debug/fake-perplexity}"
 PY="${INTEROP_PYTHON:-python3}"
-NODE_DIR="$INTEROP_HOME/node"
 INSPECTOR_DIR="$INTEROP_HOME/inspector"
 INSPECTOR_VERSION="2.12.0"
 KEY="pplx-interop-dummy"
@@ -35,30 +34,11 @@ skip() {
 [ -x "$BIN" ] || { echo "inspector.sh: $BIN not built (run tests/interop/run.sh)"; exit 1; }
 [ -x "$FAKE_BIN" ] || { echo "inspector.sh: $FAKE_BIN not built (run tests/interop/run.sh)"; exit 1; }
 
-# --- Node 22 (from the npm registry, as the node@22 package) -------------------------
-node22="$NODE_DIR/node_modules/node/bin/node"
-if ! "$node22" --version 2>/dev/null | grep -q '^v2[2-9]\.'; then
-  command -v npm >/dev/null || skip "npm is not installed (needed to fetch node@22)"
-  echo "installing node@22 into $NODE_DIR ..."
-  mkdir -p "$NODE_DIR"
-  ( cd "$NODE_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } \
-      && npm install --no-audit --no-fund --loglevel=error node@22 >/dev/null ) \
-    || skip "npm install node@22 failed"
-  "$node22" --version 2>/dev/null | grep -q '^v2[2-9]\.' || skip "node@22 did not produce a working node binary"
-fi
-export PATH="$NODE_DIR/node_modules/node/bin:$PATH"
-
-# --- the Inspector -------------------------------------------------------------------
-ins_pkg="$INSPECTOR_DIR/node_modules/@modelcontextprotocol/inspector/package.json"
-installed_version() { node -e "console.log(require('$ins_pkg').version)" 2>/dev/null; }
-if [ "$(installed_version)" != "$INSPECTOR_VERSION" ]; then
-  echo "installing @modelcontextprotocol/inspector@$INSPECTOR_VERSION into $INSPECTOR_DIR ..."
-  mkdir -p "$INSPECTOR_DIR"
-  ( cd "$INSPECTOR_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } \
-      && npm install --no-audit --no-fund --loglevel=error "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" >/dev/null ) \
-    || skip "npm install @modelcontextprotocol/inspector@$INSPECTOR_VERSION failed"
-  [ "$(installed_version)" = "$INSPECTOR_VERSION" ] || skip "the Inspector did not install"
-fi
+# --- Node 22 and the Inspector, from the npm registry -------------------------------
+source "$HERE/npm.sh"
+ensure_node22
+ensure_npm_package "$INSPECTOR_DIR" "@modelcontextprotocol/inspector" "$INSPECTOR_VERSION"
+installed_version() { npm_installed_version "$INSPECTOR_DIR" "@modelcontextprotocol/inspector"; }
 INSPECTOR="$INSPECTOR_DIR/node_modules/.bin/inspector"
 echo "node $(node --version), inspector $(installed_version)"
 
