@@ -45,6 +45,9 @@ pub struct Config {
     /// `PERPLEXITY_SECRET_KEY`, which seals gateway secrets; a malformed key refuses to
     /// start (better than failing at the first secret).
     pub secret_key: Option<crate::gateway::secrets::SecretKey>,
+    /// Downstream servers from the config file (`PERPLEXITY_CONFIG_PATH`, else
+    /// `$XDG_CONFIG_HOME` or `~/.config`, then `perplexity-agent/config.toml`).
+    pub file_servers: Vec<crate::gateway::definition::ServerDef>,
 }
 
 /// The controls every call passes through.
@@ -148,6 +151,7 @@ impl Config {
                 }
             })?;
         let store = store_config(&env)?;
+        let gateway = gateway_config(&env, store.as_ref())?;
         Ok(Config {
             wait_seconds: wait_seconds_from(env("PERPLEXITY_AGENT_WAIT_SECONDS").as_deref()),
             tools,
@@ -242,7 +246,15 @@ impl Config {
                 )?,
                 max_chars: 80_000,
             },
-            gateway: gateway_config(&env, store.as_ref())?,
+            file_servers: match config_file(&env) {
+                None => Vec::new(),
+                Some(path) => crate::gateway::file::load(&path, &gateway, &|name: &str| env(name))
+                    .map_err(|problem| ConfigError {
+                        variable: "PERPLEXITY_CONFIG_PATH",
+                        problem,
+                    })?,
+            },
+            gateway,
             secret_key: match env(crate::gateway::secrets::KEY_VARIABLE)
                 .filter(|k| !k.trim().is_empty())
             {
@@ -519,6 +531,19 @@ fn store_config(
         max_tabs_per_space,
         max_history_per_space,
     }))
+}
+
+/// The config file: `PERPLEXITY_CONFIG_PATH`, else the XDG location.
+fn config_file(env: &impl Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+    let nonblank = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    nonblank("PERPLEXITY_CONFIG_PATH")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            nonblank("XDG_CONFIG_HOME")
+                .map(std::path::PathBuf::from)
+                .or_else(|| nonblank("HOME").map(|h| std::path::Path::new(&h).join(".config")))
+                .map(|base| base.join("perplexity-agent").join("config.toml"))
+        })
 }
 
 /// The gateway's policy and limits (`PERPLEXITY_GATEWAY_*`).

@@ -105,7 +105,7 @@ pub async fn run(command: GatewayCommand, config: &Config) -> i32 {
         },
         GatewayCommand::Enable { slug } => set_enabled(&store, &slug, true, config),
         GatewayCommand::Disable { slug } => set_enabled(&store, &slug, false, config),
-        GatewayCommand::List { json } => list(&store, json),
+        GatewayCommand::List { json } => list(&store, json, config),
         GatewayCommand::Test { slug, json } => test(&store, &slug, json, config).await,
     }
 }
@@ -118,27 +118,38 @@ pub async fn start(config: &Config) -> Option<Arc<Gateway>> {
     if !config.gateway.enabled {
         return None;
     }
-    let store = match Store::open(config.store.clone()?) {
-        Ok(store) => store,
-        Err(e) => {
-            tracing::warn!("gateway definitions unreadable, serving without downstream tools: {e}");
-            return None;
+    let stored = match config.store.clone().map(Store::open) {
+        None => Vec::new(),
+        Some(Ok(store)) => load(&store).unwrap_or_else(|e| {
+            tracing::warn!("stored gateway definitions unreadable, serving without them: {e}");
+            Vec::new()
+        }),
+        Some(Err(e)) => {
+            tracing::warn!("stored gateway definitions unreadable, serving without them: {e}");
+            Vec::new()
         }
     };
-    let defs = match load(&store) {
-        Ok(defs) => defs,
-        Err(e) => {
-            tracing::warn!("gateway definitions unreadable, serving without downstream tools: {e}");
-            return None;
-        }
-    };
-    drop(store);
+    let defs = merged(config, stored);
     if !defs.iter().any(|d| d.enabled) {
         return None;
     }
     let gateway = Gateway::new(config.gateway.clone(), config.secret_key.clone(), defs);
     gateway.start().await;
     Some(gateway)
+}
+
+/// The config file's servers, then the store's (a name defined in both: the file wins,
+/// with a warning).
+fn merged(config: &Config, stored: Vec<ServerDef>) -> Vec<ServerDef> {
+    let mut defs = config.file_servers.clone();
+    for def in stored {
+        if defs.iter().any(|d| d.slug == def.slug) {
+            tracing::warn!(server = %def.slug, "defined in the config file and by gateway add; using the config file's");
+        } else {
+            defs.push(def);
+        }
+    }
+    defs
 }
 
 fn done(message: &str) -> i32 {
@@ -222,7 +233,8 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
         allow_tools: args.allow_tools,
         deny_tools: args.deny_tools,
     };
-    let def = match definition::prepare(new, &config.gateway, config.secret_key.as_ref()) {
+    let sealing = definition::Secrets::Seal(config.secret_key.as_ref());
+    let def = match definition::prepare(new, &config.gateway, sealing) {
         Ok(def) => def,
         Err(e) => return output::fail(Exit::Usage, &format!("{} refused: {e}.", args.slug)),
     };
@@ -305,14 +317,25 @@ fn set_enabled(store: &Store, slug: &str, enabled: bool, config: &Config) -> i32
     save(store, &def, config)
 }
 
-fn list(store: &Store, json: bool) -> i32 {
+fn list(store: &Store, json: bool, config: &Config) -> i32 {
     let defs = match load(store) {
-        Ok(d) => d,
+        Ok(d) => merged(config, d),
         Err(e) => return output::fail(Exit::Config, &e),
     };
+    let from_file = |slug: &str| config.file_servers.iter().any(|d| d.slug == slug);
     if json {
         output::document(&json!(
-            defs.iter().map(definition::masked).collect::<Vec<_>>()
+            defs.iter()
+                .map(|d| {
+                    let mut shown = definition::masked(d);
+                    shown["source"] = json!(if from_file(&d.slug) {
+                        "config file"
+                    } else {
+                        "store"
+                    });
+                    shown
+                })
+                .collect::<Vec<_>>()
         ));
         return Exit::Success as i32;
     }
@@ -323,7 +346,12 @@ fn list(store: &Store, json: bool) -> i32 {
     }
     let mut text = String::new();
     for def in &defs {
-        let state = if def.enabled { "enabled" } else { "disabled" };
+        let state = match (def.enabled, from_file(&def.slug)) {
+            (true, false) => "enabled",
+            (false, false) => "disabled",
+            (true, true) => "enabled, config file",
+            (false, true) => "disabled, config file",
+        };
         let what = match &def.transport {
             TransportDef::Stdio {
                 command, args, env, ..
@@ -365,13 +393,13 @@ fn list(store: &Store, json: bool) -> i32 {
 fn shown_field(name: &str, value: &definition::Stored, sep: char) -> String {
     match value {
         definition::Stored::Plain(v) => format!("{name}{sep}{v}"),
-        definition::Stored::Sealed(_) => format!("{name}{sep}***"),
+        definition::Stored::Sealed(_) | definition::Stored::Memory(_) => format!("{name}{sep}***"),
     }
 }
 
 async fn test(store: &Store, slug: &str, json: bool, config: &Config) -> i32 {
     let defs = match load(store) {
-        Ok(d) => d,
+        Ok(d) => merged(config, d),
         Err(e) => return output::fail(Exit::Config, &e),
     };
     let Some(mut def) = defs.into_iter().find(|d| d.slug == slug) else {

@@ -71,6 +71,9 @@ pub struct Field {
 pub enum Stored {
     Plain(String),
     Sealed(String),
+    /// A secret from the environment, for a config-file server: held in memory only,
+    /// shown as `***`, never written.
+    Memory(String),
 }
 
 /// What the operator typed (from the CLI or the config file): secrets in the clear, for
@@ -107,12 +110,22 @@ fn env_field(name: &str) -> String {
     format!("env:{name}")
 }
 
+/// What to do with a new definition's secrets.
+#[derive(Clone, Copy)]
+pub enum Secrets<'a> {
+    /// Seal them, for the store (no key: an error, nothing is written).
+    Seal(Option<&'a SecretKey>),
+    /// Keep them in memory only: definitions from the config file, whose secrets come
+    /// from the environment (`@env:VAR`) and are never written anywhere.
+    InMemory,
+}
+
 /// Checks a new definition against the policy and seals its secrets. A secret without
 /// a key fails here, before anything is written.
 pub fn prepare(
     new: NewServer,
     config: &GatewayConfig,
-    key: Option<&SecretKey>,
+    secrets: Secrets<'_>,
 ) -> Result<ServerDef, String> {
     use secrecy::ExposeSecret;
     policy::check_slug(&new.slug)?;
@@ -123,8 +136,13 @@ pub fn prepare(
     }
     let slug = new.slug.clone();
     let seal = |field: String, value: &SecretString| -> Result<Stored, String> {
-        let key = key.ok_or_else(|| SecretError::MissingKey.to_string())?;
-        Ok(Stored::Sealed(secrets::seal(key, value, &slug, &field)))
+        match secrets {
+            Secrets::InMemory => Ok(Stored::Memory(value.expose_secret().to_owned())),
+            Secrets::Seal(key) => {
+                let key = key.ok_or_else(|| SecretError::MissingKey.to_string())?;
+                Ok(Stored::Sealed(secrets::seal(key, value, &slug, &field)))
+            }
+        }
     };
     let transport = match new.transport {
         NewTransport::Stdio {
@@ -249,7 +267,7 @@ pub fn resolve(
     policy::check_slug(&def.slug)?;
     let open = |field: String, value: &Stored| -> Result<SecretString, String> {
         match value {
-            Stored::Plain(v) => Ok(SecretString::from(v.clone())),
+            Stored::Plain(v) | Stored::Memory(v) => Ok(SecretString::from(v.clone())),
             Stored::Sealed(sealed) => {
                 let key = key.ok_or_else(|| SecretError::MissingKey.to_string())?;
                 secrets::open(key, sealed, &def.slug, &field).map_err(|e| e.to_string())
@@ -348,8 +366,10 @@ pub fn masked(def: &ServerDef) -> serde_json::Value {
     };
     if let Some(list) = value["transport"][fields].as_array_mut() {
         for field in list {
-            if field.get("sealed").is_some() {
-                field["sealed"] = serde_json::json!("***");
+            for secret in ["sealed", "memory"] {
+                if field.get(secret).is_some() {
+                    field[secret] = serde_json::json!("***");
+                }
             }
         }
     }

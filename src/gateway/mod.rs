@@ -19,6 +19,7 @@
 
 pub mod connection;
 pub mod definition;
+pub mod file;
 pub mod policy;
 pub mod secrets;
 pub mod surface;

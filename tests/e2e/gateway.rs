@@ -999,3 +999,101 @@ fn server_everything_over_stdio_and_http() {
     let _ = http.kill();
     let _ = http.wait();
 }
+
+#[test]
+fn hostile_framing_slow_starts_noise_and_idle_servers() {
+    let env = Env::new("gw-hostile")
+        .with("PERPLEXITY_GATEWAY_TIMEOUT_SECONDS", "3")
+        .with("PERPLEXITY_GATEWAY_IDLE_SECONDS", "5");
+    for (slug, flags) in [
+        ("frames", vec!["--invalid-frames"]),
+        ("noisy", vec!["--stderr-noise"]),
+        ("sleepy", vec!["--slow-init", "60000"]),
+    ] {
+        let mut args = vec!["add", slug, "--command", "fake-downstream"];
+        for f in &flags {
+            args.extend(["--arg", f]);
+        }
+        let (_, stderr, code) = env.gateway(&args);
+        assert_eq!(code, 0, "{stderr}");
+    }
+    let started = std::time::Instant::now();
+    let mut s = serve(&env);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "a slow server does not hold the start"
+    );
+    let names = tool_names(&mut s, 1);
+    assert!(
+        names.contains(&"mcp__noisy__echo".to_owned()),
+        "1 MiB of stderr is drained: {names:?}"
+    );
+    // Junk on stdout during the handshake, and a handshake that never ends: neither is
+    // offered, and the others are unaffected.
+    let unfit = ["mcp__frames__", "mcp__sleepy__"];
+    assert!(
+        !names.iter().any(|n| unfit.iter().any(|p| n.starts_with(p))),
+        "{names:?}"
+    );
+    let (text, is_error) =
+        tool_text(&s.request(&call(2, "mcp__noisy__echo", json!({"text": "ok"}))));
+    assert!(!is_error && unwrap_tool_spotlight(&text) == "ok", "{text}");
+    let (stdout, _, code) = env.gateway(&["test", "frames"]);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("the MCP handshake failed"), "{stdout}");
+    let (stdout, _, code) = env.gateway(&["test", "sleepy"]);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("no answer within 3s"), "{stdout}");
+    // Idle for longer than PERPLEXITY_GATEWAY_IDLE_SECONDS: the child is stopped, and
+    // the next call starts it again.
+    let (text, _) = tool_text(&s.request(&call(3, "mcp__noisy__pid", json!({}))));
+    let first = unwrap_tool_spotlight(&text);
+    wait_until(
+        "the idle child to be stopped",
+        std::time::Duration::from_secs(15),
+        || {
+            std::fs::read_to_string(format!("/proc/{first}/stat"))
+                .map_or(true, |st| st.contains(") Z "))
+        },
+    );
+    let (text, is_error) = tool_text(&s.request(&call(4, "mcp__noisy__pid", json!({}))));
+    assert!(!is_error);
+    assert_ne!(unwrap_tool_spotlight(&text), first);
+}
+
+#[test]
+fn servers_from_the_config_file_take_their_secrets_from_the_environment() {
+    let env = Env::new("gw-file");
+    let file = env.dir.path("config.toml");
+    std::fs::write(
+        &file,
+        "[[gateway.servers]]\nname = \"cfg\"\ncommand = \"fake-downstream\"\nsecret_env = { TOKEN = \"@env:CFG_TOKEN\" }\n",
+    )
+    .unwrap();
+    let env = env
+        .with("PERPLEXITY_CONFIG_PATH", &file.display().to_string())
+        .with("CFG_TOKEN", "from-the-environment");
+    let listed = env.list();
+    assert_eq!(listed[0]["source"], "config file");
+    assert_eq!(
+        listed[0]["transport"]["env"][0]["memory"], "***",
+        "shown masked"
+    );
+    let (stdout, _, _) = env.gateway(&["list"]);
+    assert!(
+        stdout.contains("TOKEN=***") && !stdout.contains("from-the-environment"),
+        "{stdout}"
+    );
+    let mut s = serve(&env);
+    let (text, is_error) = tool_text(&s.request(&call(1, "mcp__cfg__env", json!({}))));
+    assert!(!is_error, "{text}");
+    assert!(unwrap_tool_spotlight(&text).contains("\"TOKEN\":\"from-the-environment\""));
+    // A plaintext secret in the file refuses to start, naming the file and server.
+    std::fs::write(&file, "[[gateway.servers]]\nname = \"cfg\"\ncommand = \"fake-downstream\"\nsecret_env = { TOKEN = \"plain\" }\n").unwrap();
+    let (_, stderr, code) = env.gateway(&["list"]);
+    assert_eq!(code, 4);
+    assert!(
+        stderr.contains("server cfg: the value of TOKEN must be @env:VARIABLE"),
+        "{stderr}"
+    );
+}
