@@ -230,3 +230,146 @@ pub fn stderr_tail(live: &Live) -> String {
         })
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    //! TLS to an HTTP downstream: a self-signed certificate is refused, and accepted once
+    //! the server's CA bundle is configured. The server is a minimal MCP-over-HTTPS
+    //! responder on a loopback port (just enough for the handshake and `tools/list`).
+
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
+    use std::sync::Arc;
+
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn answer(request: &Value) -> Option<Value> {
+        let id = request.get("id")?.clone();
+        let result = match request["method"].as_str() {
+            Some("initialize") => json!({"protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "tls-test", "version": "1"}}),
+            Some("tools/list") => {
+                json!({"tools": [{"name": "over_tls", "inputSchema": {"type": "object"}}]})
+            }
+            _ => {
+                return Some(
+                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}}),
+                );
+            }
+        };
+        Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    }
+
+    fn serve_one(tcp: std::net::TcpStream, config: Arc<rustls::ServerConfig>) {
+        let Ok(conn) = rustls::ServerConnection::new(config) else {
+            return;
+        };
+        let mut stream = BufReader::new(rustls::StreamOwned::new(conn, tcp));
+        loop {
+            let mut line = String::new();
+            if stream.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let method = line.split(' ').next().unwrap_or_default().to_owned();
+            let mut length = 0;
+            loop {
+                let mut header = String::new();
+                if stream.read_line(&mut header).unwrap_or(0) == 0 {
+                    return;
+                }
+                if header == "\r\n" {
+                    break;
+                }
+                if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            if stream.read_exact(&mut body).is_err() {
+                return;
+            }
+            let reply = match method.as_str() {
+                "POST" => match serde_json::from_slice::<Value>(&body)
+                    .ok()
+                    .as_ref()
+                    .and_then(answer)
+                {
+                    Some(v) => {
+                        let text = v.to_string();
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+                            text.len()
+                        )
+                    }
+                    None => "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n".to_owned(),
+                },
+                "DELETE" => "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_owned(),
+                _ => "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n".to_owned(),
+            };
+            let inner = stream.get_mut();
+            if inner
+                .write_all(reply.as_bytes())
+                .and_then(|()| inner.flush())
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_self_signed_server_is_refused_unless_its_ca_bundle_is_configured() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let pem = {
+            use base64::Engine;
+            let b64 = base64::engine::general_purpose::STANDARD.encode(cert.cert.der());
+            let lines: Vec<&str> = b64
+                .as_bytes()
+                .chunks(64)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect();
+            format!(
+                "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                lines.join("\n")
+            )
+        };
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
+        let config = Arc::new(
+            rustls::ServerConfig::builder()
+                .with_no_client_auth()
+                .with_single_cert(vec![CertificateDer::from(cert.cert.der().to_vec())], key)
+                .unwrap(),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for tcp in listener.incoming().flatten() {
+                let config = config.clone();
+                std::thread::spawn(move || serve_one(tcp, config));
+            }
+        });
+        let bundle = std::env::temp_dir().join(format!("pa-ca-{}.pem", std::process::id()));
+        std::fs::write(&bundle, pem).unwrap();
+        let resolved = |ca_bundle: Option<std::path::PathBuf>| Resolved {
+            slug: "tls".into(),
+            transport: ResolvedTransport::Http {
+                url: url::Url::parse(&format!("https://localhost:{port}/mcp")).unwrap(),
+                headers: vec![],
+                allow_private: true,
+                ca_bundle,
+            },
+        };
+        let refused = connect(&resolved(None), Duration::from_secs(10)).await;
+        assert!(refused.is_err(), "an untrusted certificate was accepted");
+        let live = connect(&resolved(Some(bundle.clone())), Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|e| panic!("with its CA bundle: {e}"));
+        assert_eq!(live.tools[0].name, "over_tls");
+        let _ = live.client.cancel().await;
+        let _ = std::fs::remove_file(bundle);
+    }
+}
