@@ -25,3 +25,4 @@ pub mod perplexity;
 pub mod store;
 pub mod text;
 pub mod tools;
+pub mod tui;

@@ -5,7 +5,9 @@
 //!
 //! Touches: stdout/stderr, and the network only through `tools::`/`perplexity::`.
 
+mod doctor;
 mod gateway;
+mod install;
 mod output;
 
 use std::io::IsTerminal;
@@ -56,6 +58,12 @@ pub enum Command {
     /// Downstream MCP servers whose tools this server offers (the gateway).
     #[command(subcommand)]
     Gateway(gateway::GatewayCommand),
+    /// Add this server to an MCP client's config file (merged, backed up).
+    Install(install::InstallArgs),
+    /// Check the set-up: key, store, gateway secrets, client entries, both protocol eras.
+    Doctor(doctor::DoctorArgs),
+    /// The terminal research workspace: answers with sources beside the pages you open.
+    Tui,
 }
 
 #[derive(Debug, Args, Default)]
@@ -196,6 +204,12 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Command::Search(args) => search(args, &client, &guard, config.wait_seconds).await,
         Command::Research(args) => research_command(args, &client, &guard).await,
         Command::Gateway(command) => gateway::run(command, &config).await,
+        Command::Install(args) => install::run(args),
+        Command::Doctor(args) => doctor::run(args, &config).await,
+        Command::Tui => match crate::tui::run(&config).await {
+            Ok(()) => Exit::Success as i32,
+            Err(e) => output::fail(Exit::Config, &e),
+        },
         Command::Serve(args) => {
             let http = match args
                 .http

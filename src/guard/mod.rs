@@ -35,6 +35,7 @@ pub enum FrontEnd {
     McpStdio,
     McpHttp,
     Cli,
+    Tui,
 }
 
 impl FrontEnd {
@@ -43,6 +44,7 @@ impl FrontEnd {
             FrontEnd::McpStdio => "mcp-stdio",
             FrontEnd::McpHttp => "mcp-http",
             FrontEnd::Cli => "cli",
+            FrontEnd::Tui => "tui",
         }
     }
 }
@@ -159,6 +161,11 @@ impl Guard {
 
     /// Applies the output budget: a result over it is cut, the full text kept for
     /// `retrieve`. Returns whether it was cut.
+    /// Rate-limit tokens available now (the TUI's status line).
+    pub fn tokens(&self) -> u32 {
+        self.bucket.available()
+    }
+
     pub fn budget(&self, output: &mut ToolOutput) -> bool {
         self.offload.apply(output)
     }

@@ -64,6 +64,20 @@ impl TokenBucket {
     }
 }
 
+impl TokenBucket {
+    /// Whole tokens available now (for status displays; takes nothing).
+    pub fn available(&self) -> u32 {
+        let now = self.clock.now();
+        let Ok(state) = self.state.lock() else {
+            return 0;
+        };
+        let (tokens, last) = *state;
+        (tokens + now.saturating_duration_since(last).as_secs_f64() * self.rate)
+            .min(self.capacity)
+            .floor() as u32
+    }
+}
+
 /// `Rate limit exceeded: try again in 3s.` (whole seconds, rounded up, at least 1).
 pub fn refusal_text(wait: Duration) -> String {
     let secs = wait.as_secs_f64().ceil().max(1.0) as u64;

@@ -28,6 +28,23 @@ pub fn spotlight_tool(body: &str) -> String {
     wrap(body, &nonce(), TOOL_PREAMBLE)
 }
 
+/// The body inside a wrapping made here (for displays that mark untrusted text their own
+/// way, such as the terminal workspace); text without one is returned as it is.
+pub fn unwrap(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix("<untrusted-web-content-") else {
+        return text;
+    };
+    let Some((nonce, body)) = rest.split_once(">\n") else {
+        return text;
+    };
+    let close = format!("\n</untrusted-web-content-{nonce}>");
+    let Some(body) = body.strip_suffix(close.as_str()) else {
+        return text;
+    };
+    // Skip the two-line preamble and the blank line after it.
+    body.splitn(4, '\n').nth(3).unwrap_or("")
+}
+
 fn wrap(body: &str, nonce: &str, preamble: &str) -> String {
     let close = format!("</untrusted-web-content-{nonce}>");
     let body = body.replace(&close, "[removed]");
@@ -41,6 +58,16 @@ fn nonce() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unwrap_inverts_every_wrapping() {
+        for body in ["hello", "a\nb\n\nc", ""] {
+            assert_eq!(unwrap(&spotlight(body)), body);
+            assert_eq!(unwrap(&spotlight_page(body)), body);
+            assert_eq!(unwrap(&spotlight_tool(body)), body);
+        }
+        assert_eq!(unwrap("plain"), "plain");
+    }
 
     #[test]
     fn wraps_and_neutralises_own_closing_tag() {

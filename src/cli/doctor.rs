@@ -1,0 +1,792 @@
+//! `perplexity-agent doctor`: checks what usually goes wrong in a set-up — the key, the
+//! store, sealed gateway secrets, the MCP clients' entries — and runs this binary as a
+//! server through both protocol eras' handshakes. One line per check, each with what to
+//! do next; exit 1 when anything failed.
+//!
+//! Touches: reads the environment, the store (opening it creates it, as first use
+//! would) and the clients' config files; starts this binary as `serve` for a few
+//! seconds. Never prints the API key or any part of it; no network.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::{Value, json};
+
+use super::install::{self, CLIENTS, Client, Platform};
+use super::output::{self, Exit};
+use crate::config::{Config, PERPLEXITY_BASE, wait_seconds_from};
+use crate::gateway::definition::{self, ServerDef, TransportDef};
+use crate::mcp::protocol::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
+use crate::store::Store;
+
+/// How long each handshake may take, start-up included.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const LEGACY_VERSION: &str = "2025-11-25";
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print one JSON document instead of lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    fn label(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Check {
+    name: String,
+    status: Status,
+    detail: String,
+    /// What to do next; empty when nothing is.
+    fix: String,
+}
+
+impl Check {
+    fn new(status: Status, name: impl Into<String>, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            status,
+            detail: detail.into(),
+            fix: String::new(),
+        }
+    }
+
+    fn fix(mut self, fix: impl Into<String>) -> Check {
+        self.fix = fix.into();
+        self
+    }
+}
+
+/// Runs every check; returns the process exit code.
+pub async fn run(args: DoctorArgs, config: &Config) -> i32 {
+    let mut checks = vec![
+        api_key(std::env::var("PERPLEXITY_API_KEY").ok().as_deref()),
+        configuration(config),
+    ];
+    let store = store_checks(config, &mut checks);
+    checks.extend(gateway_checks(config, store.as_ref()));
+    checks.extend(client_checks());
+    checks.extend(self_test().await);
+    render(&checks, args.json);
+    if checks.iter().any(|c| c.status == Status::Fail) {
+        Exit::Failed as i32
+    } else {
+        Exit::Success as i32
+    }
+}
+
+fn render(checks: &[Check], json: bool) {
+    if json {
+        let worst = checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
+        let list: Vec<Value> = checks
+            .iter()
+            .map(|c| {
+                json!({
+                    "check": c.name,
+                    "status": c.status.label(),
+                    "detail": c.detail,
+                    "fix": (!c.fix.is_empty()).then_some(&c.fix),
+                })
+            })
+            .collect();
+        output::document(&json!({"status": worst.label(), "checks": list}));
+        return;
+    }
+    let lines: Vec<String> = checks
+        .iter()
+        .map(|c| {
+            let mut line = format!("{} {}: {}", c.status.label(), c.name, c.detail);
+            if !c.fix.is_empty() {
+                line.push_str(&format!(" \u{2014} {}", c.fix));
+            }
+            line
+        })
+        .collect();
+    output::lines(&lines.join("\n"));
+}
+
+/// Present and plausible; judged by its shape only (no request is made), and never shown.
+fn api_key(raw: Option<&str>) -> Check {
+    const NAME: &str = "API key";
+    let how = "export PERPLEXITY_API_KEY=pplx-… in your shell, or put it in the env of the client's entry (perplexity-agent install <client> --with-key-from-env)";
+    let key = raw.map(str::trim).unwrap_or_default();
+    if key.is_empty() {
+        return Check::new(Status::Fail, NAME, "PERPLEXITY_API_KEY is not set").fix(how);
+    }
+    if key.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Check::new(
+            Status::Fail,
+            NAME,
+            "PERPLEXITY_API_KEY contains spaces or line breaks (a copy-and-paste slip?)",
+        )
+        .fix("copy the key again from https://www.perplexity.ai/account/api and set it without surrounding text");
+    }
+    if !key.starts_with("pplx-") || !(20..=256).contains(&key.len()) {
+        return Check::new(
+            Status::Warn,
+            NAME,
+            "PERPLEXITY_API_KEY is set but does not look like a Perplexity key (they start with pplx- and are a few dozen characters long)",
+        )
+        .fix("check that it is the API key from https://www.perplexity.ai/account/api");
+    }
+    Check::new(
+        Status::Ok,
+        NAME,
+        "PERPLEXITY_API_KEY is set and shaped like a Perplexity key (not checked against the API)",
+    )
+}
+
+/// The configuration loaded (or we would not be here); what it amounts to.
+fn configuration(config: &Config) -> Check {
+    let names = config.tools.names();
+    let tools = if names.len() == crate::tools::catalogue::ToolSelection::all().names().len() {
+        format!("all ({} tools)", names.len())
+    } else {
+        names.join(",")
+    };
+    let mut detail = format!(
+        "loaded; wait budget {} s, tools: {tools}",
+        config.wait_seconds
+    );
+    if config.api.base.as_str().trim_end_matches('/') != PERPLEXITY_BASE {
+        detail.push_str(&format!(", API base {} (not the default)", config.api.base));
+    }
+    if let Some(proxy) = &config.api.proxy {
+        detail.push_str(&format!(", proxy {}", crate::config::redacted_proxy(proxy)));
+    }
+    Check::new(Status::Ok, "Configuration", detail)
+}
+
+/// Opens the store (as first use would) and checks who may read it. Returns it for the
+/// gateway checks.
+fn store_checks(config: &Config, checks: &mut Vec<Check>) -> Option<Store> {
+    let Some(store_config) = config.store.clone() else {
+        checks.push(
+            Check::new(
+                Status::Warn,
+                "Store",
+                "no location is known (no PERPLEXITY_STORE_PATH, XDG_DATA_HOME or HOME)",
+            )
+            .fix("set PERPLEXITY_STORE_PATH; snapshots and gateway definitions need it"),
+        );
+        return None;
+    };
+    let path = store_config.path.clone();
+    let existed = path.exists();
+    let store = match Store::open(store_config) {
+        Ok(store) => {
+            let how = if existed {
+                "opens"
+            } else {
+                "created; it opens"
+            };
+            checks.push(Check::new(
+                Status::Ok,
+                "Store",
+                format!("{} {how}", path.display()),
+            ));
+            Some(store)
+        }
+        Err(e) => {
+            // The store's messages end with what to do: "…; set PERPLEXITY_STORE_PATH…".
+            let text = e.to_string();
+            let (detail, fix) = text
+                .split_once("; ")
+                .unwrap_or((&text, "check the path and its permissions"));
+            checks.push(Check::new(Status::Fail, "Store", detail).fix(fix));
+            None
+        }
+    };
+    if let Some(check) = store_permissions(&path) {
+        checks.push(check);
+    }
+    store
+}
+
+/// The directory should be 0700 and the file 0600: snapshots are the user's research.
+#[cfg(unix)]
+fn store_permissions(path: &Path) -> Option<Check> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o777)
+    };
+    let mut loose = Vec::new();
+    let mut fixes = Vec::new();
+    let mut seen = Vec::new();
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    for (p, want, what) in [(dir, 0o700, "directory"), (Some(path), 0o600, "file")] {
+        let Some((p, m)) = p.and_then(|p| mode(p).map(|m| (p, m))) else {
+            continue;
+        };
+        seen.push(format!("{what} {m:o}"));
+        if m & 0o077 != 0 {
+            loose.push(format!("the {what} {} is mode {m:o}", p.display()));
+            fixes.push(format!("chmod {want:o} {}", p.display()));
+        }
+    }
+    if seen.is_empty() {
+        return None;
+    }
+    Some(if loose.is_empty() {
+        Check::new(Status::Ok, "Store permissions", seen.join(", "))
+    } else {
+        Check::new(
+            Status::Warn,
+            "Store permissions",
+            format!("{}: others may read it", loose.join("; ")),
+        )
+        .fix(fixes.join(" && "))
+    })
+}
+
+#[cfg(not(unix))]
+fn store_permissions(_: &Path) -> Option<Check> {
+    None
+}
+
+/// Every definition resolves as a launch would: policy re-checked, sealed secrets
+/// opened with the configured key. Errors name the problem, never a secret value.
+fn gateway_checks(config: &Config, store: Option<&Store>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let mut defs: Vec<(&ServerDef, &str)> = config
+        .file_servers
+        .iter()
+        .map(|d| (d, "config file"))
+        .collect();
+    let stored = match store.map(super::gateway::load) {
+        None => Vec::new(),
+        Some(Ok(stored)) => stored,
+        Some(Err(e)) => {
+            checks.push(
+                Check::new(
+                    Status::Fail,
+                    "Gateway",
+                    format!("stored definitions cannot be read: {e}"),
+                )
+                .fix("fix the store (see the Store check)"),
+            );
+            Vec::new()
+        }
+    };
+    for def in &stored {
+        // The config file wins over a stored definition of the same name.
+        if !config.file_servers.iter().any(|d| d.slug == def.slug) {
+            defs.push((def, "store"));
+        }
+    }
+    if defs.is_empty() && checks.is_empty() {
+        checks.push(Check::new(
+            Status::Ok,
+            "Gateway",
+            "no downstream servers defined",
+        ));
+    }
+    for (def, source) in defs {
+        checks.push(gateway_server(config, def, source));
+    }
+    checks
+}
+
+fn gateway_server(config: &Config, def: &ServerDef, source: &str) -> Check {
+    let name = format!("Gateway {}", def.slug);
+    let what = match &def.transport {
+        TransportDef::Stdio { command, .. } => format!("stdio: {command}"),
+        TransportDef::Http { url, .. } => format!("http: {url}"),
+    };
+    let state = match (def.enabled, config.gateway.enabled) {
+        (_, false) => ", gateway off",
+        (false, true) => ", disabled",
+        (true, true) => "",
+    };
+    match definition::resolve(def, &config.gateway, config.secret_key.as_ref()) {
+        Ok(_) => Check::new(
+            Status::Ok,
+            name,
+            format!("{what} ({source}{state}); its definition and secrets resolve"),
+        )
+        .fix(format!(
+            "perplexity-agent gateway test {} connects to it",
+            def.slug
+        )),
+        Err(reason) => {
+            let fix = if reason.contains(crate::gateway::secrets::KEY_VARIABLE) {
+                format!(
+                    "set PERPLEXITY_SECRET_KEY to the key {} was saved with, or define it again (perplexity-agent gateway add {} …)",
+                    def.slug, def.slug
+                )
+            } else if source == "store" {
+                format!(
+                    "fix what the reason names: perplexity-agent gateway add {} … replaces the definition, perplexity-agent gateway remove {} drops it",
+                    def.slug, def.slug
+                )
+            } else {
+                "fix it in the config file (PERPLEXITY_CONFIG_PATH)".to_owned()
+            };
+            Check::new(
+                Status::Fail,
+                name,
+                format!("{what} ({source}{state}): {reason}"),
+            )
+            .fix(fix)
+        }
+    }
+}
+
+/// Every client entry that runs a `perplexity-agent`, in the four clients' files.
+fn client_checks() -> Vec<Check> {
+    let env = |name: &str| std::env::var(name).ok();
+    let mut checks = Vec::new();
+    for client in CLIENTS {
+        let Ok(path) = client.config_path(Platform::current(), &env) else {
+            continue;
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(_) => continue,
+        };
+        let doc: Value = match serde_json::from_str(&text) {
+            Ok(doc) => doc,
+            Err(e) => {
+                checks.push(
+                    Check::new(
+                        Status::Warn,
+                        client.title(),
+                        format!("{} is not valid JSON ({e})", path.display()),
+                    )
+                    .fix(format!("fix it; {} cannot read it either", client.title())),
+                );
+                continue;
+            }
+        };
+        let Some(servers) = doc[client.container()].as_object() else {
+            continue;
+        };
+        for (name, entry) in servers.iter().filter(|(_, e)| install::runs_us(e)) {
+            checks.push(client_entry(client, &path, name, entry));
+            checks.extend(key_exposure(client, &path, name, entry));
+        }
+    }
+    if checks.is_empty() {
+        checks.push(
+            Check::new(
+                Status::Ok,
+                "MCP clients",
+                "no Claude Desktop, Claude Code, Cursor or VS Code entry runs perplexity-agent",
+            )
+            .fix("to use it from one: perplexity-agent install <claude-desktop|claude-code|cursor|vscode>"),
+        );
+    }
+    checks
+}
+
+/// The entry's command exists and runs; its wait budget suits the client.
+fn client_entry(client: Client, path: &Path, name: &str, entry: &Value) -> Check {
+    let title = format!("{} ({name})", client.title());
+    let mut reinstall = format!("perplexity-agent install {}", client.arg());
+    if install::server_name(name).is_err() {
+        reinstall.push_str(&format!(" (then remove the entry \"{name}\")"));
+    } else if name != install::DEFAULT_NAME {
+        reinstall.push_str(&format!(" --name {name}"));
+    }
+    let command = entry["command"].as_str().unwrap_or_default();
+    let mut status = Status::Ok;
+    let mut notes = Vec::new();
+    if !Path::new(command).is_absolute() {
+        status = Status::Warn;
+        notes.push(format!(
+            "the command {command} is not an absolute path: a client started outside your shell may not find it"
+        ));
+    } else if !is_executable(Path::new(command)) {
+        status = Status::Fail;
+        notes.push(format!(
+            "the command {command} does not exist or is not executable"
+        ));
+    }
+    let recommended = client.wait_seconds();
+    let configured = entry["env"][install::WAIT_VARIABLE].as_str();
+    let budget = wait_seconds_from(configured);
+    if budget != recommended {
+        status = status.max(Status::Warn);
+        notes.push(format!(
+            "the wait budget is {budget} s; {recommended} s suits {} ({})",
+            client.title(),
+            client.wait_reason()
+        ));
+    }
+    if notes.is_empty() {
+        return Check::new(
+            Status::Ok,
+            title,
+            format!(
+                "runs {command}, wait budget {budget} s, in {}",
+                path.display()
+            ),
+        );
+    }
+    Check::new(
+        status,
+        title,
+        format!("{} (in {})", notes.join("; "), path.display()),
+    )
+    .fix(format!("reinstall with {reinstall}"))
+}
+
+/// A key written into a file others can read.
+fn key_exposure(client: Client, path: &Path, name: &str, entry: &Value) -> Option<Check> {
+    entry["env"].get("PERPLEXITY_API_KEY")?;
+    let loose = readable_by_others(path)?;
+    Some(
+        Check::new(
+            Status::Warn,
+            format!("{} ({name}) key", client.title()),
+            format!(
+                "{} holds the API key in plain text and is mode {loose:o}: other users can read it",
+                path.display()
+            ),
+        )
+        .fix(format!("chmod 600 {}", path.display())),
+    )
+}
+
+#[cfg(unix)]
+fn readable_by_others(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then_some(mode)
+}
+
+#[cfg(not(unix))]
+fn readable_by_others(_: &Path) -> Option<u32> {
+    None
+}
+
+fn is_executable(path: &Path) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.is_file() && meta.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    meta.is_file()
+}
+
+// ---- protocol self-test ----------------------------------------------------------
+
+/// Both eras against this very binary, each in its own `serve` process (a client
+/// speaks one era per connection).
+async fn self_test() -> Vec<Check> {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            return vec![
+                Check::new(
+                    Status::Fail,
+                    "Protocol",
+                    format!("cannot find this binary to start it ({})", e.kind()),
+                )
+                .fix("run doctor from the installed binary's absolute path"),
+            ];
+        }
+    };
+    let run = tokio::task::spawn_blocking(move || vec![legacy(&exe), modern(&exe)]).await;
+    run.unwrap_or_else(|_| {
+        vec![Check::new(
+            Status::Fail,
+            "Protocol",
+            "the self-test stopped unexpectedly",
+        )]
+    })
+}
+
+fn legacy(exe: &Path) -> Check {
+    let name = format!("Protocol {LEGACY_VERSION}");
+    let outcome = Session::start(exe).and_then(|mut s| {
+        let init = s.ask(
+            1,
+            "initialize",
+            json!({"protocolVersion": LEGACY_VERSION, "capabilities": {},
+                   "clientInfo": {"name": "doctor", "version": "1"}}),
+        )?;
+        if init["protocolVersion"] != LEGACY_VERSION {
+            return Err(format!(
+                "initialize negotiated {} instead of {LEGACY_VERSION}",
+                init["protocolVersion"]
+            ));
+        }
+        s.notify("notifications/initialized")?;
+        tool_count(&s.ask(2, "tools/list", json!({}))?)
+    });
+    handshake_check(
+        name,
+        outcome,
+        "initialize, notifications/initialized, tools/list",
+    )
+}
+
+fn modern(exe: &Path) -> Check {
+    let name = format!("Protocol {MODERN_VERSION}");
+    let meta = json!({
+        META_PROTOCOL_VERSION: MODERN_VERSION,
+        META_CLIENT_CAPABILITIES: {},
+        "io.modelcontextprotocol/clientInfo": {"name": "doctor", "version": "1"},
+    });
+    let outcome = Session::start(exe).and_then(|mut s| {
+        let discovered = s.ask(1, "server/discover", json!({"_meta": meta}))?;
+        let supported = discovered["supportedVersions"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION));
+        if !supported {
+            return Err(format!(
+                "server/discover does not list {MODERN_VERSION} among the supported versions"
+            ));
+        }
+        tool_count(&s.ask(2, "tools/list", json!({"_meta": meta}))?)
+    });
+    handshake_check(name, outcome, "server/discover, tools/list")
+}
+
+fn tool_count(result: &Value) -> Result<usize, String> {
+    match result["tools"].as_array() {
+        Some(tools) if !tools.is_empty() => Ok(tools.len()),
+        _ => Err("tools/list returned no tools".to_owned()),
+    }
+}
+
+fn handshake_check(name: String, outcome: Result<usize, String>, steps: &str) -> Check {
+    match outcome {
+        Ok(tools) => Check::new(
+            Status::Ok,
+            name,
+            format!("{steps}: answered, {tools} tools offered"),
+        ),
+        Err(e) => Check::new(Status::Fail, name, e).fix(
+            "run `PERPLEXITY_LOG=debug perplexity-agent serve` to see why; reinstall the binary if it is damaged",
+        ),
+    }
+}
+
+/// This binary as `serve` on stdio, with our environment. The gateway is off for the
+/// test: downstream servers are checked above, and connecting to them could outlast
+/// the deadline.
+struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+    deadline: Instant,
+}
+
+impl Session {
+    fn start(exe: &Path) -> Result<Session, String> {
+        let mut child = std::process::Command::new(exe)
+            .arg("serve")
+            .env("PERPLEXITY_GATEWAY", "off")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{} could not be started ({})", exe.display(), e.kind()))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("the server's pipes could not be opened".to_owned());
+        };
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        // The last line the server wrote on stderr: the reason, if it stops.
+        let last = Arc::new(Mutex::new(String::new()));
+        let sink = last.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !line.trim().is_empty()
+                    && let Ok(mut last) = sink.lock()
+                {
+                    *last = line;
+                }
+            }
+        });
+        Ok(Session {
+            child,
+            stdin,
+            lines,
+            stderr: last,
+            deadline: Instant::now() + HANDSHAKE_TIMEOUT,
+        })
+    }
+
+    fn send(&mut self, message: &Value) -> Result<(), String> {
+        writeln!(self.stdin, "{message}")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|_| self.gone("accepting a request"))
+    }
+
+    fn notify(&mut self, method: &str) -> Result<(), String> {
+        self.send(&json!({"jsonrpc": "2.0", "method": method}))
+    }
+
+    /// Sends a request; the `result` of its answer (notifications in between skipped).
+    fn ask(&mut self, id: u64, method: &str, params: Value) -> Result<Value, String> {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        loop {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            let line = match self.lines.recv_timeout(left) {
+                Ok(line) => line,
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(format!(
+                        "no answer to {method} within {} s",
+                        HANDSHAKE_TIMEOUT.as_secs()
+                    ));
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(self.gone(&format!("answering {method}")));
+                }
+            };
+            let frame: Value = serde_json::from_str(&line).map_err(|_| {
+                format!("the server wrote a line that is not JSON before answering {method}")
+            })?;
+            if frame.get("method").is_some() || frame["id"] != json!(id) {
+                continue;
+            }
+            if let Some(error) = frame.get("error") {
+                return Err(format!(
+                    "{method} was answered with an error: {}",
+                    error["message"].as_str().unwrap_or("(no message)")
+                ));
+            }
+            return frame
+                .get("result")
+                .cloned()
+                .ok_or_else(|| format!("the answer to {method} has no result"));
+        }
+    }
+
+    /// The server went away: how, with its last words.
+    fn gone(&mut self, doing: &str) -> String {
+        // Let it finish exiting (and its stderr reader catch up) before reporting.
+        std::thread::sleep(Duration::from_millis(100));
+        let code = match self.child.try_wait() {
+            Ok(Some(status)) => format!(" ({status})"),
+            _ => String::new(),
+        };
+        let said = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        let said = if said.is_empty() {
+            String::new()
+        } else {
+            format!(": {said}")
+        };
+        format!("the server exited instead of {doing}{code}{said}")
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_is_judged_by_shape_and_never_shown() {
+        // Built at run time: a literal this shape would (rightly) trip the secret scan.
+        let key = format!("pplx-{}", "Ab1".repeat(16));
+        let key = key.as_str();
+        let ok = api_key(Some(key));
+        assert_eq!(ok.status, Status::Ok);
+        for (raw, status) in [
+            (None, Status::Fail),
+            (Some("  "), Status::Fail),
+            (Some("pplx-abc def-ghijklmnopqrstuvwxyz"), Status::Fail),
+            (Some("sk-abcdefghijklmnopqrstuvwxyz0123"), Status::Warn),
+            (Some("pplx-short"), Status::Warn),
+        ] {
+            let check = api_key(raw);
+            assert_eq!(check.status, status, "{raw:?}");
+            let shown = format!("{} {}", check.detail, check.fix);
+            if let Some(raw) = raw.filter(|r| !r.trim().is_empty()) {
+                assert!(!shown.contains(raw.trim()), "{shown}");
+            }
+        }
+        assert!(!format!("{} {}", ok.detail, ok.fix).contains("abcdef"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_server_that_exits_fails_the_handshake_with_a_reason() {
+        for check in [
+            legacy(Path::new("/bin/true")),
+            modern(Path::new("/bin/true")),
+        ] {
+            assert_eq!(check.status, Status::Fail);
+            assert!(
+                check.detail.starts_with("the server exited"),
+                "{}",
+                check.detail
+            );
+        }
+        let missing = legacy(Path::new("/nonexistent/perplexity-agent"));
+        assert!(
+            missing.detail.contains("could not be started"),
+            "{}",
+            missing.detail
+        );
+    }
+
+    #[test]
+    fn client_entries_are_judged() {
+        let path = Path::new("/cfg/mcp.json");
+        let missing = json!({"command": "/nonexistent/perplexity-agent",
+                             "env": {"PERPLEXITY_AGENT_WAIT_SECONDS": "55"}});
+        let c = client_entry(Client::Cursor, path, "pa", &missing);
+        assert_eq!(c.status, Status::Fail);
+        assert_eq!(
+            c.fix,
+            "reinstall with perplexity-agent install cursor --name pa"
+        );
+        let bare = json!({"command": "perplexity-agent"});
+        let c = client_entry(Client::ClaudeCode, path, install::DEFAULT_NAME, &bare);
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.detail.contains("not an absolute path"), "{}", c.detail);
+        assert!(
+            c.detail.contains("wait budget is 55 s; 300 s"),
+            "{}",
+            c.detail
+        );
+    }
+}

@@ -1,0 +1,848 @@
+//! `perplexity-agent install <client>`: writes this server's entry into an MCP client's
+//! config file, so nobody hand-edits JSON or guesses the binary's absolute path. The
+//! entry is merged into what is there (other servers and keys untouched), the old file
+//! is backed up first, and the new one replaces it atomically. A file we cannot parse
+//! is refused, never overwritten.
+//!
+//! Touches: the client's config file and its backup; reads HOME / USERPROFILE,
+//! XDG_CONFIG_HOME, APPDATA and, with `--with-key-from-env`, PERPLEXITY_API_KEY.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use serde_json::{Map, Value, json};
+
+use super::output::{self, Exit};
+
+pub const DEFAULT_NAME: &str = "perplexity-agent";
+pub const WAIT_VARIABLE: &str = "PERPLEXITY_AGENT_WAIT_SECONDS";
+const KEY_VARIABLE: &str = "PERPLEXITY_API_KEY";
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The MCP client to set up.
+    #[arg(value_enum)]
+    pub client: Client,
+    /// Print the entry on stdout instead of writing it.
+    #[arg(long)]
+    pub print: bool,
+    /// Also write $PERPLEXITY_API_KEY into the entry (in plain text in the client's file).
+    #[arg(long)]
+    pub with_key_from_env: bool,
+    /// The server's name in the client's config (1-64 letters, digits, '-' or '_').
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_NAME, value_parser = server_name)]
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Client {
+    ClaudeDesktop,
+    ClaudeCode,
+    Cursor,
+    #[value(name = "vscode")]
+    Vscode,
+}
+
+pub const CLIENTS: [Client; 4] = [
+    Client::ClaudeDesktop,
+    Client::ClaudeCode,
+    Client::Cursor,
+    Client::Vscode,
+];
+
+/// Which platform's file locations to use (a parameter so tests can ask for any).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Platform {
+    Unix,
+    MacOs,
+    Windows,
+}
+
+impl Platform {
+    pub fn current() -> Platform {
+        if cfg!(windows) {
+            Platform::Windows
+        } else if cfg!(target_os = "macos") {
+            Platform::MacOs
+        } else {
+            Platform::Unix
+        }
+    }
+}
+
+impl Client {
+    pub fn title(self) -> &'static str {
+        match self {
+            Client::ClaudeDesktop => "Claude Desktop",
+            Client::ClaudeCode => "Claude Code",
+            Client::Cursor => "Cursor",
+            Client::Vscode => "VS Code",
+        }
+    }
+
+    /// The name on the command line.
+    pub fn arg(self) -> &'static str {
+        match self {
+            Client::ClaudeDesktop => "claude-desktop",
+            Client::ClaudeCode => "claude-code",
+            Client::Cursor => "cursor",
+            Client::Vscode => "vscode",
+        }
+    }
+
+    /// The wait budget written for each client, matched to how long it lets a tool
+    /// call run. A run that outlasts the budget is not lost: the tool hands back a
+    /// `response_id` to collect, so the budget only has to end before the client gives up.
+    ///
+    /// | Client         | Tool-call timeout                                  | Budget |
+    /// |----------------|----------------------------------------------------|--------|
+    /// | Claude Desktop | 60 s, fixed, no progress resets                    | 55     |
+    /// | Cursor         | 60 s in its CLI/ACP agent; the IDE (~60 min) reads |        |
+    /// |                | the same ~/.cursor/mcp.json, so the strictest wins | 55     |
+    /// | Claude Code    | long, reset by progress notifications              | 300    |
+    /// | VS Code        | none                                               | 300    |
+    ///
+    /// 55 leaves 5 s of a 60 s limit for the answer to travel back; 300 lets most runs
+    /// finish within one call where the client would wait longer.
+    pub fn wait_seconds(self) -> u64 {
+        match self {
+            Client::ClaudeDesktop | Client::Cursor => 55,
+            Client::ClaudeCode | Client::Vscode => 300,
+        }
+    }
+
+    /// Why, in a sentence for the report.
+    pub fn wait_reason(self) -> &'static str {
+        match self {
+            Client::ClaudeDesktop => {
+                "Claude Desktop ends every tool call after a fixed 60 s, so waits stop 5 s before that"
+            }
+            Client::Cursor => {
+                "Cursor's CLI/ACP agent ends tool calls after 60 s and shares ~/.cursor/mcp.json with the IDE, so waits stop 5 s before that"
+            }
+            Client::ClaudeCode => {
+                "Claude Code waits long for a tool call, longer still while progress arrives, so most runs finish within one call"
+            }
+            Client::Vscode => {
+                "VS Code has no tool-call timeout, so most runs finish within one call"
+            }
+        }
+    }
+
+    /// The top-level key that holds the servers.
+    pub fn container(self) -> &'static str {
+        match self {
+            Client::Vscode => "servers",
+            _ => "mcpServers",
+        }
+    }
+
+    /// Whether entries name their transport (`"type": "stdio"`).
+    fn typed(self) -> bool {
+        matches!(self, Client::ClaudeCode | Client::Vscode)
+    }
+
+    /// What to do once the entry is written.
+    fn next_step(self) -> &'static str {
+        match self {
+            Client::ClaudeDesktop => {
+                "quit Claude Desktop completely (not just its window) and start it again"
+            }
+            Client::ClaudeCode => "start a new Claude Code session (/mcp lists the server)",
+            Client::Cursor => "restart Cursor (and any running cursor-agent)",
+            Client::Vscode => "restart VS Code (or run \"MCP: List Servers\" and start it)",
+        }
+    }
+
+    /// The client's config file on `os`, from the environment `env` describes.
+    pub fn config_path(
+        self,
+        os: Platform,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<PathBuf, String> {
+        let app_dir = |vendor: &[&str]| -> Result<PathBuf, String> {
+            let base = match os {
+                Platform::Unix => config_home(env)?,
+                Platform::MacOs => home(os, env)?.join("Library").join("Application Support"),
+                Platform::Windows => absolute_var(env, "APPDATA")?,
+            };
+            Ok(vendor.iter().fold(base, |path, part| path.join(part)))
+        };
+        Ok(match self {
+            Client::ClaudeDesktop => app_dir(&["Claude"])?.join("claude_desktop_config.json"),
+            Client::ClaudeCode => home(os, env)?.join(".claude.json"),
+            Client::Cursor => home(os, env)?.join(".cursor").join("mcp.json"),
+            Client::Vscode => app_dir(&["Code", "User"])?.join("mcp.json"),
+        })
+    }
+}
+
+fn absolute_var(env: &impl Fn(&str) -> Option<String>, name: &str) -> Result<PathBuf, String> {
+    env(name)
+        .filter(|v| !v.trim().is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .ok_or_else(|| {
+            format!(
+                "{name} is not set to an absolute path, so the client's config file cannot be found; set it, or use --print and add the entry yourself"
+            )
+        })
+}
+
+fn home(os: Platform, env: &impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
+    absolute_var(
+        env,
+        if os == Platform::Windows {
+            "USERPROFILE"
+        } else {
+            "HOME"
+        },
+    )
+}
+
+/// `$XDG_CONFIG_HOME`, else `~/.config` (a relative value is ignored, as the XDG spec says).
+fn config_home(env: &impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
+    absolute_var(env, "XDG_CONFIG_HOME").or_else(|_| Ok(home(Platform::Unix, env)?.join(".config")))
+}
+
+pub fn server_name(raw: &str) -> Result<String, String> {
+    let valid = (1..=64).contains(&raw.len())
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if valid {
+        Ok(raw.to_owned())
+    } else {
+        Err("use 1-64 letters, digits, '-' or '_'".to_owned())
+    }
+}
+
+/// Whether a client's entry runs this program (by the command's file name).
+pub fn runs_us(entry: &Value) -> bool {
+    entry["command"]
+        .as_str()
+        .and_then(|c| Path::new(c).file_name())
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == "perplexity-agent" || n == "perplexity-agent.exe")
+}
+
+/// The entry for `client`: this binary, no arguments, the wait budget (and the key).
+pub fn entry(client: Client, command: &str, key: Option<&str>) -> Map<String, Value> {
+    let mut env = Map::new();
+    env.insert(
+        WAIT_VARIABLE.to_owned(),
+        json!(client.wait_seconds().to_string()),
+    );
+    if let Some(key) = key {
+        env.insert(KEY_VARIABLE.to_owned(), json!(key));
+    }
+    let mut entry = Map::new();
+    if client.typed() {
+        entry.insert("type".to_owned(), json!("stdio"));
+    }
+    entry.insert("command".to_owned(), json!(command));
+    entry.insert("args".to_owned(), json!([]));
+    entry.insert("env".to_owned(), Value::Object(env));
+    entry
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Added,
+    Updated,
+    Unchanged,
+}
+
+/// The file's new content with our entry merged in. Everything else is kept as it was:
+/// other servers, other top-level keys, and fields or variables the user added to our
+/// own entry (only `type`, `command`, `args` and our variables are set).
+pub fn merge(
+    existing: Option<&str>,
+    container: &str,
+    name: &str,
+    ours: &Map<String, Value>,
+) -> Result<(Value, Change), String> {
+    let mut doc = match existing.map(str::trim) {
+        None | Some("") => Value::Object(Map::new()),
+        Some(text) => serde_json::from_str(text).map_err(|e| {
+            format!("is not valid JSON ({e}); comments and trailing commas are not supported")
+        })?,
+    };
+    let root = doc
+        .as_object_mut()
+        .ok_or("does not hold a JSON object at the top level")?;
+    let servers = root
+        .entry(container)
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .ok_or_else(|| format!("has a \"{container}\" that is not an object"))?;
+    let change = match servers.get(name) {
+        None => {
+            servers.insert(name.to_owned(), Value::Object(ours.clone()));
+            Change::Added
+        }
+        Some(old) => {
+            let updated = updated_entry(old, name, ours)?;
+            if &updated == old {
+                Change::Unchanged
+            } else {
+                servers.insert(name.to_owned(), updated);
+                Change::Updated
+            }
+        }
+    };
+    Ok((doc, change))
+}
+
+/// An existing entry with ours laid over it. One that is not a stdio server is someone
+/// else's: refused rather than turned into a hybrid.
+fn updated_entry(old: &Value, name: &str, ours: &Map<String, Value>) -> Result<Value, String> {
+    let not_ours = || {
+        format!(
+            "already has a server named \"{name}\" that is not a stdio server; choose another --name"
+        )
+    };
+    let old = old.as_object().ok_or_else(not_ours)?;
+    if old.contains_key("url") || old.get("type").is_some_and(|t| t != "stdio") {
+        return Err(not_ours());
+    }
+    let mut updated = old.clone();
+    for (key, value) in ours {
+        let value = match (key.as_str(), value, old.get(key)) {
+            ("env", Value::Object(new), Some(Value::Object(kept))) => {
+                let mut env = kept.clone();
+                env.extend(new.clone());
+                Value::Object(env)
+            }
+            _ => value.clone(),
+        };
+        updated.insert(key.clone(), value);
+    }
+    Ok(Value::Object(updated))
+}
+
+/// Runs the command; returns the process exit code.
+pub fn run(args: InstallArgs) -> i32 {
+    let key = match args.with_key_from_env.then(key_from_env).transpose() {
+        Ok(key) => key,
+        Err(e) => return output::fail(Exit::Config, &e),
+    };
+    let command = match this_binary() {
+        Ok(c) => c,
+        Err(e) => return output::fail(Exit::Failed, &e),
+    };
+    let ours = entry(args.client, &command, key.as_deref());
+    let env = |name: &str| std::env::var(name).ok();
+    let path = args.client.config_path(Platform::current(), &env);
+    if args.print {
+        return print(&args, ours, path.ok());
+    }
+    let path = match path {
+        Ok(p) => p,
+        Err(e) => return output::fail(Exit::Config, &e),
+    };
+    install(&args, &path, &ours)
+}
+
+fn key_from_env() -> Result<String, String> {
+    std::env::var(KEY_VARIABLE)
+        .ok()
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "--with-key-from-env: {KEY_VARIABLE} is not set. Export it first (export {KEY_VARIABLE}=pplx-…), or leave the flag out and give the client the key another way."
+            )
+        })
+}
+
+/// This binary's absolute path (GUI clients do not see the shell's PATH), canonical so
+/// the entry names the real file rather than a relative or `..` path.
+fn this_binary() -> Result<String, String> {
+    let path = std::env::current_exe()
+        .and_then(fs::canonicalize)
+        .map_err(|e| {
+            format!(
+                "cannot tell where this binary is ({}); use --print and put its absolute path in the entry yourself",
+                e.kind()
+            )
+        })?;
+    if is_build_output(&path) {
+        eprintln!(
+            "perplexity-agent: note: {} is a build output; `cargo install --path .` and run install from the installed binary, so the entry survives `cargo clean`.",
+            path.display()
+        );
+    }
+    path.into_os_string().into_string().map_err(|_| {
+        "this binary's path is not valid UTF-8 and cannot go into a JSON config; move it".to_owned()
+    })
+}
+
+fn is_build_output(path: &Path) -> bool {
+    let parts: Vec<_> = path.components().map(|c| c.as_os_str()).collect();
+    parts
+        .windows(2)
+        .any(|w| w[0] == "target" && (w[1] == "debug" || w[1] == "release"))
+}
+
+/// `--print`: the snippet on stdout (so it can be piped), where it goes on stderr.
+fn print(args: &InstallArgs, ours: Map<String, Value>, path: Option<PathBuf>) -> i32 {
+    let snippet = json!({ args.client.container(): { args.name.as_str(): ours } });
+    match serde_json::to_string_pretty(&snippet) {
+        Ok(text) => output::lines(&text),
+        Err(_) => return output::fail(Exit::Failed, "the entry could not be rendered"),
+    }
+    let place = path.map_or_else(
+        || "the client's config file".to_owned(),
+        |p| p.display().to_string(),
+    );
+    eprintln!(
+        "perplexity-agent: nothing was written; merge this into {place} (or run without --print)."
+    );
+    if args.with_key_from_env {
+        eprintln!("perplexity-agent: warning: the output above contains your API key.");
+    }
+    Exit::Success as i32
+}
+
+/// A config file as found: its exact bytes (for the backup) and its permissions.
+struct Existing {
+    text: String,
+    permissions: fs::Permissions,
+}
+
+fn install(args: &InstallArgs, path: &Path, ours: &Map<String, Value>) -> i32 {
+    let client = args.client;
+    let path = match real_file(path) {
+        Ok(p) => p,
+        Err(e) => return output::fail(Exit::Config, &e),
+    };
+    let old = match read_existing(&path) {
+        Ok(old) => old,
+        Err(e) => return output::fail(Exit::Config, &e),
+    };
+    let text = old.as_ref().map(|o| o.text.as_str());
+    let (doc, change) = match merge(text, client.container(), &args.name, ours) {
+        Ok(merged) => merged,
+        Err(why) => {
+            return output::fail(
+                Exit::Config,
+                &format!(
+                    "{} {why}. Nothing was changed: fix the file (or move it aside), or add the entry yourself (perplexity-agent install {} --print shows it).",
+                    path.display(),
+                    client.arg()
+                ),
+            );
+        }
+    };
+    let kept_key = !args.with_key_from_env
+        && doc[client.container()][&args.name]["env"]
+            .get(KEY_VARIABLE)
+            .is_some();
+    if change == Change::Unchanged {
+        output::lines(&format!(
+            "{} already has this {} entry in {}; nothing was written.",
+            client.title(),
+            args.name,
+            path.display()
+        ));
+        warn_about_key(args, &path, old.as_ref(), kept_key);
+        return Exit::Success as i32;
+    }
+    let backup = match serde_json::to_string_pretty(&doc) {
+        Ok(text) => write(&path, old.as_ref(), &format!("{text}\n")),
+        Err(_) => Err("the new content could not be rendered".to_owned()),
+    };
+    let backup = match backup {
+        Ok(b) => b,
+        Err(e) => {
+            return output::fail(
+                Exit::Failed,
+                &format!("{e}. The config file was not changed."),
+            );
+        }
+    };
+    output::lines(&report(
+        args,
+        &path,
+        ours,
+        change,
+        backup.as_deref(),
+        kept_key,
+    ));
+    warn_about_key(args, &path, old.as_ref(), kept_key);
+    Exit::Success as i32
+}
+
+fn report(
+    args: &InstallArgs,
+    path: &Path,
+    ours: &Map<String, Value>,
+    change: Change,
+    backup: Option<&Path>,
+    kept_key: bool,
+) -> String {
+    let client = args.client;
+    let what = match change {
+        Change::Added => "Added",
+        _ => "Updated",
+    };
+    let mut lines = vec![format!(
+        "{what} the {} entry for {} in {}.",
+        args.name,
+        client.title(),
+        path.display()
+    )];
+    if let Some(backup) = backup {
+        lines.push(format!("Backup of the old file: {}", backup.display()));
+    }
+    lines.push(format!(
+        "Command: {}",
+        ours["command"].as_str().unwrap_or_default()
+    ));
+    lines.push(format!(
+        "Wait budget: {WAIT_VARIABLE}={}, because {}. A run that takes longer hands back a response_id to collect.",
+        client.wait_seconds(),
+        client.wait_reason()
+    ));
+    if kept_key {
+        lines.push(format!(
+            "API key: the entry keeps the {KEY_VARIABLE} it already had (in plain text)."
+        ));
+    } else if !args.with_key_from_env {
+        lines.push(format!(
+            "API key: not written. The server reads {KEY_VARIABLE} from the environment {} starts it with: started from your shell, it passes yours on; started from the desktop, usually not. Then add it to the entry's env, or run again with --with-key-from-env.",
+            client.title()
+        ));
+    }
+    lines.push(format!(
+        "Next: {}, then check with: perplexity-agent doctor",
+        client.next_step()
+    ));
+    lines.join("\n")
+}
+
+fn warn_about_key(args: &InstallArgs, path: &Path, old: Option<&Existing>, kept_key: bool) {
+    if args.with_key_from_env {
+        eprintln!(
+            "perplexity-agent: warning: your API key now sits in plain text in {}. Keep that file private (readable only by you), out of version control and out of anything you share.",
+            path.display()
+        );
+    }
+    if (args.with_key_from_env || kept_key)
+        && old.is_some_and(|o| readable_by_others(&o.permissions))
+    {
+        eprintln!(
+            "perplexity-agent: warning: {} is readable by other users; make it private: chmod 600 {}",
+            path.display(),
+            path.display()
+        );
+    }
+}
+
+#[cfg(unix)]
+fn readable_by_others(permissions: &fs::Permissions) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    permissions.mode() & 0o077 != 0
+}
+
+#[cfg(not(unix))]
+fn readable_by_others(_: &fs::Permissions) -> bool {
+    false
+}
+
+/// A symlinked config (dotfile managers do that) is updated where it points, so the
+/// link survives.
+fn real_file(path: &Path) -> Result<PathBuf, String> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => fs::canonicalize(path).map_err(|e| {
+            format!(
+                "{} is a symbolic link that cannot be followed ({}); fix or remove the link",
+                path.display(),
+                e.kind()
+            )
+        }),
+        _ => Ok(path.to_owned()),
+    }
+}
+
+fn read_existing(path: &Path) -> Result<Option<Existing>, String> {
+    let cannot = |e: std::io::Error| format!("{} cannot be read ({})", path.display(), e.kind());
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(cannot(e)),
+    };
+    let permissions = fs::metadata(path).map_err(cannot)?.permissions();
+    let text = String::from_utf8(bytes).map_err(|_| {
+        format!(
+            "{} is not UTF-8 text, so not JSON a client reads; nothing was changed",
+            path.display()
+        )
+    })?;
+    Ok(Some(Existing { text, permissions }))
+}
+
+/// Backs up the old file, then replaces it atomically (a temporary file in the same
+/// directory, renamed over it) with its permissions; a new file is created 0600, with
+/// its directories 0700. Returns the backup's path.
+fn write(path: &Path, old: Option<&Existing>, text: &str) -> Result<Option<PathBuf>, String> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .ok_or_else(|| format!("{} has no parent directory", path.display()))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| format!("{} has no usable file name", path.display()))?;
+    if old.is_none() {
+        create_dirs(dir)?;
+    }
+    let permissions = old.map(|o| &o.permissions);
+    let backup = match old {
+        Some(old) => Some(backup(dir, name, old)?),
+        None => None,
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let temp = dir.join(format!(".{name}.tmp-{}-{nanos}", std::process::id()));
+    let replaced = write_new(&temp, text.as_bytes(), permissions)
+        .and_then(|()| fs::rename(&temp, path))
+        .map_err(|e| format!("{} could not be written ({})", path.display(), e.kind()));
+    if replaced.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    replaced?;
+    sync_dir(dir);
+    Ok(backup)
+}
+
+/// `<file>.bak-<unix seconds>` (with `-2`, `-3`… if that exists): a copy of the old
+/// bytes with the old permissions. Never overwrites anything.
+fn backup(dir: &Path, name: &str, old: &Existing) -> Result<PathBuf, String> {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for n in 1..=100 {
+        let suffix = if n == 1 {
+            String::new()
+        } else {
+            format!("-{n}")
+        };
+        let path = dir.join(format!("{name}.bak-{seconds}{suffix}"));
+        match write_new(&path, old.text.as_bytes(), Some(&old.permissions)) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                let _ = fs::remove_file(&path);
+                return Err(format!(
+                    "the backup {} could not be written ({})",
+                    path.display(),
+                    e.kind()
+                ));
+            }
+        }
+    }
+    Err(format!(
+        "no free backup name next to {}; remove old {name}.bak-* files",
+        dir.display()
+    ))
+}
+
+/// A file that did not exist, with `permissions` (or 0600), flushed to disk. The mode
+/// is set at creation, so the content is never readable by others even for a moment.
+fn write_new(
+    path: &Path,
+    bytes: &[u8],
+    permissions: Option<&fs::Permissions>,
+) -> std::io::Result<()> {
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(permissions.map_or(0o600, |p| p.mode() & 0o600));
+    }
+    let mut file = options.open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    #[cfg(unix)]
+    if permissions.is_none() {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
+    }
+    if let Some(permissions) = permissions {
+        fs::set_permissions(path, permissions.clone())?;
+    }
+    Ok(())
+}
+
+fn create_dirs(dir: &Path) -> Result<(), String> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .map_err(|e| format!("{} could not be created ({})", dir.display(), e.kind()))
+}
+
+/// Makes the rename durable; best effort (not every filesystem allows it).
+fn sync_dir(dir: &Path) {
+    #[cfg(unix)]
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        }
+    }
+
+    #[test]
+    fn config_paths_per_platform() {
+        let linux = env(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x")]);
+        let path = |c: Client, os: Platform, e: &dyn Fn(&str) -> Option<String>| {
+            c.config_path(os, &|n: &str| e(n)).unwrap()
+        };
+        assert_eq!(
+            path(Client::ClaudeDesktop, Platform::Unix, &linux),
+            Path::new("/x/Claude/claude_desktop_config.json")
+        );
+        assert_eq!(
+            path(Client::Vscode, Platform::Unix, &linux),
+            Path::new("/x/Code/User/mcp.json")
+        );
+        assert_eq!(
+            path(Client::ClaudeCode, Platform::Unix, &linux),
+            Path::new("/h/.claude.json")
+        );
+        assert_eq!(
+            path(Client::Cursor, Platform::Unix, &linux),
+            Path::new("/h/.cursor/mcp.json")
+        );
+        // A relative XDG_CONFIG_HOME is ignored, as the spec says.
+        let relative = env(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "cfg")]);
+        assert_eq!(
+            path(Client::Vscode, Platform::Unix, &relative),
+            Path::new("/h/.config/Code/User/mcp.json")
+        );
+        let mac = env(&[("HOME", "/Users/u"), ("XDG_CONFIG_HOME", "/x")]);
+        assert_eq!(
+            path(Client::ClaudeDesktop, Platform::MacOs, &mac),
+            Path::new("/Users/u/Library/Application Support/Claude/claude_desktop_config.json")
+        );
+        assert_eq!(
+            path(Client::Vscode, Platform::MacOs, &mac),
+            Path::new("/Users/u/Library/Application Support/Code/User/mcp.json")
+        );
+        let windows = env(&[("USERPROFILE", "/p"), ("APPDATA", "/p/AppData/Roaming")]);
+        assert_eq!(
+            path(Client::ClaudeDesktop, Platform::Windows, &windows),
+            Path::new("/p/AppData/Roaming/Claude/claude_desktop_config.json")
+        );
+        assert_eq!(
+            path(Client::Cursor, Platform::Windows, &windows),
+            Path::new("/p/.cursor/mcp.json")
+        );
+        let err = Client::Cursor
+            .config_path(Platform::Unix, &env(&[("HOME", " ")]))
+            .unwrap_err();
+        assert!(err.contains("HOME is not set"), "{err}");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(server_name("perplexity_agent-2").is_ok());
+        assert!(server_name(&"a".repeat(64)).is_ok());
+        for bad in ["", "a b", "a.b", "ä", &"a".repeat(65)] {
+            assert!(server_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn merge_keeps_everything_else_and_is_idempotent() {
+        let ours = entry(Client::ClaudeCode, "/bin/perplexity-agent", None);
+        let old =
+            r#"{"theme": "dark", "mcpServers": {"other": {"command": "x", "n": 1.50}}, "z": [1]}"#;
+        let (doc, change) = merge(Some(old), "mcpServers", "pa", &ours).unwrap();
+        assert_eq!(change, Change::Added);
+        assert_eq!(doc["theme"], "dark");
+        assert_eq!(
+            doc["mcpServers"]["other"].to_string(),
+            r#"{"command":"x","n":1.50}"#
+        );
+        assert_eq!(doc["mcpServers"]["pa"]["type"], "stdio");
+        assert_eq!(doc["mcpServers"]["pa"]["env"][WAIT_VARIABLE], "300");
+        let keys: Vec<&String> = doc.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["theme", "mcpServers", "z"]);
+        let text = doc.to_string();
+        assert!(text.contains("1.50"), "numbers kept as written: {text}");
+        let (again, change) = merge(Some(&text), "mcpServers", "pa", &ours).unwrap();
+        assert_eq!((change, &again), (Change::Unchanged, &doc));
+    }
+
+    #[test]
+    fn merge_updates_our_entry_and_keeps_what_the_user_added() {
+        let ours = entry(Client::Cursor, "/new/perplexity-agent", None);
+        let old = r#"{"mcpServers": {"pa": {"command": "/old/perplexity-agent", "disabled": false,
+                      "env": {"PERPLEXITY_API_KEY": "k", "PERPLEXITY_AGENT_WAIT_SECONDS": "10"}}}}"#;
+        let (doc, change) = merge(Some(old), "mcpServers", "pa", &ours).unwrap();
+        assert_eq!(change, Change::Updated);
+        assert_eq!(
+            doc["mcpServers"]["pa"],
+            json!({"command": "/new/perplexity-agent", "disabled": false,
+                   "env": {"PERPLEXITY_API_KEY": "k", "PERPLEXITY_AGENT_WAIT_SECONDS": "55"}, "args": []})
+        );
+    }
+
+    #[test]
+    fn merge_refuses_what_it_cannot_keep() {
+        let ours = entry(Client::Vscode, "/bin/perplexity-agent", None);
+        for (old, why) in [
+            ("{\"servers\": {}, // note\n}", "not valid JSON"),
+            ("[1]", "top level"),
+            ("{\"servers\": []}", "\"servers\" that is not an object"),
+            (
+                "{\"servers\": {\"pa\": {\"type\": \"http\", \"url\": \"https://x\"}}}",
+                "choose another --name",
+            ),
+            ("{\"servers\": {\"pa\": 3}}", "choose another --name"),
+        ] {
+            let err = merge(Some(old), "servers", "pa", &ours).unwrap_err();
+            assert!(err.contains(why), "{old}: {err}");
+        }
+        let (doc, _) = merge(Some("  \n"), "servers", "pa", &ours).unwrap();
+        assert_eq!(doc["servers"]["pa"]["command"], "/bin/perplexity-agent");
+    }
+
+    #[test]
+    fn entries_are_recognised_by_file_name() {
+        assert!(runs_us(&json!({"command": "/a/b/perplexity-agent"})));
+        assert!(runs_us(&json!({"command": "perplexity-agent"})));
+        assert!(!runs_us(&json!({"command": "/a/perplexity-agent-mcp"})));
+        assert!(!runs_us(&json!({"url": "https://x"})));
+        assert!(is_build_output(Path::new(
+            "/w/target/debug/perplexity-agent"
+        )));
+        assert!(!is_build_output(Path::new("/usr/bin/perplexity-agent")));
+    }
+}

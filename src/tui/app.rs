@@ -1,0 +1,435 @@
+//! The workspace's state and how keys and results change it. No I/O here: keys come in,
+//! commands to run come out, and results arrive as [`Update`]s, so every behaviour can be
+//! tested without a terminal.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::command::{self, Command, TaskKind};
+
+/// The longest line the input takes (a question, or a command with its argument).
+pub const MAX_INPUT_CHARS: usize = 4_096;
+/// Entries kept in the chat pane (older ones are in /history).
+const MAX_ENTRIES: usize = 500;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    Chat,
+    Tabs,
+    Page,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    You,
+    Answer,
+    Note,
+    Error,
+    Alert,
+}
+
+/// One block of the chat pane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: Kind,
+    pub text: String,
+    /// Prompt-injection labels found in untrusted text of this entry, shown beside it.
+    pub flags: Vec<String>,
+}
+
+impl Entry {
+    pub fn new(kind: Kind, text: impl Into<String>) -> Self {
+        Entry {
+            kind,
+            text: text.into(),
+            flags: Vec::new(),
+        }
+    }
+
+    pub fn flagged(mut self, flags: Vec<String>) -> Self {
+        self.flags = flags;
+        self
+    }
+}
+
+/// A page open in the current space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageTab {
+    pub url: String,
+    pub title: String,
+    /// `None` for a tab remembered from an earlier session (its text is not stored).
+    pub text: Option<String>,
+    pub flags: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInfo {
+    pub id: u32,
+    pub kind: TaskKind,
+    pub target: String,
+    pub every_secs: u64,
+}
+
+/// What finished work tells the workspace.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Update {
+    Entry(Entry),
+    TabOpened(PageTab),
+    /// The space's tabs (after a switch or at start).
+    Space {
+        name: String,
+        tabs: Vec<PageTab>,
+    },
+    TabClosed(String),
+    /// A call started (+1) or ended (-1).
+    Busy(i32),
+    TaskStarted(TaskInfo),
+    TaskEnded {
+        id: u32,
+        why: String,
+    },
+    Tokens(u32),
+}
+
+pub struct App {
+    pub input: String,
+    pub entries: Vec<Entry>,
+    pub tabs: Vec<PageTab>,
+    pub current: Option<usize>,
+    pub focus: Pane,
+    /// Lines scrolled up from the bottom of the chat.
+    pub chat_scroll: usize,
+    pub page_scroll: usize,
+    pub space: String,
+    pub tokens: u32,
+    pub in_flight: usize,
+    pub tasks: Vec<TaskInfo>,
+    pub quit: bool,
+    /// Text the front end should copy to the clipboard (Ctrl-Y), then clear.
+    pub copy: Option<String>,
+}
+
+impl App {
+    pub fn new(space: &str, tokens: u32) -> Self {
+        App {
+            input: String::new(),
+            entries: vec![Entry::new(
+                Kind::Note,
+                "Ask a question, /open a page, /search, /research — /help lists everything.",
+            )],
+            tabs: Vec::new(),
+            current: None,
+            focus: Pane::Chat,
+            chat_scroll: 0,
+            page_scroll: 0,
+            space: space.to_owned(),
+            tokens,
+            in_flight: 0,
+            tasks: Vec::new(),
+            quit: false,
+            copy: None,
+        }
+    }
+
+    pub fn current_tab(&self) -> Option<&PageTab> {
+        self.current.and_then(|i| self.tabs.get(i))
+    }
+
+    pub fn push(&mut self, entry: Entry) {
+        self.entries.push(entry);
+        if self.entries.len() > MAX_ENTRIES {
+            self.entries.remove(0);
+        }
+        self.chat_scroll = 0;
+    }
+
+    /// A key press; returns the command to run when a line was submitted.
+    pub fn on_key(&mut self, key: KeyEvent) -> Option<Command> {
+        if key.kind == KeyEventKind::Release {
+            return None;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Char('c') | KeyCode::Char('d') if ctrl => {
+                self.quit = true;
+                None
+            }
+            KeyCode::Char('y') if ctrl => {
+                self.copy = self.copy_target();
+                let what = if self.copy.is_some() {
+                    "Copied."
+                } else {
+                    "Nothing to copy."
+                };
+                self.push(Entry::new(Kind::Note, what));
+                None
+            }
+            KeyCode::Char('u') if ctrl => {
+                self.input.clear();
+                None
+            }
+            KeyCode::Char(c) if !ctrl => {
+                if self.input.chars().count() < MAX_INPUT_CHARS {
+                    self.input.push(c);
+                }
+                None
+            }
+            KeyCode::Backspace => {
+                self.input.pop();
+                None
+            }
+            KeyCode::Enter => self.submit(),
+            KeyCode::Tab => {
+                self.focus = match self.focus {
+                    Pane::Chat => Pane::Tabs,
+                    Pane::Tabs => Pane::Page,
+                    Pane::Page => Pane::Chat,
+                };
+                None
+            }
+            KeyCode::BackTab => {
+                self.focus = match self.focus {
+                    Pane::Chat => Pane::Page,
+                    Pane::Tabs => Pane::Chat,
+                    Pane::Page => Pane::Tabs,
+                };
+                None
+            }
+            KeyCode::Up => {
+                self.scroll(-1);
+                None
+            }
+            KeyCode::Down => {
+                self.scroll(1);
+                None
+            }
+            KeyCode::PageUp => {
+                self.scroll(-10);
+                None
+            }
+            KeyCode::PageDown => {
+                self.scroll(10);
+                None
+            }
+            KeyCode::Esc => {
+                self.focus = Pane::Chat;
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Pasted text goes into the input (one line: newlines become spaces).
+    pub fn on_paste(&mut self, text: &str) {
+        for c in text.chars() {
+            if self.input.chars().count() >= MAX_INPUT_CHARS {
+                break;
+            }
+            self.input
+                .push(if c == '\n' || c == '\r' { ' ' } else { c });
+        }
+    }
+
+    /// Up/Down act on the focused pane: the chat scrolls, the tab list selects, the page
+    /// scrolls.
+    fn scroll(&mut self, by: isize) {
+        match self.focus {
+            Pane::Chat => {
+                // Up (negative) moves back in time: further from the bottom.
+                self.chat_scroll = self.chat_scroll.saturating_add_signed(-by);
+            }
+            Pane::Tabs => {
+                if self.tabs.is_empty() {
+                    return;
+                }
+                let last = self.tabs.len() - 1;
+                let now = self.current.unwrap_or(0);
+                self.current = Some(now.saturating_add_signed(by).min(last));
+                self.page_scroll = 0;
+            }
+            Pane::Page => {
+                self.page_scroll = self.page_scroll.saturating_add_signed(by);
+            }
+        }
+    }
+
+    fn copy_target(&self) -> Option<String> {
+        match self.focus {
+            Pane::Tabs | Pane::Page => self.current_tab().map(|t| t.url.clone()),
+            Pane::Chat => self
+                .entries
+                .iter()
+                .rev()
+                .find(|e| e.kind == Kind::Answer)
+                .map(|e| e.text.clone()),
+        }
+    }
+
+    fn submit(&mut self) -> Option<Command> {
+        let line = std::mem::take(&mut self.input);
+        match command::parse(&line) {
+            Ok(Command::Help) => {
+                self.push(Entry::new(Kind::Note, command::HELP));
+                None
+            }
+            Ok(Command::Quit) => {
+                self.quit = true;
+                None
+            }
+            Ok(Command::Tabs) => {
+                let text = if self.tabs.is_empty() {
+                    "No tabs in this space. /open <url> reads a page into one.".to_owned()
+                } else {
+                    self.tabs
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| format!("[{}] {} — {}", i + 1, t.title, t.url))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                self.push(Entry::new(Kind::Note, text));
+                None
+            }
+            Ok(cmd) => {
+                if !matches!(
+                    cmd,
+                    Command::Space(None) | Command::History | Command::Untask(_)
+                ) {
+                    self.push(Entry::new(Kind::You, line.trim()));
+                }
+                Some(cmd)
+            }
+            Err(message) => {
+                self.push(Entry::new(Kind::Error, message));
+                None
+            }
+        }
+    }
+
+    pub fn apply(&mut self, update: Update) {
+        match update {
+            Update::Entry(entry) => self.push(entry),
+            Update::TabOpened(tab) => {
+                match self.tabs.iter().position(|t| t.url == tab.url) {
+                    Some(i) => {
+                        self.tabs[i] = tab;
+                        self.current = Some(i);
+                    }
+                    None => {
+                        self.tabs.push(tab);
+                        self.current = Some(self.tabs.len() - 1);
+                    }
+                }
+                self.page_scroll = 0;
+            }
+            Update::Space { name, tabs } => {
+                self.space = name;
+                self.current = (!tabs.is_empty()).then_some(0);
+                self.tabs = tabs;
+                self.page_scroll = 0;
+            }
+            Update::TabClosed(url) => {
+                self.tabs.retain(|t| t.url != url);
+                self.current = match self.tabs.len() {
+                    0 => None,
+                    n => Some(self.current.unwrap_or(0).min(n - 1)),
+                };
+            }
+            Update::Busy(delta) => {
+                self.in_flight = self.in_flight.saturating_add_signed(delta as isize);
+            }
+            Update::TaskStarted(task) => self.tasks.push(task),
+            Update::TaskEnded { id, why } => {
+                self.tasks.retain(|t| t.id != id);
+                self.push(Entry::new(Kind::Alert, format!("Task {id} stopped: {why}")));
+            }
+            Update::Tokens(n) => self.tokens = n,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn typed(app: &mut App, text: &str) -> Option<Command> {
+        for c in text.chars() {
+            app.on_key(key(KeyCode::Char(c)));
+        }
+        app.on_key(key(KeyCode::Enter))
+    }
+
+    #[test]
+    fn typing_submits_commands_and_shows_local_ones_at_once() {
+        let mut app = App::new("default", 10);
+        assert_eq!(
+            typed(&mut app, "/search rust"),
+            Some(Command::Search("rust".into()))
+        );
+        assert_eq!(app.entries.last().unwrap().kind, Kind::You);
+        assert!(app.input.is_empty());
+        assert_eq!(typed(&mut app, "/help"), None);
+        assert!(
+            app.entries
+                .last()
+                .unwrap()
+                .text
+                .contains("/task search|fetch")
+        );
+        assert_eq!(typed(&mut app, "/nope"), None);
+        assert_eq!(app.entries.last().unwrap().kind, Kind::Error);
+        assert_eq!(typed(&mut app, "/quit"), None);
+        assert!(app.quit);
+    }
+
+    #[test]
+    fn tabs_open_switch_close_and_copy() {
+        let mut app = App::new("default", 10);
+        let tab = |u: &str| PageTab {
+            url: u.into(),
+            title: u.into(),
+            text: Some("t".into()),
+            flags: vec![],
+        };
+        app.apply(Update::TabOpened(tab("https://a")));
+        app.apply(Update::TabOpened(tab("https://b")));
+        app.apply(Update::TabOpened(tab("https://a")));
+        assert_eq!(
+            (app.tabs.len(), app.current),
+            (2, Some(0)),
+            "deduplicated by URL"
+        );
+        app.on_key(key(KeyCode::Tab));
+        assert_eq!(app.focus, Pane::Tabs);
+        app.on_key(key(KeyCode::Down));
+        assert_eq!(app.current, Some(1));
+        app.on_key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::CONTROL));
+        assert_eq!(app.copy.as_deref(), Some("https://b"));
+        app.apply(Update::TabClosed("https://b".into()));
+        assert_eq!(app.current, Some(0));
+        app.apply(Update::TaskStarted(TaskInfo {
+            id: 1,
+            kind: TaskKind::Fetch,
+            target: "x".into(),
+            every_secs: 5,
+        }));
+        app.apply(Update::TaskEnded {
+            id: 1,
+            why: "gave up".into(),
+        });
+        assert!(app.tasks.is_empty());
+        assert_eq!(app.entries.last().unwrap().kind, Kind::Alert);
+    }
+
+    #[test]
+    fn input_is_bounded_and_pastes_are_one_line() {
+        let mut app = App::new("s", 1);
+        app.on_paste("a\nb");
+        assert_eq!(app.input, "a b");
+        app.on_paste(&"x".repeat(10_000));
+        assert_eq!(app.input.chars().count(), MAX_INPUT_CHARS);
+    }
+}

@@ -1,0 +1,174 @@
+//! What a line typed in the workspace means. Pure: parsing never does anything.
+
+use std::time::Duration;
+
+/// Monitors run no more often than this (a monitor is a loop of billed calls).
+pub const MIN_TASK_INTERVAL: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Plain text: a question, with the open tabs as context.
+    Ask(String),
+    /// `/ask <q>`: a question about the current tab.
+    AskTab(String),
+    Search(String),
+    Open(String),
+    Summary,
+    Research(String),
+    /// `/space` lists spaces; `/space name` switches (creating it).
+    Space(Option<String>),
+    Tabs,
+    Close,
+    History,
+    Task {
+        kind: TaskKind,
+        every: Duration,
+        target: String,
+    },
+    Untask(u32),
+    Help,
+    Quit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskKind {
+    Search,
+    Fetch,
+}
+
+pub const HELP: &str = "\
+/search <q>       results and a cited answer
+/open <url>       read a page (SSRF-guarded) into a tab
+/ask <q>          ask about the current tab
+/summary          summarise the open tabs
+/research <q>     a deep-research report, every claim checked
+/space [name]     list spaces, or switch to one (created if new)
+/tabs             list tabs      /close   close the current tab
+/history          this space's recent questions and answers
+/task search|fetch <seconds> <target>   watch for changes (>= 5 s)
+/untask <id>      stop a watch   /help   this   /quit   leave
+Plain text asks a question with the open tabs as context.
+Keys: Tab/Shift-Tab switch panes, Up/Down/PgUp/PgDn scroll, Ctrl-Y copy, Ctrl-C quit.";
+
+/// Parses one submitted line; `Err` says what is wrong (shown, nothing run).
+pub fn parse(line: &str) -> Result<Command, String> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Err("Type a question, or /help.".to_owned());
+    }
+    let Some(rest) = line.strip_prefix('/') else {
+        return Ok(Command::Ask(line.to_owned()));
+    };
+    let (name, arg) = match rest.split_once(char::is_whitespace) {
+        Some((n, a)) => (n, a.trim()),
+        None => (rest, ""),
+    };
+    let need = |what: &str| -> Result<String, String> {
+        if arg.is_empty() {
+            Err(format!("/{name} needs {what}."))
+        } else {
+            Ok(arg.to_owned())
+        }
+    };
+    let none = |c: Command| -> Result<Command, String> {
+        if arg.is_empty() {
+            Ok(c)
+        } else {
+            Err(format!("/{name} takes no argument."))
+        }
+    };
+    match name {
+        "search" => need("a query").map(Command::Search),
+        "open" => need("a URL").map(Command::Open),
+        "ask" => need("a question").map(Command::AskTab),
+        "research" => need("a question").map(Command::Research),
+        "summary" => none(Command::Summary),
+        "space" => Ok(Command::Space((!arg.is_empty()).then(|| arg.to_owned()))),
+        "tabs" => none(Command::Tabs),
+        "close" => none(Command::Close),
+        "history" => none(Command::History),
+        "help" => none(Command::Help),
+        "quit" | "exit" => none(Command::Quit),
+        "untask" => arg
+            .parse()
+            .map(Command::Untask)
+            .map_err(|_| "/untask needs a task number, e.g. /untask 1.".to_owned()),
+        "task" => task(arg),
+        other => Err(format!("Unknown command /{other}. Type /help.")),
+    }
+}
+
+fn task(arg: &str) -> Result<Command, String> {
+    let usage = "Usage: /task search|fetch <seconds> <target> (at least 5 seconds).";
+    let mut parts = arg.splitn(3, char::is_whitespace);
+    let kind = match parts.next() {
+        Some("search") => TaskKind::Search,
+        Some("fetch") => TaskKind::Fetch,
+        _ => return Err(usage.to_owned()),
+    };
+    let every = parts
+        .next()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .filter(|d| *d >= MIN_TASK_INTERVAL && *d <= Duration::from_secs(86_400))
+        .ok_or(usage)?;
+    let target = parts
+        .next()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or(usage)?;
+    Ok(Command::Task {
+        kind,
+        every,
+        target: target.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_become_commands() {
+        assert_eq!(
+            parse(" what is up? "),
+            Ok(Command::Ask("what is up?".into()))
+        );
+        assert_eq!(
+            parse("/search  rust tui "),
+            Ok(Command::Search("rust tui".into()))
+        );
+        assert_eq!(
+            parse("/open https://a.org"),
+            Ok(Command::Open("https://a.org".into()))
+        );
+        assert_eq!(parse("/space"), Ok(Command::Space(None)));
+        assert_eq!(
+            parse("/space work"),
+            Ok(Command::Space(Some("work".into())))
+        );
+        assert_eq!(parse("/untask 2"), Ok(Command::Untask(2)));
+        assert_eq!(
+            parse("/task fetch 30 https://a.org/x"),
+            Ok(Command::Task {
+                kind: TaskKind::Fetch,
+                every: Duration::from_secs(30),
+                target: "https://a.org/x".into()
+            })
+        );
+        assert!(
+            parse("/task fetch 4 https://a.org")
+                .unwrap_err()
+                .starts_with("Usage")
+        );
+        assert!(parse("/task watch 10 x").is_err());
+        assert_eq!(parse("/search").unwrap_err(), "/search needs a query.");
+        assert_eq!(parse("/tabs x").unwrap_err(), "/tabs takes no argument.");
+        assert_eq!(
+            parse("/bogus").unwrap_err(),
+            "Unknown command /bogus. Type /help."
+        );
+        assert!(parse("   ").is_err());
+        assert_eq!(parse("/quit"), Ok(Command::Quit));
+    }
+}

@@ -1,0 +1,585 @@
+//! `install` and `doctor` as a user runs them: the real binary against a scratch HOME and
+//! XDG_CONFIG_HOME (never the real ones), client files read back as JSON and as bytes.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::gateway::SEALING_KEY;
+
+/// A user's machine in a scratch directory: HOME, XDG_CONFIG_HOME and the store in it.
+struct Machine {
+    dir: Scratch,
+    vars: Vec<(String, String)>,
+}
+
+impl Machine {
+    fn new(name: &str) -> Machine {
+        let dir = Scratch::new(name);
+        let vars = vec![
+            ("HOME".into(), dir.path("home").display().to_string()),
+            (
+                "XDG_CONFIG_HOME".into(),
+                dir.path("config").display().to_string(),
+            ),
+            (
+                "PERPLEXITY_STORE_PATH".into(),
+                dir.path("data/store.sqlite").display().to_string(),
+            ),
+            ("PERPLEXITY_API_KEY".into(), KEY.into()),
+        ];
+        std::fs::create_dir_all(dir.path("home")).unwrap();
+        Machine { dir, vars }
+    }
+
+    fn with(mut self, k: &str, v: &str) -> Machine {
+        self.vars.retain(|(name, _)| name != k);
+        self.vars.push((k.into(), v.into()));
+        self
+    }
+
+    fn without(mut self, k: &str) -> Machine {
+        self.vars.retain(|(name, _)| name != k);
+        self
+    }
+
+    fn run(&self, args: &[&str]) -> (String, String, i32) {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdin(Stdio::null());
+        for (k, v) in &self.vars {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().expect("run perplexity-agent");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        );
+        // The key appears on no output, whatever the command.
+        assert!(
+            !stdout.contains(KEY) && !stderr.contains(KEY),
+            "key printed: {stdout}{stderr}"
+        );
+        (stdout, stderr, o.status.code().unwrap_or(-1))
+    }
+
+    fn install(&self, args: &[&str]) -> (String, String, i32) {
+        let mut all = vec!["install"];
+        all.extend_from_slice(args);
+        self.run(&all)
+    }
+
+    fn doctor(&self) -> (Vec<String>, String, i32) {
+        let (stdout, stderr, code) = self.run(&["doctor"]);
+        let lines: Vec<String> = stdout.lines().map(str::to_owned).collect();
+        for line in &lines {
+            assert!(
+                ["OK ", "WARN ", "FAIL "]
+                    .iter()
+                    .any(|s| line.starts_with(s)),
+                "not a check line: {line}"
+            );
+        }
+        (lines, stderr, code)
+    }
+
+    fn home(&self, rel: &str) -> PathBuf {
+        self.dir.path("home").join(rel)
+    }
+
+    fn config(&self, rel: &str) -> PathBuf {
+        self.dir.path("config").join(rel)
+    }
+}
+
+/// The absolute, canonical path `install` must write.
+fn binary() -> String {
+    std::fs::canonicalize(BIN).unwrap().display().to_string()
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Files next to `path` whose names start with its name plus `.bak-`.
+fn backups(path: &Path) -> Vec<PathBuf> {
+    let prefix = format!("{}.bak-", path.file_name().unwrap().to_str().unwrap());
+    let mut found: Vec<PathBuf> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(&prefix)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+fn has_line(lines: &[String], prefix: &str) -> bool {
+    lines.iter().any(|l| l.starts_with(prefix))
+}
+
+#[test]
+fn install_creates_a_private_file_with_the_absolute_path() {
+    let m = Machine::new("inst-new");
+    let (stdout, stderr, code) = m.install(&["claude-desktop"]);
+    assert_eq!(code, 0, "{stderr}");
+    let file = m.config("Claude/claude_desktop_config.json");
+    assert_eq!(
+        read_json(&file),
+        json!({"mcpServers": {"perplexity-agent": {
+            "command": binary(), "args": [],
+            "env": {"PERPLEXITY_AGENT_WAIT_SECONDS": "55"}}}})
+    );
+    assert!(Path::new(&binary()).is_absolute());
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(&m.config("Claude")), 0o700);
+    assert!(backups(&file).is_empty(), "nothing to back up");
+    assert!(
+        !std::fs::read_to_string(&file).unwrap().contains(KEY),
+        "no key by default"
+    );
+    assert!(stdout.contains(&file.display().to_string()), "{stdout}");
+    assert!(
+        stdout.contains("PERPLEXITY_AGENT_WAIT_SECONDS=55"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("fixed 60 s"), "the why: {stdout}");
+    assert!(stdout.contains("API key: not written"), "{stdout}");
+    assert!(stdout.contains("Next: quit Claude Desktop"), "{stdout}");
+}
+
+#[test]
+fn install_merges_backs_up_and_is_idempotent() {
+    let m = Machine::new("inst-merge");
+    let file = m.home(".cursor/mcp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let old = r#"{
+    "theme": {"dark": true, "size": 1.50},
+    "mcpServers": {
+        "other": {"command": "npx", "args": ["-y", "other-mcp"], "env": {"TOKEN": "x"}}
+    },
+    "zzz": [1, 2, 3]
+}
+"#;
+    std::fs::write(&file, old).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let before: Value = serde_json::from_str(old).unwrap();
+
+    let (stdout, stderr, code) = m.install(&["cursor"]);
+    assert_eq!(code, 0, "{stderr}");
+    let after = read_json(&file);
+    for key in ["theme", "zzz"] {
+        assert_eq!(after[key], before[key], "{key} kept");
+    }
+    assert_eq!(after["mcpServers"]["other"], before["mcpServers"]["other"]);
+    assert_eq!(
+        after["theme"].to_string(),
+        r#"{"dark":true,"size":1.50}"#,
+        "numbers kept as written"
+    );
+    let keys: Vec<&String> = after.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["theme", "mcpServers", "zzz"], "key order kept");
+    assert_eq!(
+        after["mcpServers"]["perplexity-agent"],
+        json!({"command": binary(), "args": [], "env": {"PERPLEXITY_AGENT_WAIT_SECONDS": "55"}})
+    );
+    assert_eq!(mode(&file), 0o640, "the file's permissions are kept");
+    let made = backups(&file);
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(std::fs::read_to_string(&made[0]).unwrap(), old);
+    assert_eq!(mode(&made[0]), 0o640);
+    assert!(
+        stdout.contains(&format!("Backup of the old file: {}", made[0].display())),
+        "{stdout}"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(file.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Again: nothing to do, nothing written, no second backup.
+    let written = std::fs::read(&file).unwrap();
+    let (stdout, stderr, code) = m.install(&["cursor"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nothing was written"), "{stdout}");
+    assert_eq!(std::fs::read(&file).unwrap(), written);
+    assert_eq!(backups(&file), made);
+
+    // A changed entry is updated in place; what the user added to it is kept.
+    let mut edited = read_json(&file);
+    edited["mcpServers"]["perplexity-agent"]["env"]["PERPLEXITY_AGENT_WAIT_SECONDS"] = json!("10");
+    edited["mcpServers"]["perplexity-agent"]["disabled"] = json!(false);
+    edited["mcpServers"]["perplexity-agent"]["env"]["PERPLEXITY_API_KEY"] = json!("pplx-in-file");
+    std::fs::write(&file, edited.to_string()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (stdout, stderr, code) = m.install(&["cursor"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.starts_with("Updated the perplexity-agent entry"),
+        "{stdout}"
+    );
+    let entry = &read_json(&file)["mcpServers"]["perplexity-agent"];
+    assert_eq!(entry["env"]["PERPLEXITY_AGENT_WAIT_SECONDS"], "55");
+    assert_eq!(entry["disabled"], false);
+    assert_eq!(entry["env"]["PERPLEXITY_API_KEY"], "pplx-in-file");
+    assert!(
+        stdout.contains("the entry keeps the PERPLEXITY_API_KEY it already had")
+            && !stdout.contains("pplx-in-file"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("is readable by other users; make it private: chmod 600"),
+        "{stderr}"
+    );
+    assert_eq!(backups(&file).len(), 2);
+}
+
+#[test]
+fn the_key_is_written_only_when_asked() {
+    let m = Machine::new("inst-key");
+    let file = m.home(".claude.json");
+    let (_, stderr, code) = m.install(&["claude-code"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!std::fs::read_to_string(&file).unwrap().contains(KEY));
+    assert!(!stderr.contains("plain text"), "{stderr}");
+
+    let (stdout, stderr, code) = m.install(&["claude-code", "--with-key-from-env"]);
+    assert_eq!(code, 0, "{stderr}");
+    let entry = &read_json(&file)["mcpServers"]["perplexity-agent"];
+    assert_eq!(entry["env"]["PERPLEXITY_API_KEY"], KEY);
+    assert_eq!(entry["env"]["PERPLEXITY_AGENT_WAIT_SECONDS"], "300");
+    assert!(
+        stderr.contains(&format!(
+            "warning: your API key now sits in plain text in {}",
+            file.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("API key: not written"), "{stdout}");
+    assert_eq!(mode(&file), 0o600);
+
+    // Asked for, but not there: refused, nothing changed.
+    let before = std::fs::read(&file).unwrap();
+    let blank = Machine {
+        dir: Scratch::new("unused"),
+        vars: m.vars.clone(),
+    }
+    .with("PERPLEXITY_API_KEY", "  ");
+    let (_, stderr, code) = blank.install(&["claude-code", "--with-key-from-env"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("PERPLEXITY_API_KEY is not set"), "{stderr}");
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}
+
+#[test]
+fn print_writes_nothing() {
+    let m = Machine::new("inst-print");
+    let (stdout, stderr, code) = m.install(&["vscode", "--print", "--name", "pplx"]);
+    assert_eq!(code, 0, "{stderr}");
+    let snippet: Value = serde_json::from_str(&stdout).expect("only the JSON on stdout");
+    assert_eq!(
+        snippet,
+        json!({"servers": {"pplx": {"type": "stdio", "command": binary(), "args": [],
+               "env": {"PERPLEXITY_AGENT_WAIT_SECONDS": "300"}}}})
+    );
+    let file = m.config("Code/User/mcp.json");
+    assert!(stderr.contains(&file.display().to_string()), "{stderr}");
+    assert!(!file.exists() && !m.config("Code").exists());
+    assert_eq!(
+        std::fs::read_dir(m.home("")).unwrap().count(),
+        0,
+        "nothing written in HOME"
+    );
+}
+
+#[test]
+fn an_unparsable_file_is_refused_and_left_unchanged() {
+    let m = Machine::new("inst-bad");
+    let file = m.config("Code/User/mcp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    for (text, why) in [
+        ("{\"servers\": {}, // a comment\n}", "is not valid JSON"),
+        ("{\"servers\": [1]}", "\"servers\" that is not an object"),
+        ("[]", "top level"),
+        (
+            "{\"servers\": {\"perplexity-agent\": {\"type\": \"http\", \"url\": \"https://x.example/mcp\"}}}",
+            "choose another --name",
+        ),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let (_, stderr, code) = m.install(&["vscode"]);
+        assert_eq!(code, 4, "{text}: {stderr}");
+        assert!(stderr.contains(why), "{text}: {stderr}");
+        assert!(stderr.contains("Nothing was changed"), "{stderr}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+        assert!(backups(&file).is_empty());
+    }
+}
+
+#[test]
+fn each_client_gets_its_path_shape_and_wait_budget() {
+    let m = Machine::new("inst-clients");
+    let cases = [
+        (
+            "claude-desktop",
+            m.config("Claude/claude_desktop_config.json"),
+            "mcpServers",
+            false,
+            "55",
+        ),
+        (
+            "claude-code",
+            m.home(".claude.json"),
+            "mcpServers",
+            true,
+            "300",
+        ),
+        (
+            "cursor",
+            m.home(".cursor/mcp.json"),
+            "mcpServers",
+            false,
+            "55",
+        ),
+        (
+            "vscode",
+            m.config("Code/User/mcp.json"),
+            "servers",
+            true,
+            "300",
+        ),
+    ];
+    for (client, file, container, typed, wait) in cases {
+        let (stdout, stderr, code) = m.install(&[client, "--name", "pa_1"]);
+        assert_eq!(code, 0, "{client}: {stderr}");
+        let mut expected = json!({"command": binary(), "args": [],
+                                  "env": {"PERPLEXITY_AGENT_WAIT_SECONDS": wait}});
+        if typed {
+            expected = json!({"type": "stdio", "command": binary(), "args": [],
+                              "env": {"PERPLEXITY_AGENT_WAIT_SECONDS": wait}});
+        }
+        let doc = read_json(&file);
+        assert_eq!(doc, json!({container: {"pa_1": expected}}), "{client}");
+        // Same order as written, for people reading the file.
+        let keys: Vec<&String> = doc[container]["pa_1"].as_object().unwrap().keys().collect();
+        assert_eq!(keys.last().unwrap().as_str(), "env");
+        assert!(
+            stdout.contains(&format!("PERPLEXITY_AGENT_WAIT_SECONDS={wait}")),
+            "{stdout}"
+        );
+    }
+    // Without XDG_CONFIG_HOME, ~/.config.
+    let plain = Machine::new("inst-xdg").without("XDG_CONFIG_HOME");
+    let (_, stderr, code) = plain.install(&["vscode"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(plain.home(".config/Code/User/mcp.json").exists());
+    // Usage errors.
+    for args in [
+        &["vscode", "--name", "bad name"][..],
+        &["vscode", "--name", ""],
+        &["emacs"],
+        &[],
+    ] {
+        let (_, stderr, code) = m.install(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+    }
+    // No HOME: a clear error, exit 4.
+    let homeless = Machine::new("inst-nohome").without("HOME");
+    let (_, stderr, code) = homeless.install(&["cursor"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("HOME is not set"), "{stderr}");
+}
+
+#[test]
+fn doctor_passes_with_a_key_a_store_and_an_installed_client() {
+    let m = Machine::new("doc-ok");
+    let (_, stderr, code) = m.install(&["claude-code"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (lines, stderr, code) = m.doctor();
+    assert_eq!(code, 0, "{lines:#?}\n{stderr}");
+    for prefix in [
+        "OK API key: PERPLEXITY_API_KEY is set",
+        "OK Configuration: loaded; wait budget 55 s, tools: all",
+        "OK Store: ",
+        "OK Store permissions: directory 700, file 600",
+        "OK Gateway: no downstream servers defined",
+        "OK Claude Code (perplexity-agent): runs ",
+        "OK Protocol 2025-11-25: initialize, notifications/initialized, tools/list: answered",
+        "OK Protocol 2026-07-28: server/discover, tools/list: answered",
+    ] {
+        assert!(has_line(&lines, prefix), "{prefix}\n{lines:#?}");
+    }
+    assert!(!has_line(&lines, "FAIL"), "{lines:#?}");
+
+    // The same as one JSON document.
+    let (stdout, _, code) = m.run(&["doctor", "--json"]);
+    assert_eq!(code, 0);
+    let doc: Value = serde_json::from_str(&stdout).expect("one JSON document");
+    let checks = doc["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), lines.len());
+    for c in checks {
+        assert!(["OK", "WARN", "FAIL"].contains(&c["status"].as_str().unwrap()));
+        assert!(c["check"].is_string() && c["detail"].is_string());
+        assert!(c["fix"].is_string() || c["fix"].is_null());
+    }
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["check"] == "Protocol 2026-07-28" && c["status"] == "OK")
+    );
+}
+
+#[test]
+fn doctor_fails_without_a_key() {
+    let m = Machine::new("doc-nokey").without("PERPLEXITY_API_KEY");
+    let (lines, _, code) = m.doctor();
+    assert_eq!(code, 1, "{lines:#?}");
+    assert!(
+        has_line(
+            &lines,
+            "FAIL API key: PERPLEXITY_API_KEY is not set \u{2014} export PERPLEXITY_API_KEY="
+        ),
+        "{lines:#?}"
+    );
+    // Only the key failed: the rest still ran.
+    assert!(has_line(&lines, "OK Protocol 2026-07-28"), "{lines:#?}");
+    let odd = Machine::new("doc-oddkey").with("PERPLEXITY_API_KEY", "sk-0123456789abcdefghijkl");
+    let (lines, _, code) = odd.doctor();
+    assert_eq!(code, 0, "a WARN is not a failure: {lines:#?}");
+    assert!(has_line(&lines, "WARN API key:"), "{lines:#?}");
+    assert!(!lines.join("\n").contains("sk-0123456789"), "key shown");
+}
+
+#[test]
+fn doctor_warns_about_a_store_others_can_read() {
+    let m = Machine::new("doc-store");
+    let (_, _, code) = m.doctor();
+    assert_eq!(code, 0);
+    let store = m.dir.path("data/store.sqlite");
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (lines, _, code) = m.doctor();
+    assert_eq!(code, 0, "{lines:#?}");
+    let expected = format!(
+        "WARN Store permissions: the file {} is mode 644: others may read it \u{2014} chmod 600 {}",
+        store.display(),
+        store.display()
+    );
+    assert!(has_line(&lines, &expected), "{expected}\n{lines:#?}");
+}
+
+#[test]
+fn doctor_fails_a_gateway_server_whose_secrets_cannot_be_opened() {
+    let m = Machine::new("doc-gw").with("PERPLEXITY_SECRET_KEY", SEALING_KEY);
+    let (_, stderr, code) = m.run(&[
+        "gateway",
+        "add",
+        "tickets",
+        "--url",
+        "https://tickets.example/mcp",
+        "--header",
+        "Authorization: Bearer s3cr3t-value",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let (lines, _, code) = m.doctor();
+    assert_eq!(code, 0, "{lines:#?}");
+    assert!(
+        has_line(
+            &lines,
+            "OK Gateway tickets: http: https://tickets.example/mcp (store)"
+        ),
+        "{lines:#?}"
+    );
+
+    let wrong = Machine {
+        dir: Scratch::new("unused"),
+        vars: m.vars.clone(),
+    }
+    .with(
+        "PERPLEXITY_SECRET_KEY",
+        "HxwbGhkYFxYVFBMSERAPDg0MCwoJCAcGBQQDAgEAAAA=",
+    );
+    let (lines, stderr, code) = wrong.doctor();
+    assert_eq!(code, 1, "{lines:#?}");
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("FAIL Gateway tickets:"))
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(line.contains("cannot be decrypted"), "{line}");
+    assert!(
+        line.contains("set PERPLEXITY_SECRET_KEY to the key tickets was saved with"),
+        "{line}"
+    );
+    assert!(!lines.join("\n").contains("s3cr3t") && !stderr.contains("s3cr3t"));
+}
+
+#[test]
+fn doctor_checks_the_installed_clients_entries() {
+    let m = Machine::new("doc-clients");
+    // Cursor: a binary that is gone. Claude Code: a budget that suits Cursor, not it.
+    let cursor = m.home(".cursor/mcp.json");
+    std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
+    std::fs::write(
+        &cursor,
+        json!({"mcpServers": {
+            "old": {"command": "/nonexistent/bin/perplexity-agent", "env": {"PERPLEXITY_AGENT_WAIT_SECONDS": "55"}},
+            "unrelated": {"command": "/nonexistent/other-server"}}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        m.home(".claude.json"),
+        json!({"mcpServers": {"perplexity-agent": {"type": "stdio", "command": binary(), "args": [],
+               "env": {"PERPLEXITY_AGENT_WAIT_SECONDS": "55", "PERPLEXITY_API_KEY": "pplx-planted"}}}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        m.home(".claude.json"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let (lines, _, code) = m.doctor();
+    assert_eq!(code, 1, "{lines:#?}");
+    let find = |prefix: &str| {
+        lines
+            .iter()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{prefix}: {lines:#?}"))
+            .clone()
+    };
+    let line =
+        find("FAIL Cursor (old): the command /nonexistent/bin/perplexity-agent does not exist");
+    assert!(
+        line.ends_with("\u{2014} reinstall with perplexity-agent install cursor --name old"),
+        "{line}"
+    );
+    let line = find(
+        "WARN Claude Code (perplexity-agent): the wait budget is 55 s; 300 s suits Claude Code",
+    );
+    assert!(
+        line.ends_with("\u{2014} reinstall with perplexity-agent install claude-code"),
+        "{line}"
+    );
+    let line = find("WARN Claude Code (perplexity-agent) key:");
+    assert!(line.contains("mode 644"), "{line}");
+    let chmod = format!("chmod 600 {}", m.home(".claude.json").display());
+    assert!(line.ends_with(&chmod), "{line}");
+    assert!(!lines.join("\n").contains("pplx-planted"), "key shown");
+    assert!(!lines.iter().any(|l| l.contains("unrelated")), "{lines:#?}");
+}
