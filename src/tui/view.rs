@@ -51,10 +51,26 @@ fn block(title: &str, focused: bool) -> Block<'_> {
         .border_style(style)
 }
 
-/// `text` broken into lines of at most `width` characters (words kept whole where they
-/// fit), so scrolling can count lines exactly.
+/// Untrusted text made safe to put on a terminal: control characters (an escape sequence
+/// in a page could retitle the window, move the cursor or write the clipboard) and
+/// bidirectional overrides (which reorder what is shown) become U+FFFD; tabs become spaces.
+pub fn inert(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\t' => ' ',
+            '\n' => '\n',
+            c if c.is_control() => '\u{FFFD}',
+            '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' => '\u{FFFD}',
+            c => c,
+        })
+        .collect()
+}
+
+/// `text` (made [`inert`]) broken into lines of at most `width` characters (words kept
+/// whole where they fit), so scrolling can count lines exactly.
 pub fn wrap(text: &str, width: usize) -> Vec<String> {
     let width = width.max(1);
+    let text = inert(text);
     let mut out = Vec::new();
     for raw in text.split('\n') {
         let mut line = String::new();
@@ -163,7 +179,7 @@ fn draw_tabs(frame: &mut Frame, app: &App, area: Rect) {
             .enumerate()
             .map(|(i, t)| {
                 let marker = if Some(i) == app.current { "> " } else { "  " };
-                let name = if t.title.is_empty() { &t.url } else { &t.title };
+                let name = inert(if t.title.is_empty() { &t.url } else { &t.title });
                 let text: String = format!("{marker}{} {name}", i + 1)
                     .chars()
                     .take(width + 2)
@@ -229,8 +245,7 @@ fn draw_input(frame: &mut Frame, app: &App, area: Rect) {
     let width = area.width.saturating_sub(3) as usize;
     // The end of a long line stays visible while typing.
     let count = app.input.chars().count();
-    let shown: String = app
-        .input
+    let shown: String = inert(&app.input)
         .chars()
         .skip(count.saturating_sub(width))
         .collect();
@@ -350,6 +365,11 @@ mod tests {
         flagged.flags = vec!["ignore-previous-instructions".into()];
         app.apply(Update::TabOpened(flagged));
         let s = screen(&app, 100, 30);
+        assert!(
+            !s.contains('\u{1b}'),
+            "no escape sequence reaches the terminal"
+        );
+        assert!(s.contains("\u{FFFD}[31mred?"), "{s}");
         assert!(
             s.contains("possible prompt injection: fake-role-markup"),
             "{s}"
