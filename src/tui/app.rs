@@ -88,6 +88,8 @@ pub enum Update {
         why: String,
     },
     Tokens(u32),
+    /// What the running work is doing (counts only, never page content).
+    Progress(String),
 }
 
 pub struct App {
@@ -103,6 +105,8 @@ pub struct App {
     pub tokens: u32,
     pub in_flight: usize,
     pub tasks: Vec<TaskInfo>,
+    /// The latest progress line of running work.
+    pub progress: Option<String>,
     pub quit: bool,
     /// Text the front end should copy to the clipboard (Ctrl-Y), then clear.
     pub copy: Option<String>,
@@ -125,6 +129,7 @@ impl App {
             tokens,
             in_flight: 0,
             tasks: Vec::new(),
+            progress: None,
             quit: false,
             copy: None,
         }
@@ -336,7 +341,11 @@ impl App {
             }
             Update::Busy(delta) => {
                 self.in_flight = self.in_flight.saturating_add_signed(delta as isize);
+                if self.in_flight == 0 {
+                    self.progress = None;
+                }
             }
+            Update::Progress(text) => self.progress = Some(text),
             Update::TaskStarted(task) => self.tasks.push(task),
             Update::TaskEnded { id, why } => {
                 self.tasks.retain(|t| t.id != id);

@@ -129,9 +129,69 @@ fn entry_lines(entry: &Entry, width: usize) -> Vec<Line<'static>> {
         );
         lines.extend(warned(&warning, width));
     }
-    lines.extend(wrap(&entry.text, width).into_iter().map(Line::from));
+    if entry.kind == Kind::Answer {
+        lines.extend(markdown(&entry.text, width));
+    } else {
+        lines.extend(wrap(&entry.text, width).into_iter().map(Line::from));
+    }
     lines.push(Line::from(""));
     lines
+}
+
+/// Markdown made readable, line by line: headings in bold without their `#`s, list
+/// bullets as `•`, `**emphasis**` markers dropped, `[text](url)` as `text (url)`, code
+/// fences dimmed. Nothing is interpreted beyond that (the text is untrusted).
+pub fn markdown(text: &str, width: usize) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    let mut in_code = false;
+    for raw in text.split('\n') {
+        let trimmed = raw.trim_start();
+        if trimmed.starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        let (content, style) = if in_code {
+            (raw.to_owned(), Style::default().fg(Color::DarkGray))
+        } else if let Some(heading) = trimmed.strip_prefix('#') {
+            let heading = heading.trim_start_matches('#').trim();
+            (
+                inline(heading),
+                Style::default().add_modifier(Modifier::BOLD),
+            )
+        } else if let Some(item) = trimmed
+            .strip_prefix("- ")
+            .or_else(|| trimmed.strip_prefix("* "))
+        {
+            let indent = &raw[..raw.len() - trimmed.len()];
+            (format!("{indent}• {}", inline(item)), Style::default())
+        } else {
+            (inline(raw), Style::default())
+        };
+        out.extend(
+            wrap(&content, width)
+                .into_iter()
+                .map(|l| Line::from(Span::styled(l, style))),
+        );
+    }
+    out
+}
+
+/// `**b**`/`__b__` markers dropped, inline code ticks dropped, links spelled out.
+fn inline(text: &str) -> String {
+    let mut s = text.replace("**", "").replace("__", "").replace('`', "");
+    // [text](url) → text (url)
+    while let Some(open) = s.find('[') {
+        let Some(mid) = s[open..].find("](").map(|i| open + i) else {
+            break;
+        };
+        let Some(close) = s[mid..].find(')').map(|i| mid + i) else {
+            break;
+        };
+        let label = s[open + 1..mid].to_owned();
+        let url = s[mid + 2..close].to_owned();
+        s.replace_range(open..=close, &format!("{label} ({url})"));
+    }
+    s
 }
 
 /// A warning, wrapped, in red.
@@ -155,7 +215,14 @@ fn draw_chat(frame: &mut Frame, app: &App, area: Rect) {
     let end = lines.len() - scroll;
     let start = end.saturating_sub(height);
     let title = if app.in_flight > 0 {
-        format!(" Chat — working ({}) ", app.in_flight)
+        match &app.progress {
+            Some(p) => format!(
+                " Chat — working ({}): {} ",
+                app.in_flight,
+                crate::text::cap_chars(p, 60)
+            ),
+            None => format!(" Chat — working ({}) ", app.in_flight),
+        }
     } else {
         " Chat ".to_owned()
     };
@@ -322,6 +389,7 @@ mod tests {
             "Rust is fast.",
         )));
         app.apply(Update::Busy(1));
+        app.apply(Update::Progress("status in_progress after 2s".into()));
         app.apply(Update::TaskStarted(TaskInfo {
             id: 1,
             kind: TaskKind::Search,
@@ -331,7 +399,7 @@ mod tests {
         app.input = "/search tui".into();
         let s = screen(&app, 80, 24);
         for want in [
-            "Chat — working (1)",
+            "Chat — working (1): status in_progress after 2s",
             "you:",
             "what is rust?",
             "answer:",
@@ -396,6 +464,26 @@ mod tests {
         assert!(bottom.contains("line 49"));
         app.chat_scroll = 40;
         assert!(!screen(&app, 80, 24).contains("line 49"));
+    }
+
+    #[test]
+    fn answers_read_as_text_not_markup() {
+        let lines: Vec<String> = markdown(
+            "## Findings\n- **Fast**: see [docs](https://d.example)\n```\ncode\n```\n[1] not a link",
+            80,
+        )
+        .iter()
+        .map(|l| l.spans.iter().map(|s| s.content.to_string()).collect())
+        .collect();
+        assert_eq!(
+            lines,
+            [
+                "Findings",
+                "• Fast: see docs (https://d.example)",
+                "code",
+                "[1] not a link"
+            ]
+        );
     }
 
     #[test]
