@@ -253,6 +253,19 @@ impl Gateway {
         known.then(|| (server.clone(), original.to_owned()))
     }
 
+    /// The `tools/list` entry of an exposed downstream tool (`Null` when there is none).
+    fn entry_of(&self, name: &str) -> Value {
+        self.find(name)
+            .and_then(|(server, _)| {
+                let st = server.status.lock().ok()?;
+                st.exposed
+                    .iter()
+                    .find(|e| e.name == name)
+                    .map(|e| e.entry.clone())
+            })
+            .unwrap_or(Value::Null)
+    }
+
     /// A downstream tool's arguments: an object of at most 64 KiB serialized that its
     /// input schema accepts (the schema compiled without remote or file `$ref`
     /// resolution: a downstream server cannot make us fetch anything).
@@ -267,20 +280,10 @@ impl Gateway {
                 "The arguments are larger than {MAX_ARGUMENT_BYTES} bytes serialized."
             ));
         }
-        let Some((server, _)) = self.find(name) else {
+        if self.find(name).is_none() {
             return Err(format!("Unknown tool: {name}"));
-        };
-        let schema = server
-            .status
-            .lock()
-            .ok()
-            .and_then(|st| {
-                st.exposed
-                    .iter()
-                    .find(|e| e.name == name)
-                    .map(|e| e.entry["inputSchema"].clone())
-            })
-            .unwrap_or(Value::Null);
+        }
+        let schema = self.entry_of(name)["inputSchema"].clone();
         let validator = jsonschema::validator_for(&schema).map_err(|_| {
             format!("The input schema of {name} cannot be used (it may refer to remote schemas).")
         })?;
@@ -332,20 +335,10 @@ impl Gateway {
                 "'{name}' cannot be an Agent API function name (only letters, digits, _ and -)."
             ));
         }
-        let Some((server, _)) = self.find(name).filter(|_| self.config.enabled) else {
+        if !self.exposes(name) {
             return Err(format!("'{name}' is not a tool the gateway offers now."));
-        };
-        let entry = server
-            .status
-            .lock()
-            .ok()
-            .and_then(|st| {
-                st.exposed
-                    .iter()
-                    .find(|e| e.name == name)
-                    .map(|e| e.entry.clone())
-            })
-            .unwrap_or(Value::Null);
+        }
+        let entry = self.entry_of(name);
         Ok(json!({
             "type": "function",
             "name": name,

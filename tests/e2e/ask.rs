@@ -1,17 +1,9 @@
 //! `perplexity_ask`: the lifecycle run on the fast preset (or a named model), waited for,
 //! rendered with numbered sources; a run that outlasts the budget is handed back.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common::*;
-
-fn creates(fake: &FakePerplexity) -> Vec<Value> {
-    fake.requests()
-        .into_iter()
-        .filter(|r| r.method == "POST" && r.path == "/v1/agent")
-        .filter_map(|r| r.body_json)
-        .collect()
-}
 
 #[test]
 fn a_quick_answer_on_the_fast_preset_or_a_named_model() {
@@ -28,7 +20,7 @@ fn a_quick_answer_on_the_fast_preset_or_a_named_model() {
         body.starts_with("Quick.") && body.contains("Sources:\n[1] "),
         "{body}"
     );
-    let sent = &creates(&fake)[0];
+    let sent = &agent_creates(&fake)[0];
     assert_eq!(sent["preset"], "fast");
     assert!(sent.get("model").is_none());
     assert_eq!(sent["tools"][0]["filters"]["search_recency_filter"], "day");
@@ -38,7 +30,7 @@ fn a_quick_answer_on_the_fast_preset_or_a_named_model() {
         "perplexity_ask",
         json!({"query": "q", "model": "anthropic/claude-x"}),
     ));
-    let sent = &creates(&fake)[1];
+    let sent = &agent_creates(&fake)[1];
     assert!(sent.get("preset").is_none(), "{sent}");
     assert_eq!(sent["model"], "anthropic/claude-x");
     assert_eq!(
@@ -55,7 +47,7 @@ fn a_quick_answer_on_the_fast_preset_or_a_named_model() {
         is_error && text.starts_with("Unknown argument(s): wait."),
         "{text}"
     );
-    assert_eq!(creates(&fake).len(), 2);
+    assert_eq!(agent_creates(&fake).len(), 2);
 }
 
 #[test]
@@ -92,7 +84,7 @@ fn finance_search_adds_the_finance_tool_and_the_focus_lists() {
         body.starts_with("Up 3%.\n\nFinance data:\n- {\"ticker\":\"AAPL\",\"close\":231.5}"),
         "{body}"
     );
-    let sent = &creates(&fake)[0];
+    let sent = &agent_creates(&fake)[0];
     assert_eq!(
         sent["input"],
         "How did it close?\n\nTickers: AAPL\nCategories: price history"
@@ -112,5 +104,5 @@ fn finance_search_adds_the_finance_tool_and_the_focus_lists() {
         is_error && text.starts_with("Each entry of 'tickers'"),
         "{text}"
     );
-    assert_eq!(creates(&fake).len(), 1);
+    assert_eq!(agent_creates(&fake).len(), 1);
 }

@@ -481,3 +481,35 @@ impl Drop for Scratch {
 pub fn structured(response: &Value) -> &Value {
     &response["result"]["structuredContent"]
 }
+
+/// The bodies of the Agent API creates the fake upstream received, oldest first.
+pub fn agent_creates(fake: &FakePerplexity) -> Vec<Value> {
+    fake.requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == "/v1/agent")
+        .filter_map(|r| r.body_json)
+        .collect()
+}
+
+/// Runs the binary as a CLI command with nothing inherited but PATH: (stdout, stderr,
+/// exit code). The planted key never appears in either stream, whatever the command.
+pub fn run_cli(args: &[&str], env: &[(String, String)]) -> (String, String, i32) {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().expect("run perplexity-agent");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert!(
+        !stdout.contains(KEY) && !stderr.contains(KEY),
+        "key printed: {stdout}{stderr}"
+    );
+    (stdout, stderr, o.status.code().unwrap_or(-1))
+}

@@ -2,7 +2,7 @@
 //! rejection, secrets sealed at rest and masked, and (with the hostile downstream) the
 //! tool surface, limits and reconnects — all against the real binaries.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
@@ -44,20 +44,7 @@ impl Env {
     }
 
     pub fn run(&self, args: &[&str]) -> (String, String, i32) {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .stdin(Stdio::null());
-        for (k, v) in &self.vars {
-            cmd.env(k, v);
-        }
-        let o: Output = cmd.output().expect("run perplexity-agent");
-        (
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-            o.status.code().unwrap_or(-1),
-        )
+        run_cli(args, &self.vars)
     }
 
     pub fn gateway(&self, args: &[&str]) -> (String, String, i32) {
@@ -698,14 +685,6 @@ fn our_own_binary_is_a_downstream_server() {
     let (text, is_error) = tool_text(&s.request(&call(2, "mcp__self__server_metrics", json!({}))));
     assert!(!is_error, "{text}");
     assert!(text.contains("uptime"), "{text}");
-}
-
-fn agent_creates(fake: &FakePerplexity) -> Vec<Value> {
-    fake.requests()
-        .into_iter()
-        .filter(|r| r.method == "POST" && r.path == "/v1/agent")
-        .filter_map(|r| r.body_json)
-        .collect()
 }
 
 /// A server with the fake upstream, a `fd` downstream, and `functions` allowed.

@@ -3,7 +3,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
@@ -47,25 +46,7 @@ impl Machine {
     }
 
     fn run(&self, args: &[&str]) -> (String, String, i32) {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .stdin(Stdio::null());
-        for (k, v) in &self.vars {
-            cmd.env(k, v);
-        }
-        let o = cmd.output().expect("run perplexity-agent");
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        );
-        // The key appears on no output, whatever the command.
-        assert!(
-            !stdout.contains(KEY) && !stderr.contains(KEY),
-            "key printed: {stdout}{stderr}"
-        );
-        (stdout, stderr, o.status.code().unwrap_or(-1))
+        run_cli(args, &self.vars)
     }
 
     fn install(&self, args: &[&str]) -> (String, String, i32) {

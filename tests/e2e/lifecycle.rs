@@ -13,14 +13,6 @@ fn env_with(fake: &FakePerplexity, extra: &[(&str, &str)]) -> Vec<(String, Strin
     env
 }
 
-fn creates(fake: &FakePerplexity) -> Vec<Value> {
-    fake.requests()
-        .into_iter()
-        .filter(|r| r.method == "POST" && r.path == "/v1/agent")
-        .map(|r| r.body_json.expect("JSON body"))
-        .collect()
-}
-
 fn count(fake: &FakePerplexity, method: &str, path_prefix: &str) -> usize {
     fake.requests()
         .iter()
@@ -63,7 +55,7 @@ fn a_completed_run_is_rendered_with_sources_and_spotlighted() {
         body,
         "Part one. Part two.\n\nSources:\n[1] First \u{2014} https://one.example/a\n[2] https://three.example/no-title \u{2014} https://three.example/no-title\n[3] Second \u{2014} https://two.example/b"
     );
-    let bodies = creates(&fake);
+    let bodies = agent_creates(&fake);
     assert_eq!(bodies.len(), 1, "exactly one create");
     assert_eq!(
         bodies[0],
@@ -94,7 +86,7 @@ fn filters_go_inside_the_web_search_tool() {
         "perplexity_agent",
         json!({"query": "q", "recency": null, "domains": ["  "]}),
     ));
-    let bodies = creates(&fake);
+    let bodies = agent_creates(&fake);
     assert_eq!(bodies[0]["preset"], "fast");
     assert_eq!(
         bodies[0]["tools"],
@@ -145,7 +137,7 @@ fn wait_false_returns_the_id_at_once_without_polling() {
         "no GET after wait: false"
     );
     assert!(
-        creates(&fake)[0].get("stream").is_none(),
+        agent_creates(&fake)[0].get("stream").is_none(),
         "no stream needed"
     );
 }
@@ -451,7 +443,7 @@ fn a_dropped_stream_is_resumed_or_replaced_by_polling() {
             .contains("starting_after=1"),
         "{resumes:?}"
     );
-    assert_eq!(creates(&fake).len(), 1, "the create is never re-sent");
+    assert_eq!(agent_creates(&fake).len(), 1, "the create is never re-sent");
 
     fake.set_scenario(
         json!({"duration_ms": 600, "stream_drop_after": 1, "resume": false, "answer": "Polled."}),
@@ -459,7 +451,7 @@ fn a_dropped_stream_is_resumed_or_replaced_by_polling() {
     fake.clear_requests();
     let (text, _) = tool_text(&s.request(&call(2, "perplexity_agent", json!({"query": "q"}))));
     assert!(unwrap_spotlight(&text).starts_with("Polled."));
-    assert_eq!(creates(&fake).len(), 1);
+    assert_eq!(agent_creates(&fake).len(), 1);
 
     // A terminal event without the full run: one GET fetches it.
     fake.set_scenario(

@@ -2,17 +2,9 @@
 //! validated, function calls handed back and continued, JSON answers parsed, snapshots
 //! kept in (and read from) the local store — and a broken store never breaks a call.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common::*;
-
-fn creates(fake: &FakePerplexity) -> Vec<Value> {
-    fake.requests()
-        .into_iter()
-        .filter(|r| r.method == "POST" && r.path == "/v1/agent")
-        .filter_map(|r| r.body_json)
-        .collect()
-}
 
 fn gets(fake: &FakePerplexity) -> usize {
     fake.requests()
@@ -64,7 +56,7 @@ fn a_full_surface_request_is_answered_kept_and_read_back_locally() {
         "{text}"
     );
 
-    let sent = &creates(&fake)[0];
+    let sent = &agent_creates(&fake)[0];
     assert_eq!(sent["models"], json!(["openai/gpt-5", "perplexity/sonar"]));
     assert!(sent.get("preset").is_none() && sent.get("model").is_none());
     assert_eq!(sent["input"][0]["content"][1]["detail"], "auto");
@@ -125,7 +117,7 @@ fn json_answers_are_parsed_and_a_non_json_answer_is_an_error() {
     // No store location known: the call still answers, and says so.
     assert_eq!(structured(&r)["snapshot"], "unavailable");
     assert!(tool_text(&r).0.contains("PERPLEXITY_STORE_PATH"));
-    assert_eq!(creates(&fake)[0]["response_format"], format);
+    assert_eq!(agent_creates(&fake)[0]["response_format"], format);
 
     fake.set_scenario(json!({"duration_ms": 50, "answer": "Not JSON at all."}));
     let r = s.request(&call(
@@ -170,7 +162,7 @@ fn function_calls_come_back_and_the_caller_continues_the_run() {
         text.contains(&format!("previous_response_id=\"{id}\"")),
         "{text}"
     );
-    assert_eq!(creates(&fake)[0]["tools"][0]["strict"], true);
+    assert_eq!(agent_creates(&fake)[0]["tools"][0]["strict"], true);
 
     let r = s.request(&call(2, "responses_create", json!({
         "input": [{"type": "function_call_output", "call_id": call_id, "output": "{\"state\":\"open\"}"}],
@@ -180,7 +172,7 @@ fn function_calls_come_back_and_the_caller_continues_the_run() {
     assert!(!tool_text(&r).1, "{}", tool_text(&r).0);
     assert_eq!(structured(&r)["answer"], "Ticket T-1 is open.");
     assert_eq!(structured(&r)["function_calls"], json!([]));
-    let sent = &creates(&fake)[1];
+    let sent = &agent_creates(&fake)[1];
     assert_eq!(sent["previous_response_id"], id);
     assert_eq!(sent["input"][0]["call_id"], call_id);
 }
@@ -222,7 +214,7 @@ fn store_false_runs_in_the_foreground_and_is_kept_nowhere() {
     ));
     assert!(!tool_text(&r).1, "{}", tool_text(&r).0);
     assert_eq!(structured(&r)["snapshot"], "off");
-    let sent = &creates(&fake)[0];
+    let sent = &agent_creates(&fake)[0];
     assert_eq!(
         (&sent["store"], &sent["background"]),
         (&json!(false), &json!(false))
