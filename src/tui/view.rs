@@ -399,7 +399,7 @@ mod tests {
         app.input = "/search tui".into();
         let s = screen(&app, 80, 24);
         for want in [
-            "Chat — working (1): status in_progress after 2s",
+            "Chat — working (1): status in_progress",
             "you:",
             "what is rust?",
             "answer:",
