@@ -1,7 +1,7 @@
 //! `perplexity-agent`: argument parsing → one of the front ends. Nothing else.
 
 use clap::Parser;
-use perplexity_agent::cli::{Cli, Command, ServeArgs, run};
+use perplexity_agent::cli::{Cli, Command, ServeArgs, run, run_unconfigured};
 use perplexity_agent::config::Config;
 
 fn main() {
@@ -14,10 +14,7 @@ fn main() {
     };
     let config = match Config::from_env(tools_flag) {
         Ok(config) => config,
-        Err(e) => {
-            eprintln!("perplexity-agent: {e}");
-            std::process::exit(4);
-        }
+        Err(e) => std::process::exit(run_unconfigured(command, &e.to_string())),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

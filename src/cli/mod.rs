@@ -240,6 +240,22 @@ pub async fn run(command: Command, config: Config) -> i32 {
     code
 }
 
+/// When the configuration does not load: `install` does not need it and still runs;
+/// `doctor` reports the problem as its failing check (its job is to say what is wrong);
+/// everything else stops with the message (exit 4).
+pub fn run_unconfigured(command: Command, problem: &str) -> i32 {
+    match command {
+        Command::Install(args) => install::run(args),
+        Command::Doctor(_) => {
+            output::lines(&format!(
+                "FAIL Configuration: {problem} — fix that variable or the config file, then run doctor again"
+            ));
+            Exit::Failed as i32
+        }
+        _ => output::fail(Exit::Config, problem),
+    }
+}
+
 /// Validation failures are audited like any call (they cost no rate-limit token).
 fn rejected(guard: &Guard, tool: &str, params: &Value, message: &str) -> i32 {
     guard.rejected(FrontEnd::Cli, tool, params, &ToolOutput::error(message));

@@ -564,3 +564,23 @@ fn doctor_checks_the_installed_clients_entries() {
     assert!(!lines.join("\n").contains("pplx-planted"), "key shown");
     assert!(!lines.iter().any(|l| l.contains("unrelated")), "{lines:#?}");
 }
+
+#[test]
+fn a_broken_configuration_is_a_doctor_finding_and_does_not_block_install() {
+    let m = Machine::new("broken-config").with("PERPLEXITY_RATE_BURST", "not a number");
+    let (lines, _, code) = m.doctor();
+    assert_eq!(code, 1);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("FAIL Configuration: PERPLEXITY_RATE_BURST")),
+        "{lines:#?}"
+    );
+    let (stdout, stderr, code) = m.install(&["cursor", "--print"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("mcpServers"), "{stdout}");
+    // Every other command still stops with the problem.
+    let (_, stderr, code) = m.run(&["search", "x"]);
+    assert_eq!(code, 4);
+    assert!(stderr.contains("PERPLEXITY_RATE_BURST"), "{stderr}");
+}
