@@ -31,6 +31,19 @@ pub fn json_integer(value: &serde_json::Value) -> Option<i128> {
     Some(if negative { -magnitude } else { magnitude })
 }
 
+/// The strings of a JSON array (other values skipped; not an array: none).
+pub fn strings(value: &serde_json::Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// At most `max` chars: the first `max - 1` and `…` when longer.
 pub fn cap_chars(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {

@@ -30,7 +30,7 @@ use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::CreateRun;
 use crate::perplexity::search::{QueryText, SearchHit, SearchQuery};
 use crate::perplexity::wait::{Waited, create_and_wait};
-use crate::text::{json_integer, py_strip};
+use crate::text::{json_integer, py_strip, strings};
 
 pub const DEEP_ARGS: [&str; 5] = [
     "question",
@@ -421,16 +421,6 @@ pub fn validated(
     id: &str,
 ) -> ToolOutput {
     let known: HashSet<String> = sources.iter().map(|s| canonical(&s.url)).collect();
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     let mut flagged = Vec::new();
     let mut all_supported = true;
     let mut all_known = true;

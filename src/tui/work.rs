@@ -17,7 +17,7 @@ use crate::guard::spotlight::unwrap;
 use crate::guard::{FrontEnd, injection};
 use crate::perplexity::wait::ProgressSink;
 use crate::store::StoreHandle;
-use crate::text::cap_chars;
+use crate::text::{cap_chars, strings};
 use crate::tools::{CallContext, ToolOutput, Tools};
 
 /// Characters of page text sent along as context with a question.
@@ -438,18 +438,6 @@ fn context_of(tabs: Vec<&PageTab>) -> String {
         .join("\n\n")
 }
 
-fn labels(flags: &Value) -> Vec<String> {
-    flags
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// An answer tool's result: the answer and its numbered sources, unwrapped from the
 /// model-facing delimiter (the screen marks untrusted text its own way), flags scanned.
 pub fn answer_entry(out: &ToolOutput) -> Entry {
@@ -486,7 +474,7 @@ pub fn search_entry(out: &ToolOutput) -> Entry {
             r["snippet"].as_str().unwrap_or("").replace('\n', " ")
         ));
     }
-    Entry::new(Kind::Answer, text.trim_end()).flagged(labels(&structured["security_flags"]))
+    Entry::new(Kind::Answer, text.trim_end()).flagged(strings(&structured["security_flags"]))
 }
 
 pub fn opened_tab(out: &ToolOutput) -> Result<PageTab, String> {
@@ -515,23 +503,13 @@ pub fn opened_tab(out: &ToolOutput) -> Result<PageTab, String> {
             .to_owned(),
         url,
         text: Some(first["text"].as_str().unwrap_or_default().to_owned()),
-        flags: labels(&first["security_flags"]),
+        flags: strings(&first["security_flags"]),
     })
 }
 
 pub fn research_entry(out: &ToolOutput) -> Entry {
     let Some(s) = out.structured.as_ref().filter(|_| !out.is_error) else {
         return Entry::new(Kind::Error, out.text.clone());
-    };
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
     };
     let mut text = s["answer"].as_str().unwrap_or_default().to_owned();
     let findings = strings(&s["key_findings"]);
@@ -565,7 +543,7 @@ pub fn research_entry(out: &ToolOutput) -> Entry {
             ));
         }
     }
-    Entry::new(Kind::Answer, text).flagged(labels(&s["security_flags"]))
+    Entry::new(Kind::Answer, text).flagged(strings(&s["security_flags"]))
 }
 
 /// What a monitor compares between checks: result URLs for a search, the text for a page.
