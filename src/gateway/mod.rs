@@ -253,22 +253,16 @@ impl Gateway {
         known.then(|| (server.clone(), original.to_owned()))
     }
 
-    /// The `tools/list` entry of an exposed downstream tool (`Null` when there is none).
-    fn entry_of(&self, name: &str) -> Value {
-        self.find(name)
-            .and_then(|(server, _)| {
-                let st = server.status.lock().ok()?;
-                st.exposed
-                    .iter()
-                    .find(|e| e.name == name)
-                    .map(|e| e.entry.clone())
-            })
-            .unwrap_or(Value::Null)
+    /// `f` of an exposed downstream tool, `None` when there is none by that name.
+    fn with_exposed<T>(&self, name: &str, f: impl FnOnce(&Exposed) -> T) -> Option<T> {
+        let (server, _) = self.find(name)?;
+        let st = server.status.lock().ok()?;
+        st.exposed.iter().find(|e| e.name == name).map(f)
     }
 
     /// A downstream tool's arguments: an object of at most 64 KiB serialized that its
-    /// input schema accepts (the schema compiled without remote or file `$ref`
-    /// resolution: a downstream server cannot make us fetch anything).
+    /// input schema accepts (compiled once when the tool was exposed, without remote or
+    /// file `$ref` resolution: a downstream server cannot make us fetch anything).
     pub fn check_arguments(
         &self,
         name: &str,
@@ -280,13 +274,9 @@ impl Gateway {
                 "The arguments are larger than {MAX_ARGUMENT_BYTES} bytes serialized."
             ));
         }
-        if self.find(name).is_none() {
+        let Some(validator) = self.with_exposed(name, |e| e.validator.clone()) else {
             return Err(format!("Unknown tool: {name}"));
-        }
-        let schema = self.entry_of(name)["inputSchema"].clone();
-        let validator = jsonschema::validator_for(&schema).map_err(|_| {
-            format!("The input schema of {name} cannot be used (it may refer to remote schemas).")
-        })?;
+        };
         let instance = Value::Object(arguments.clone());
         let problems: Vec<String> = validator
             .iter_errors(&instance)
@@ -338,7 +328,9 @@ impl Gateway {
         if !self.exposes(name) {
             return Err(format!("'{name}' is not a tool the gateway offers now."));
         }
-        let entry = self.entry_of(name);
+        let entry = self
+            .with_exposed(name, |e| e.entry.clone())
+            .unwrap_or(Value::Null);
         Ok(json!({
             "type": "function",
             "name": name,

@@ -18,13 +18,24 @@ pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 const MAX_TITLE_CHARS: usize = 128;
 
 /// A downstream tool as we expose it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Exposed {
     /// `mcp__<slug>__<original>`.
     pub name: String,
     pub original: String,
     /// The `tools/list` entry.
     pub entry: Value,
+    /// Its input schema, compiled once (without remote or file `$ref` resolution) for
+    /// checking every call's arguments.
+    pub validator: std::sync::Arc<jsonschema::Validator>,
+}
+
+/// Two exposures are the same when they show the same tool (the validator follows
+/// from the entry's schema).
+impl PartialEq for Exposed {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.original == other.original && self.entry == other.entry
+    }
 }
 
 /// A downstream tool we do not expose, and why (for `gateway test`).
@@ -110,12 +121,12 @@ pub fn expose(tools: &[Tool], limits: &Limits<'_>) -> (Vec<Exposed>, Vec<Rejecte
         }
         // Compiled here once, without remote or file `$ref` resolution: a schema that
         // needs fetching is refused before any caller can use the tool.
-        if jsonschema::validator_for(&schema).is_err() {
+        let Ok(validator) = jsonschema::validator_for(&schema) else {
             rejected.push(reject(
                 "its input schema is invalid or refers to schemas elsewhere".to_owned(),
             ));
             continue;
-        }
+        };
         let description = tool.description.as_deref().unwrap_or("");
         let flags = injection::scan([description]);
         let mut label = format!("[from downstream MCP server '{}'", limits.slug);
@@ -140,6 +151,7 @@ pub fn expose(tools: &[Tool], limits: &Limits<'_>) -> (Vec<Exposed>, Vec<Rejecte
             name,
             original,
             entry: Value::Object(entry),
+            validator: std::sync::Arc::new(validator),
         });
     }
     (exposed, rejected)
