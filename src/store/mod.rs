@@ -119,13 +119,20 @@ impl Store {
         let conn = Connection::open(&path).map_err(|e| classify(&path, &e))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| classify(&path, &e))?;
-        // WAL: readers never block the writer; NORMAL sync is durable across crashes of
-        // this process (the OS may lose the last commit on power loss, acceptable here).
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
-        )
-        .map_err(|e| classify(&path, &e))?;
-        schema::migrate(&conn).map_err(|e| classify(&path, &e))?;
+        // Several processes may open one new store at once (two servers, the TUI). Turning
+        // on WAL needs an exclusive lock, and SQLite answers BUSY at once — without its
+        // busy handler — when another connection is mid-setup; so setup is retried within
+        // the busy timeout rather than reported as a locked store.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match set_up(&conn).map_err(|e| classify(&path, &e)) {
+                Ok(()) => break,
+                Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(e),
+            }
+        }
         Ok(Store {
             conn: Mutex::new(conn),
             config,
@@ -305,6 +312,16 @@ impl Store {
                 .collect()
         })
     }
+}
+
+/// WAL (readers never block the writer) with NORMAL sync (durable across crashes of this
+/// process; the OS may lose the last commit on power loss, acceptable here), then the
+/// schema migrations.
+fn set_up(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+    )?;
+    schema::migrate(conn)
 }
 
 /// The directory 0700 and the file 0600, both created by us, never through a symlink.

@@ -179,3 +179,24 @@ fn concurrent_writers_on_one_file_all_succeed() {
     }
     assert_eq!(stores[0].snapshot_count().unwrap(), 200);
 }
+
+#[test]
+fn processes_opening_one_new_store_at_once_all_succeed() {
+    for round in 0..100 {
+        let dir = TempDir::new(&format!("first-open{round}"));
+        let config = dir.config(10);
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let c = config.clone();
+                std::thread::spawn(move || {
+                    Store::open(c).and_then(|s| s.put_snapshot("r", &json!({})))
+                })
+            })
+            .collect();
+        for h in handles {
+            if let Err(e) = h.join().unwrap() {
+                panic!("round {round}: {e:?}");
+            }
+        }
+    }
+}
