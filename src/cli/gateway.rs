@@ -118,7 +118,10 @@ pub async fn start(config: &Config) -> Option<Arc<Gateway>> {
     if !config.gateway.enabled {
         return None;
     }
-    let stored = match config.store.clone().map(Store::open) {
+    // No store file yet means nothing was ever added: do not create one (and run its
+    // migrations) on every server start just to find that out.
+    let existing = config.store.clone().filter(|s| s.path.exists());
+    let stored = match existing.map(Store::open) {
         None => Vec::new(),
         Some(Ok(store)) => load(&store).unwrap_or_else(|e| {
             tracing::warn!("stored gateway definitions unreadable, serving without them: {e}");
