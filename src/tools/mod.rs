@@ -267,6 +267,8 @@ impl Tools {
         args: &Args,
     ) -> Result<Validated, ToolOutput> {
         let params = Value::Object(args.clone());
+        // A downstream tool (`mcp__…`, never one of ours): its own schema decides.
+        let downstream = self.gateway.as_ref().filter(|g| g.exposes(name));
         let accepted: &[&str] = match name {
             "perplexity_agent" => &research::AGENT_ARGS,
             "perplexity_agent_result" => &research::RESULT_ARGS,
@@ -280,18 +282,17 @@ impl Tools {
             "deep_research" => &deep_research::DEEP_ARGS,
             "responses_create" => &responses::CREATE_ARGS,
             "responses_retrieve" => &responses::RETRIEVE_ARGS,
-            // A downstream tool: its own schema decides what it accepts.
-            _ if self.gateway.as_ref().is_some_and(|g| g.exposes(name)) => &[],
+            _ if downstream.is_some() => &[],
             _ => return Err(ToolOutput::error(format!("Unknown tool: {name}"))),
         };
-        let validated = match &self.gateway {
-            Some(gateway) if accepted.is_empty() && gateway.exposes(name) => gateway
+        let validated = match downstream {
+            Some(gateway) => gateway
                 .check_arguments(name, args)
                 .map(|()| Call::Downstream {
                     name: name.to_owned(),
                     arguments: args.clone(),
                 }),
-            _ => args::reject_unknown(args, accepted).and_then(|()| match name {
+            None => args::reject_unknown(args, accepted).and_then(|()| match name {
                 "server_metrics" => Ok(Call::Metrics),
                 "retrieve" => admin::validate_retrieve(args)
                     .map(|(key, offset)| Call::Retrieve { key, offset }),
