@@ -55,6 +55,8 @@ pub enum Command {
     Search(SearchArgs),
     /// Deep research: a report whose every claim is checked against the sources.
     Research(ResearchArgs),
+    /// List Perplexity's model catalogue: the valid provider/model names (no key needed).
+    Models(ModelsArgs),
     /// Downstream MCP servers whose tools this server offers (the gateway).
     #[command(subcommand)]
     Gateway(gateway::GatewayCommand),
@@ -116,6 +118,13 @@ pub struct AskArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ModelsArgs {
+    /// Print one JSON document instead of one id a line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct ResultArgs {
     /// The id printed by `ask`.
     pub response_id: String,
@@ -158,6 +167,9 @@ pub struct SearchArgs {
     /// Comma-separated domains to allow, or (prefixed with '-') to exclude.
     #[arg(long, value_name = "LIST")]
     pub domains: Option<String>,
+    /// Which index: web (default), academic or sec (SEC filings).
+    #[arg(long, value_name = "MODE")]
+    pub mode: Option<String>,
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
@@ -203,6 +215,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Command::Fetch(args) => fetch(args, &config, &guard).await,
         Command::Search(args) => search(args, &client, &guard, config.wait_seconds).await,
         Command::Research(args) => research_command(args, &client, &guard).await,
+        Command::Models(args) => models(args, &client, &guard, config.wait_seconds).await,
         Command::Gateway(command) => gateway::run(command, &config).await,
         Command::Install(args) => install::run(args),
         Command::Doctor(args) => doctor::run(args, &config).await,
@@ -396,6 +409,23 @@ async fn cancel(args: CancelArgs, client: &PerplexityClient, guard: &Arc<Guard>,
     output::cancel(&id, outcome, args.json)
 }
 
+/// `models`: the catalogue, one `provider/model` id a line (the owner after a tab).
+async fn models(args: ModelsArgs, client: &PerplexityClient, guard: &Arc<Guard>, wait: u64) -> i32 {
+    let params = json!({});
+    let pass = match guard.admit(FrontEnd::Cli, "models", &params, 1) {
+        Ok(pass) => pass,
+        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
+    let listed = client.list_models(deadline).await;
+    let rendered = match &listed {
+        Ok(models) => ToolOutput::ok(format!("{} models", models.len())),
+        Err(e) => ToolOutput::error(e.to_string()),
+    };
+    pass.finish(&rendered, &CallFacts::default(), false);
+    output::models(listed, args.json)
+}
+
 async fn fetch(args: FetchArgs, config: &Config, guard: &Arc<Guard>) -> i32 {
     use crate::tools::fetch as tool;
     let params = json!({"urls": args.urls, "max_urls": args.urls.len()});
@@ -429,6 +459,9 @@ async fn search(args: SearchArgs, client: &PerplexityClient, guard: &Arc<Guard>,
     }
     if let Some(r) = &args.recency {
         params["recency"] = json!(r);
+    }
+    if let Some(m) = &args.mode {
+        params["search_mode"] = json!(m);
     }
     if let Some(d) = &args.domains {
         params["domains"] = json!(

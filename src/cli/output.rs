@@ -234,6 +234,7 @@ pub fn cancel(id: &str, outcome: Result<CancelOutcome, ApiError>, json: bool) ->
         let status = match &outcome {
             Ok(CancelOutcome::Requested) => "cancellation_requested",
             Ok(CancelOutcome::NotRunning) => "not_running",
+            Ok(CancelOutcome::NoSuchRun) => "not_found",
             Err(_) => "error",
         };
         say!(
@@ -246,10 +247,49 @@ pub fn cancel(id: &str, outcome: Result<CancelOutcome, ApiError>, json: bool) ->
         say!("{text}");
     }
     match &outcome {
+        Ok(CancelOutcome::NoSuchRun) => Exit::Failed as i32,
         Ok(_) => Exit::Success as i32,
         Err(e) if e.is_key_problem() => Exit::Config as i32,
         Err(_) => Exit::Failed as i32,
     }
+}
+
+/// `models`: ids on stdout (`id<TAB>owner`), or one JSON document; exit 1 on failure.
+pub fn models(
+    listed: Result<Vec<crate::perplexity::models::ModelInfo>, ApiError>,
+    json: bool,
+) -> i32 {
+    match listed {
+        Ok(models) if json => {
+            say!("{}", json!({ "models": models }));
+            Exit::Success as i32
+        }
+        Ok(models) => {
+            for m in &models {
+                match &m.owned_by {
+                    Some(owner) => say!("{}\t{}", sanitize(&m.id), sanitize(owner)),
+                    None => say!("{}", sanitize(&m.id)),
+                }
+            }
+            Exit::Success as i32
+        }
+        Err(e) => {
+            let message = format!("could not read the model catalogue: {e}");
+            if json {
+                say!("{}", json!({"status": "error", "error": message}));
+            } else {
+                note!("perplexity-agent: {message}");
+            }
+            Exit::Failed as i32
+        }
+    }
+}
+
+/// Upstream text on a terminal: control characters (escape sequences) become U+FFFD.
+fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+        .collect()
 }
 
 /// `fetch`: pages on stdout (title, URL, text), failures and injection flags on stderr;

@@ -19,6 +19,10 @@ pub const RECENCY_VALUES: [&str; 5] = ["hour", "day", "week", "month", "year"];
 /// `model` (with `max_output_tokens` where the model requires it) replaces `preset` for
 /// `perplexity_ask`. Never sent: `models`, `store` (background needs the default `true`),
 /// `reasoning`, `instructions`, `previous_response_id`.
+///
+/// `tools` is sent only when the caller overrides something: a listed tool *replaces* the
+/// preset's own tool of that type (Perplexity's models-and-presets guide), so a bare
+/// `{"type":"web_search"}` would throw away each preset's tuned search configuration.
 #[derive(Debug, Clone, Serialize)]
 pub struct CreateRun {
     pub input: String,
@@ -38,6 +42,7 @@ pub struct CreateRun {
     pub background: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<WebSearchTool>,
 }
 
@@ -64,9 +69,17 @@ impl CreateRun {
             search_recency_filter: recency.map(str::to_owned),
             search_domain_filter: (!domains.is_empty()).then(|| domains.to_vec()),
         };
-        let filters = (filters.search_recency_filter.is_some()
-            || filters.search_domain_filter.is_some())
-        .then_some(filters);
+        let filtered =
+            filters.search_recency_filter.is_some() || filters.search_domain_filter.is_some();
+        // Only a filtered search replaces the preset's web_search (see the type's note).
+        let tools = if filtered {
+            vec![WebSearchTool {
+                kind: "web_search",
+                filters: Some(filters),
+            }]
+        } else {
+            Vec::new()
+        };
         CreateRun {
             input: query.to_owned(),
             preset: preset.to_owned(),
@@ -75,14 +88,12 @@ impl CreateRun {
             response_format: None,
             background: true,
             stream: None,
-            tools: vec![WebSearchTool {
-                kind: "web_search",
-                filters,
-            }],
+            tools,
         }
     }
 
-    /// The same run with Perplexity's finance tool beside web search.
+    /// The same run with Perplexity's finance tool beside the preset's (or the filtered)
+    /// web search: listing only `finance_search` keeps the preset's own search tool.
     pub fn with_finance(mut self) -> Self {
         self.tools.push(WebSearchTool {
             kind: "finance_search",
@@ -235,15 +246,17 @@ impl PerplexityClient {
         self.send(&request, deadline).await
     }
 
-    /// `POST /v1/agent/{id}/cancel`. A 400 means "not running now" and is decided by
-    /// the status code only: live, a finished run and a never-issued id both answer it,
-    /// and matching message text once read a 401 "already revoked" as success.
+    /// `POST /v1/agent/{id}/cancel`. Decided by the status code only (matching message
+    /// text once read a 401 "already revoked" as success): 400 is "not running now" (a
+    /// finished run), 404 is "no such run" (a wrong id, another account's, an expired or
+    /// a `store: false` run) — the official contract; older notes said 400 for both.
     pub async fn cancel_run(&self, id: &str, deadline: Instant) -> Result<CancelOutcome, ApiError> {
         let path = run_path(id, "/cancel");
         let request = Request::new(Method::POST, &path, Expect::Nothing);
         match self.send(&request, deadline).await {
             Ok(_) => Ok(CancelOutcome::Requested),
             Err(ApiError::Status { code: 400, .. }) => Ok(CancelOutcome::NotRunning),
+            Err(ApiError::Status { code: 404, .. }) => Ok(CancelOutcome::NoSuchRun),
             Err(e) => Err(e),
         }
     }
@@ -258,11 +271,14 @@ fn run_path(id: &str, suffix: &str) -> String {
 pub enum CancelOutcome {
     Requested,
     NotRunning,
+    NoSuchRun,
 }
 
-/// A source of an answer: a search result with a string URL.
+/// A source of an answer: a search result with a string URL, and the number the answer
+/// text's `[N]` markers use for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Source {
+    pub number: u64,
     pub title: String,
     pub url: String,
 }
@@ -281,6 +297,35 @@ pub struct FunctionCall {
     pub name: String,
     /// A JSON document as a string, exactly as the model wrote it (untrusted).
     pub arguments: String,
+    /// Opaque; echoed back with the call's output (thinking models need it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thought_signature: Option<String>,
+}
+
+impl FunctionCall {
+    /// The `function_call_output` input item answering this call. It echoes the call's
+    /// `name` and `thought_signature`: Perplexity's integration guide asks for both, and
+    /// thinking models may refuse a continuation without the signature.
+    pub fn output_item(&self, output: String) -> Value {
+        let mut item = serde_json::json!({
+            "type": "function_call_output",
+            "call_id": self.call_id,
+            "output": output,
+            "name": self.name,
+        });
+        if let Some(sig) = &self.thought_signature {
+            item["thought_signature"] = Value::String(sig.clone());
+        }
+        item
+    }
+}
+
+/// The item that carries the finance tool's data (its own type on older shapes, the
+/// `item_name` of an `unknown` item in the official SDK's union).
+const FINANCE_ITEM: &str = "finance_results";
+
+fn item_name(item: &Map<String, Value>) -> Option<&str> {
+    item.get("item_name").and_then(Value::as_str)
 }
 
 /// The run waits for function outputs (in the OpenAPI enum; unverified live).
@@ -325,18 +370,22 @@ impl RunSnapshot {
                     call_id: text("call_id")?,
                     name: text("name")?,
                     arguments: text("arguments")?,
+                    thought_signature: text("thought_signature"),
                 })
             })
             .collect()
     }
 
-    fn output(&self) -> impl Iterator<Item = &Map<String, Value>> {
+    fn output_values(&self) -> impl Iterator<Item = &Value> {
         self.raw
             .get("output")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter_map(Value::as_object)
+    }
+
+    fn output(&self) -> impl Iterator<Item = &Map<String, Value>> {
+        self.output_values().filter_map(Value::as_object)
     }
 
     fn items<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Map<String, Value>> + 'a {
@@ -361,24 +410,56 @@ impl RunSnapshot {
         text
     }
 
-    /// Sources from `search_results` items (not `citations`, which is Sonar's shape):
-    /// flattened in order, string URLs only, deduplicated on the full URL, first wins.
-    /// The title falls back to the URL when missing or not a string.
+    /// Sources from `search_results` items (not `citations`, which is Sonar's shape),
+    /// string URLs only; the title falls back to the URL when missing or not a string.
+    ///
+    /// Numbering: the answer's `[N]` markers refer to `search_results[].id`. When every
+    /// result carries a distinct non-negative integer id (the official MCP server's
+    /// rule), each source keeps its id, one entry per id in id order — a page found
+    /// twice under two ids stays citable under both. Otherwise the ids cannot be trusted:
+    /// the sources are deduplicated on the full URL (first wins) and numbered 1..k in
+    /// order. Renumbering by position would make `[4]` in the text point at another page.
     pub fn sources(&self) -> Vec<Source> {
+        let results: Vec<(&str, &Map<String, Value>)> = self
+            .search_results()
+            .filter_map(Value::as_object)
+            .filter_map(|r| Some((r.get("url")?.as_str()?, r)))
+            .collect();
+        let title = |url: &str, r: &Map<String, Value>| {
+            r.get("title")
+                .and_then(Value::as_str)
+                .unwrap_or(url)
+                .to_owned()
+        };
+        let mut ids = std::collections::HashSet::new();
+        let numbered: Option<Vec<Source>> = results
+            .iter()
+            .map(|(url, r)| {
+                let id = r
+                    .get("id")
+                    .and_then(Value::as_u64)
+                    .filter(|id| ids.insert(*id))?;
+                Some(Source {
+                    number: id,
+                    title: title(url, r),
+                    url: (*url).to_owned(),
+                })
+            })
+            .collect();
+        if let Some(mut sources) = numbered.filter(|s| !s.is_empty()) {
+            sources.sort_by_key(|s| s.number);
+            return sources;
+        }
         let mut seen = std::collections::HashSet::new();
         let mut sources = Vec::new();
-        for result in self.search_results() {
-            let Some(url) = result.get("url").and_then(Value::as_str) else {
-                continue;
-            };
-            if !seen.insert(url) {
-                continue;
+        for (url, r) in results {
+            if seen.insert(url) {
+                sources.push(Source {
+                    number: sources.len() as u64 + 1,
+                    title: title(url, r),
+                    url: url.to_owned(),
+                });
             }
-            let title = result.get("title").and_then(Value::as_str).unwrap_or(url);
-            sources.push(Source {
-                title: title.to_owned(),
-                url: url.to_owned(),
-            });
         }
         sources
     }
@@ -389,11 +470,49 @@ impl RunSnapshot {
             .flatten()
     }
 
-    /// The results of `finance_results` items (the finance tool's data), in order.
+    /// The finance tool's data, in order. The SDK has no finance item type, so the data
+    /// is taken from whatever item carries it: `finance_results` items (`results`), or
+    /// `unknown` items named `finance_results` (`payload.results`, else the payload).
     pub fn finance_results(&self) -> impl Iterator<Item = &Value> {
-        self.items("finance_results")
-            .filter_map(|item| item.get("results").and_then(Value::as_array))
-            .flatten()
+        self.output().flat_map(|item| {
+            let data = match item.get("type").and_then(Value::as_str) {
+                Some(FINANCE_ITEM) => item.get("results"),
+                Some("unknown") if item_name(item) == Some(FINANCE_ITEM) => {
+                    item.get("payload").map(|p| p.get("results").unwrap_or(p))
+                }
+                _ => None,
+            };
+            match data {
+                Some(Value::Array(list)) => list.iter().collect::<Vec<_>>(),
+                Some(Value::Null) | None => Vec::new(),
+                Some(other) => vec![other],
+            }
+        })
+    }
+
+    /// Items this product does not render itself (`unknown` ones other than finance
+    /// data, `sandbox_results`, `mcp_call`, `people_search_results`, …) as `(name,
+    /// payload)`: the item name and payload of an `unknown` item, else the type and the
+    /// whole item. Front ends show them as data rather than dropping them silently.
+    pub fn other_items(&self) -> impl Iterator<Item = (&str, &Value)> {
+        const RENDERED: [&str; 5] = [
+            "message",
+            "search_results",
+            "fetch_url_results",
+            "function_call",
+            FINANCE_ITEM,
+        ];
+        self.output_values().filter_map(|value| {
+            let item = value.as_object()?;
+            match item.get("type").and_then(Value::as_str)? {
+                kind if RENDERED.contains(&kind) => None,
+                "unknown" => match item_name(item).unwrap_or("unknown") {
+                    FINANCE_ITEM => None,
+                    name => Some((name, item.get("payload").unwrap_or(&Value::Null))),
+                },
+                kind => Some((kind, value)),
+            }
+        })
     }
 
     /// Search results gathered so far (not deduplicated).
@@ -429,7 +548,8 @@ mod tests {
         let plain = CreateRun::new("q", "medium", None, &[]);
         assert_eq!(
             String::from_utf8(plain.body()).unwrap(),
-            r#"{"input":"q","preset":"medium","background":true,"tools":[{"type":"web_search"}]}"#
+            r#"{"input":"q","preset":"medium","background":true}"#,
+            "no tools entry: the preset keeps its own tuned web_search"
         );
         let filtered = CreateRun::new(
             "q",
@@ -440,6 +560,90 @@ mod tests {
         assert_eq!(
             String::from_utf8(filtered.body()).unwrap(),
             r#"{"input":"q","preset":"fast","background":true,"tools":[{"type":"web_search","filters":{"search_recency_filter":"week","search_domain_filter":["a.org","-b.com"]}}]}"#
+        );
+    }
+
+    #[test]
+    fn finance_keeps_the_presets_search() {
+        let body = CreateRun::new("q", "fast", None, &[]).with_finance().body();
+        assert_eq!(
+            String::from_utf8(body).unwrap(),
+            r#"{"input":"q","preset":"fast","background":true,"tools":[{"type":"finance_search"}]}"#
+        );
+    }
+
+    #[test]
+    fn sources_keep_the_ids_the_answer_cites() {
+        // The answer's [7] means search_results id 7, whatever its position.
+        let run = RunSnapshot::new(json!({"output": [
+            {"type": "search_results", "results": [
+                {"id": 3, "url": "https://three", "title": "Three"},
+                {"id": 7, "url": "https://seven", "title": "Seven"}]},
+            {"type": "search_results", "results": [
+                {"id": 9, "url": "https://three", "title": "again"}]}
+        ]}));
+        let numbers: Vec<(u64, &str)> = run
+            .sources()
+            .iter()
+            .map(|s| (s.number, s.url.as_str()))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|(n, u)| {
+                (
+                    n,
+                    if u == "https://seven" {
+                        "seven"
+                    } else {
+                        "three"
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(numbers, [(3, "three"), (7, "seven"), (9, "three")]);
+        // Ids missing, non-numeric or repeated cannot be trusted: 1..k in order.
+        for results in [
+            json!([{"id": 3, "url": "https://a"}, {"url": "https://b"}]),
+            json!([{"id": "3", "url": "https://a"}, {"id": "4", "url": "https://b"}]),
+            json!([{"id": 3, "url": "https://a"}, {"id": 3, "url": "https://b"}]),
+            json!([{"id": -1, "url": "https://a"}, {"id": 2, "url": "https://b"}]),
+        ] {
+            let run = RunSnapshot::new(
+                json!({"output": [{"type": "search_results", "results": results}]}),
+            );
+            let numbers: Vec<u64> = run.sources().iter().map(|s| s.number).collect();
+            assert_eq!(numbers, [1, 2], "{results}");
+        }
+    }
+
+    #[test]
+    fn finance_data_and_unknown_items_are_kept() {
+        let run = RunSnapshot::new(json!({"output": [
+            {"type": "unknown", "item_name": "finance_results", "payload": {"results": [{"symbol": "NVDA"}]}},
+            {"type": "finance_results", "results": [{"symbol": "AAPL"}]},
+            {"type": "unknown", "item_name": "advisor_note", "payload": {"anything": true}},
+            {"type": "sandbox_results", "call_id": "sb_1", "code": "print(1)"},
+            {"type": "message", "content": []}
+        ]}));
+        let finance: Vec<&Value> = run.finance_results().collect();
+        assert_eq!(
+            finance,
+            [&json!({"symbol": "NVDA"}), &json!({"symbol": "AAPL"})]
+        );
+        let other: Vec<&str> = run.other_items().map(|(name, _)| name).collect();
+        assert_eq!(other, ["advisor_note", "sandbox_results"]);
+    }
+
+    #[test]
+    fn function_calls_keep_their_signature_for_the_output() {
+        let run = RunSnapshot::new(json!({"output": [{"type": "function_call", "id": "fc_01",
+            "status": "completed", "name": "lookup_ticket", "call_id": "call_8s7d6f",
+            "arguments": "{}", "thought_signature": "CiQBVKhc="}]}));
+        let calls = run.function_calls();
+        assert_eq!(calls[0].thought_signature.as_deref(), Some("CiQBVKhc="));
+        assert_eq!(
+            calls[0].output_item("{\"ok\":true}".into()),
+            json!({"type": "function_call_output", "call_id": "call_8s7d6f", "output": "{\"ok\":true}",
+                   "name": "lookup_ticket", "thought_signature": "CiQBVKhc="})
         );
     }
 

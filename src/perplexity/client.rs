@@ -19,7 +19,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use reqwest::header::{
     ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER, USER_AGENT,
@@ -82,6 +82,9 @@ pub(crate) struct Request<'a> {
     pub query: Option<&'a str>,
     pub body: Option<&'a [u8]>,
     pub expect: Expect,
+    /// Sent without the key: for the endpoints that need none (`GET /v1/models`), so
+    /// the key goes nowhere it is not required.
+    pub anonymous: bool,
 }
 
 impl<'a> Request<'a> {
@@ -92,7 +95,13 @@ impl<'a> Request<'a> {
             query: None,
             body: None,
             expect,
+            anonymous: false,
         }
+    }
+
+    pub fn anonymous(mut self) -> Self {
+        self.anonymous = true;
+        self
     }
 
     pub fn query(mut self, query: &'a str) -> Self {
@@ -117,16 +126,25 @@ pub(crate) enum Success {
 
 struct Failure {
     error: ApiError,
-    retry_after: Option<Duration>,
+    hint: RetryHint,
 }
 
 impl From<ApiError> for Failure {
     fn from(error: ApiError) -> Self {
         Failure {
             error,
-            retry_after: None,
+            hint: RetryHint::default(),
         }
     }
+}
+
+/// What an error response says about retrying, in the forms the official SDKs honour.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct RetryHint {
+    /// `retry-after-ms`, else `Retry-After` as seconds (fractions allowed) or an HTTP-date.
+    after: Option<Duration>,
+    /// `x-should-retry: true|false` overrides the status code's verdict.
+    should_retry: Option<bool>,
 }
 
 impl PerplexityClient {
@@ -244,7 +262,13 @@ impl PerplexityClient {
                 Ok(success) => return Ok(success),
                 Err(failure) => failure,
             };
-            if !failure.error.is_retryable() {
+            // The server's own word wins over the status code, as in the official SDKs
+            // (but a request that never got an answer has no such word).
+            let retryable = failure
+                .hint
+                .should_retry
+                .unwrap_or_else(|| failure.error.is_retryable());
+            if !retryable {
                 return Err(failure.error);
             }
             if attempt >= attempts {
@@ -254,7 +278,8 @@ impl PerplexityClient {
                 });
             }
             let pause = failure
-                .retry_after
+                .hint
+                .after
                 .map(|d| d.min(MAX_RETRY_AFTER))
                 .unwrap_or_else(|| backoff(attempt));
             // Never sleep past the deadline: give up now, with what we know.
@@ -277,10 +302,14 @@ impl PerplexityClient {
     }
 
     async fn attempt(&self, request: &Request<'_>, timeout: Duration) -> Result<Success, Failure> {
-        let key = key::read()?;
-        let authorization = authorization_header(&key)?;
-        let scrubber = Scrubber::new(&key);
-        drop(key);
+        let (authorization, scrubber) = if request.anonymous {
+            // Still scrub answers for the key when there is one (defence in depth).
+            let key = key::read().unwrap_or_else(|_| secrecy::SecretString::from(String::new()));
+            (None, Scrubber::new(&key))
+        } else {
+            let key = key::read()?;
+            (Some(authorization_header(&key)?), Scrubber::new(&key))
+        };
         let mut url = self.base.clone();
         url.set_path(request.path);
         url.set_query(request.query);
@@ -291,9 +320,11 @@ impl PerplexityClient {
         let mut builder = self
             .http()?
             .request(request.method.clone(), url)
-            .header(AUTHORIZATION, authorization)
             .header(USER_AGENT, self.user_agent.clone())
             .header(ACCEPT, accept);
+        if let Some(authorization) = authorization {
+            builder = builder.header(AUTHORIZATION, authorization);
+        }
         builder = match request.body {
             Some(body) => builder
                 .header(CONTENT_TYPE, "application/json")
@@ -313,14 +344,14 @@ impl PerplexityClient {
                 return Err(ApiError::Redirect(status.as_u16()).into());
             }
             if !status.is_success() {
-                let retry_after = retry_after(&response);
+                let hint = retry_hint(response.headers(), SystemTime::now());
                 let body = scrubber.bytes(read_capped(&mut response, max).await?);
                 return Err(Failure {
                     error: ApiError::Status {
                         code: status.as_u16(),
                         message: error_message(&body),
                     },
-                    retry_after,
+                    hint,
                 });
             }
             if request.expect == Expect::EventStream && is_event_stream(&response) {
@@ -364,9 +395,40 @@ fn unit_random() -> f64 {
     (u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-fn retry_after(response: &Response) -> Option<Duration> {
-    let value = response.headers().get(RETRY_AFTER)?.to_str().ok()?;
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+/// Reads `retry-after-ms`, `Retry-After` (seconds or an HTTP-date, relative to `now`)
+/// and `x-should-retry`. Nonsense (negative, non-finite, unparsable) counts as absent.
+fn retry_hint(headers: &reqwest::header::HeaderMap, now: SystemTime) -> RetryHint {
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    let seconds = |s: &str| {
+        s.parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0 && *n < 1e9)
+            .map(Duration::from_secs_f64)
+    };
+    let after = text("retry-after-ms")
+        .and_then(seconds)
+        .map(|d| d / 1000)
+        .or_else(|| {
+            let value = text(RETRY_AFTER.as_str())?;
+            seconds(value).or_else(|| {
+                let at = httpdate::parse_http_date(value).ok()?;
+                Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+            })
+        });
+    let should_retry = match text("x-should-retry") {
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        _ => None,
+    };
+    RetryHint {
+        after,
+        should_retry,
+    }
 }
 
 pub(crate) fn is_event_stream(response: &Response) -> bool {
@@ -479,6 +541,46 @@ pub(crate) fn is_tls(error: &reqwest::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_hints_in_every_official_form() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_785_100_000);
+        let hint = |pairs: &[(&'static str, &str)]| {
+            let mut headers = reqwest::header::HeaderMap::new();
+            for (name, value) in pairs {
+                headers.insert(*name, HeaderValue::from_str(value).unwrap());
+            }
+            retry_hint(&headers, now)
+        };
+        assert_eq!(
+            hint(&[("retry-after", "3")]).after,
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            hint(&[("retry-after", "1.5")]).after,
+            Some(Duration::from_millis(1500))
+        );
+        // retry-after-ms is the more precise one and wins.
+        assert_eq!(
+            hint(&[("retry-after-ms", "250"), ("retry-after", "9")]).after,
+            Some(Duration::from_millis(250))
+        );
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(7));
+        assert_eq!(
+            hint(&[("retry-after", &date)]).after,
+            Some(Duration::from_secs(7))
+        );
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(7));
+        assert_eq!(hint(&[("retry-after", &past)]).after, Some(Duration::ZERO));
+        assert_eq!(hint(&[("retry-after", "-1")]).after, None);
+        assert_eq!(hint(&[("retry-after", "soon")]).after, None);
+        assert_eq!(
+            hint(&[("x-should-retry", "false")]).should_retry,
+            Some(false)
+        );
+        assert_eq!(hint(&[("x-should-retry", "true")]).should_retry, Some(true));
+        assert_eq!(hint(&[("x-should-retry", "maybe")]).should_retry, None);
+    }
 
     #[test]
     fn backoff_schedule() {

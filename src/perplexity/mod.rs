@@ -9,6 +9,7 @@
 //! - `breaker.rs` stops calling a host that keeps failing, for a cool-down;
 //! - `agent.rs` builds typed requests and reads responses tolerantly;
 //! - `search.rs` does the same for the Search API;
+//! - `models.rs` reads the model catalogue (`GET /v1/models`, sent without the key);
 //! - `stream.rs` reads a run's server-sent events under the same cap and deadline;
 //! - `wait.rs` learns when a run finishes (stream first, polling as the fallback).
 //!
@@ -20,6 +21,7 @@ mod breaker;
 pub mod client;
 pub mod error;
 mod key;
+pub mod models;
 pub mod search;
 pub mod stream;
 pub mod wait;

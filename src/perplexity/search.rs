@@ -20,6 +20,9 @@ pub struct SearchQuery {
     pub max_results: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub search_type: Option<String>,
+    /// `web`, `academic` or `sec` (filings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search_mode: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub search_recency_filter: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -50,14 +50,24 @@ pub struct RunProgress {
     pub status: Option<String>,
     pub searches: usize,
     pub pages: usize,
+    /// The counts cannot be known: a GET of a running run may show `output: []` (the
+    /// official contract; partial results arrive only on the stream), so an empty output
+    /// there says nothing about the work done.
+    pub unseen: bool,
 }
 
 impl RunProgress {
     pub fn of(run: &RunSnapshot) -> Self {
+        let output_empty = run
+            .raw()
+            .get("output")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
         RunProgress {
             status: run.status().map(str::to_owned),
             searches: run.search_result_count(),
             pages: run.fetched_page_count(),
+            unseen: output_empty && !run.is_settled(),
         }
     }
 
@@ -75,7 +85,11 @@ impl RunProgress {
         if self.pages > 0 {
             parts.push(format!("{} page(s) fetched", self.pages));
         }
-        if parts.is_empty() {
+        if parts.is_empty() && self.unseen {
+            parts.push(
+                "working (Perplexity shows intermediate results only on the stream)".to_owned(),
+            );
+        } else if parts.is_empty() {
             parts.push("no intermediate results yet".to_owned());
         }
         format!(
@@ -398,6 +412,18 @@ impl Follower<'_> {
         {
             return Ok(Some((id, Waited::Terminal(run))));
         }
+        // The official `response.failed` carries only `error`: the failure is in the
+        // event itself. A GET would cost a request and, for a `store: false` run, find
+        // nothing ("no response kept") instead of the real error.
+        if event.kind == "response.failed"
+            && event.data.get("response").is_none()
+            && let Some(error) = event.data.get("error").filter(|e| e.is_object())
+        {
+            let run = RunSnapshot::new(serde_json::json!({
+                "id": id, "object": "response", "status": "failed", "output": [], "error": error,
+            }));
+            return Ok(Some((id, Waited::Terminal(run))));
+        }
         // The event does not carry the finished run (or was a stream-level `error`):
         // ask for the run itself once, and keep waiting if it is somehow not over.
         let run = self
@@ -517,9 +543,11 @@ impl Tracker {
             if response.get("status").is_some() {
                 self.progress.status = run.status().map(str::to_owned);
             }
+            // Lifecycle events of a running run may carry `output: []`: never let
+            // them wipe counts the stream's own events established.
             if response.get("output").is_some_and(Value::is_array) {
-                self.progress.searches = run.search_result_count();
-                self.progress.pages = run.fetched_page_count();
+                self.progress.searches = self.progress.searches.max(run.search_result_count());
+                self.progress.pages = self.progress.pages.max(run.fetched_page_count());
             }
         }
         match event.kind.as_str() {
@@ -547,15 +575,26 @@ mod tests {
             status: Some("queued".into()),
             searches: 0,
             pages: 0,
+            unseen: false,
         };
         assert_eq!(
             p.summary(1.2),
             "status queued after 1s; no intermediate results yet"
         );
+        // A GET of a running run that shows `output: []` says nothing about the work.
+        let polled = RunProgress::of(&RunSnapshot::new(
+            serde_json::json!({"status": "in_progress", "output": []}),
+        ));
+        assert!(polled.unseen);
+        assert_eq!(
+            polled.summary(4.0),
+            "status in_progress after 4s; working (Perplexity shows intermediate results only on the stream)"
+        );
         let p = RunProgress {
             status: Some("in_progress".into()),
             searches: 10,
             pages: 3,
+            unseen: false,
         };
         assert_eq!(
             p.summary(3.0),

@@ -28,7 +28,7 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
                 "properties":{
                     "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The question."},
                     "preset":{"type":"string","minLength":1,"maxLength":MAX_PRESET_CHARS,"default":DEFAULT_PRESET,"description":"Research depth (fast by default); not together with model."},
-                    "model":{"type":"string","minLength":1,"maxLength":MAX_MODEL_CHARS,"pattern":"^[A-Za-z0-9._:/-]+$","description":"A model id such as openai/gpt-5 or sonar-pro, instead of a preset."},
+                    "model":{"type":"string","minLength":1,"maxLength":MAX_MODEL_CHARS,"pattern":"^[A-Za-z0-9._:/-]+$","description":"A model id in provider/model form, such as openai/gpt-5.5 or perplexity/sonar (the catalogue: perplexity-agent models), instead of a preset."},
                     "recency":{"type":"string","enum":RECENCY_VALUES,"description":"Use only sources published within this window."},
                     "domains":{"type":"array","items":{"type":"string","maxLength":MAX_DOMAIN_CHARS},"maxItems":MAX_DOMAINS,"description":"Limit sources to these domains; prefix a domain with '-' to exclude it instead."}},
                 "required":["query"],
@@ -40,6 +40,13 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
             starts_a_run(),
         ),
     )
+}
+
+/// `provider/model`: two non-empty parts.
+pub fn is_provider_model(id: &str) -> bool {
+    id.split_once('/').is_some_and(|(provider, model)| {
+        !provider.is_empty() && !model.is_empty() && !model.contains('/')
+    })
 }
 
 /// The lifecycle tool's rules for query, preset, recency and domains, plus `model`
@@ -60,6 +67,12 @@ pub fn validate(args: &Args) -> Result<ResearchRequest, String> {
                 ))?;
             if optional(args, "preset").is_some() {
                 return Err("Give 'preset' or 'model', not both.".to_owned());
+            }
+            // Only provider/model slugs are model names (a bare `sonar-pro` is a 400).
+            if !is_provider_model(m) {
+                return Err(
+                    "'model' must be a provider/model id such as openai/gpt-5.5 or perplexity/sonar (list them with: perplexity-agent models); for a preset such as fast use 'preset'."
+                    .to_owned());
             }
             Some(m.to_owned())
         }
@@ -114,6 +127,8 @@ mod tests {
             "Give 'preset' or 'model', not both."
         );
         assert!(err(json!({"query": "q", "model": "a b"})).starts_with("'model' must be"));
+        // Not a provider/model slug: refused here rather than answered 400 upstream.
+        assert!(err(json!({"query": "q", "model": "sonar-pro"})).contains("provider/model"));
         assert!(
             err(json!({"query": "q", "model": "m".repeat(129)})).starts_with("'model' must be")
         );

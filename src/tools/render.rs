@@ -13,15 +13,18 @@ pub const MAX_URL_CHARS: usize = 2_000;
 pub const MAX_SOURCES: usize = 50;
 pub const MAX_FINANCE_RESULTS: usize = 20;
 pub const MAX_FINANCE_RESULT_CHARS: usize = 2_000;
+/// Output items of kinds not rendered otherwise, shown as data (at most this many).
+pub const MAX_OTHER_ITEMS: usize = 10;
 
 pub const NO_ANSWER_TEXT: &str = "(Perplexity returned no answer text.)";
 pub const INCOMPLETE_NOTE: &str =
     "NOTE: Perplexity marked this run INCOMPLETE; the answer below may be partial.";
 pub const CANCELLED_TEXT: &str = "The research run was cancelled.";
 
-/// A source as shown: title and URL, both bounded.
+/// A source as shown: the number the answer's `[N]` markers use, title and URL, bounded.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ShownSource {
+    pub number: u64,
     pub title: String,
     pub url: String,
 }
@@ -38,6 +41,7 @@ pub fn sources(run: &RunSnapshot) -> Vec<ShownSource> {
         .into_iter()
         .take(MAX_SOURCES)
         .map(|s| ShownSource {
+            number: s.number,
             title: cap_chars(&s.title, MAX_TITLE_CHARS),
             url: cap_keep_ends(&s.url, MAX_URL_CHARS),
         })
@@ -66,14 +70,53 @@ pub fn answer_body(run: &RunSnapshot) -> String {
             body.push_str(line);
         }
     }
-    let sources = sources(run);
+    body.push_str(&other_data(run));
+    body.push_str(&sources_block(&sources(run)));
+    body
+}
+
+/// `\n\nSources:\n[N] <title> — <url>…`, numbered as the answer text cites them; empty
+/// without sources.
+pub fn sources_block(sources: &[ShownSource]) -> String {
+    let mut block = String::new();
     if !sources.is_empty() {
-        body.push_str("\n\nSources:");
-        for (n, s) in sources.iter().enumerate() {
-            body.push_str(&format!("\n[{}] {} \u{2014} {}", n + 1, s.title, s.url));
+        block.push_str("\n\nSources:");
+        for s in sources {
+            block.push_str(&format!("\n[{}] {} \u{2014} {}", s.number, s.title, s.url));
         }
     }
-    body
+    block
+}
+
+/// A payload as structured data when it is small, else its JSON text, cut visibly.
+pub fn bounded_payload(payload: &serde_json::Value) -> serde_json::Value {
+    let text = payload.to_string();
+    if text.chars().count() <= MAX_FINANCE_RESULT_CHARS {
+        payload.clone()
+    } else {
+        serde_json::Value::String(cap_chars(&text, MAX_FINANCE_RESULT_CHARS))
+    }
+}
+
+/// Output items this product has no rendering for (an `unknown` item's payload, a
+/// `sandbox_results` or `mcp_call` item…), as bounded JSON lines: an item Perplexity adds
+/// tomorrow is shown as data, never dropped silently. Empty when there are none.
+pub fn other_data(run: &RunSnapshot) -> String {
+    let lines: Vec<String> = run
+        .other_items()
+        .take(MAX_OTHER_ITEMS)
+        .map(|(name, payload)| {
+            format!(
+                "\n- {}: {}",
+                cap_chars(name, MAX_TITLE_CHARS),
+                cap_chars(&payload.to_string(), MAX_FINANCE_RESULT_CHARS)
+            )
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!("\n\nOther data:{}", lines.concat())
 }
 
 /// `The research run failed: <message>` (no colon, no period without a message).

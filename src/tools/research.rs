@@ -346,8 +346,41 @@ pub async fn research(
             id,
             progress: Some((p, started.elapsed().as_secs_f64())),
         },
-        Err(e) => ResearchOutcome::Failed(e),
+        Err(e) => {
+            ResearchOutcome::Failed(with_model_suggestions(client, request, e, deadline).await)
+        }
     }
+}
+
+/// A create the API refused (400) while a model was named: the model name is the
+/// likely cause, so the error lists real catalogue names close to it (one anonymous
+/// `GET /v1/models`, inside the same deadline; nothing is added when that fails).
+async fn with_model_suggestions(
+    client: &PerplexityClient,
+    request: &ResearchRequest,
+    mut error: WaitError,
+    deadline: Instant,
+) -> WaitError {
+    let (Some(model), WaitErrorKind::Api(ApiError::Status { code: 400, message })) =
+        (&request.model, &mut error.kind)
+    else {
+        return error;
+    };
+    let Ok(catalogue) = client.list_models(deadline).await else {
+        return error;
+    };
+    if catalogue.is_empty() || catalogue.iter().any(|m| &m.id == model) {
+        return error;
+    }
+    let names = crate::perplexity::models::closest(&catalogue, model, 5).join(", ");
+    let hint = format!(
+        "'{model}' is not in Perplexity's model catalogue; models include: {names} (all: perplexity-agent models)"
+    );
+    *message = Some(match message.take() {
+        Some(m) => format!("{m}. {hint}"),
+        None => hint,
+    });
+    error
 }
 
 /// Checks (`wait_seconds` 0) or waits up to `min(wait_seconds, W)` for a run.
@@ -428,6 +461,13 @@ pub fn render_cancel(id: &str, outcome: Result<CancelOutcome, ApiError>) -> Tool
         Ok(CancelOutcome::NotRunning) => ToolOutput::ok(format!(
             "Run {id} is not running now \u{2014} Perplexity returns this same response whether the run already finished or the id never existed. If you expected it to still be active, verify with perplexity_agent_result before assuming this cancelled it."
         )),
+        // 404 is the official "no such run": say so, and do not invite a retry.
+        Ok(CancelOutcome::NoSuchRun) => ToolOutput {
+            not_found: true,
+            ..ToolOutput::error(format!(
+                "No research run {id} exists for this API key (a wrong id, another account's run, a run created with store: false, or one that has expired): there is nothing to cancel."
+            ))
+        },
         Err(e) => ToolOutput::error(e.to_string()),
     }
 }

@@ -20,11 +20,12 @@ use crate::perplexity::search::{QueryText, SearchQuery, SearchResults};
 use crate::perplexity::{ApiError, PerplexityClient};
 use crate::text::{json_integer, py_strip};
 
-pub const SEARCH_ARGS: [&str; 13] = [
+pub const SEARCH_ARGS: [&str; 14] = [
     "query",
     "queries",
     "max_results",
     "search_type",
+    "search_mode",
     "recency",
     "domains",
     "languages",
@@ -40,6 +41,7 @@ pub const MAX_QUERIES: usize = 5;
 pub const MAX_DOMAINS: usize = 20;
 pub const MAX_LANGUAGES: usize = 10;
 pub const SEARCH_TYPES: [&str; 2] = ["web", "people"];
+pub const SEARCH_MODES: [&str; 3] = ["web", "academic", "sec"];
 const DATE_ARGS: [(&str, &str); 4] = [
     ("published_after", "search_after_date_filter"),
     ("published_before", "search_before_date_filter"),
@@ -59,10 +61,11 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
             schema_object(json!({"type":"object",
                 "properties":{
                     "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"What to search for."},
-                    "queries":{"type":"array","items":query,"minItems":1,"maxItems":MAX_QUERIES,"description":"Several searches at once (instead of query)."},
+                    "queries":{"type":"array","items":query,"minItems":1,"maxItems":MAX_QUERIES,"description":"Instead of query: up to 5 rewordings of ONE question, searched together and merged into one ranked list (max_results caps the total). Not a way to run unrelated searches: call the tool once per question for that."},
                     "max_results":{"type":"integer","minimum":1,"maximum":50,"default":10,"description":"Results to return: 1-20 (people search: up to 50)."},
                     "search_type":{"type":"string","enum":SEARCH_TYPES,"default":"web","description":"web, or people to find people."},
-                    "recency":{"type":"string","enum":RECENCY_VALUES,"description":"Only results published within this window."},
+                    "search_mode":{"type":"string","enum":SEARCH_MODES,"default":"web","description":"Which index: web, academic (scholarly sources) or sec (SEC filings)."},
+                    "recency":{"type":"string","enum":RECENCY_VALUES,"description":"Only results published within this window (not with published_after/published_before)."},
                     "domains":{"type":"array","items":{"type":"string","minLength":1,"maxLength":253},"maxItems":MAX_DOMAINS,"description":"Limit results to these domains; prefix with '-' to exclude a domain instead."},
                     "languages":{"type":"array","items":{"type":"string","pattern":"^[a-z]{2}$"},"maxItems":MAX_LANGUAGES,"description":"Only results in these languages (ISO 639-1 codes, e.g. en, de)."},
                     "country":{"type":"string","pattern":"^[A-Z]{2}$","description":"Prefer results from this country (ISO 3166 alpha-2, e.g. US)."},
@@ -122,27 +125,17 @@ pub fn validate(args: &Args) -> Result<SearchQuery, String> {
             )
         }
     };
-    let search_type = match optional(args, "search_type") {
-        None => None,
-        Some(v) => Some(
-            v.as_str()
-                .filter(|t| SEARCH_TYPES.contains(t))
-                .ok_or("'search_type' must be one of: web, people.")?
-                .to_owned(),
-        ),
-    };
+    let search_type = one_of(args, "search_type", &SEARCH_TYPES, "web, people")?;
+    let search_mode = one_of(args, "search_mode", &SEARCH_MODES, "web, academic, sec")?;
     let people = search_type.as_deref() == Some("people");
     let limit = if people { 50 } else { 20 };
     let max_results = bounded(args, "max_results", 10, 1, limit)?;
-    let recency = match optional(args, "recency") {
-        None => None,
-        Some(v) => Some(
-            v.as_str()
-                .filter(|s| RECENCY_VALUES.contains(s))
-                .ok_or("'recency' must be one of: day, hour, month, week, year.")?
-                .to_owned(),
-        ),
-    };
+    let recency = one_of(
+        args,
+        "recency",
+        &RECENCY_VALUES,
+        "day, hour, month, week, year",
+    )?;
     let domains = strings(args, "domains", MAX_DOMAINS, |d| {
         let bare = d.strip_prefix('-').unwrap_or(d);
         (!bare.is_empty() && d.chars().count() <= 253 && !bare.contains(char::is_whitespace))
@@ -169,6 +162,7 @@ pub fn validate(args: &Args) -> Result<SearchQuery, String> {
         query,
         max_results,
         search_type,
+        search_mode,
         search_recency_filter: recency,
         search_domain_filter: domains,
         search_language_filter: languages,
@@ -194,7 +188,31 @@ pub fn validate(args: &Args) -> Result<SearchQuery, String> {
             _ => query.last_updated_before_filter = Some(date),
         }
     }
+    // The API answers this pair with 400: say so before spending a request.
+    if query.search_recency_filter.is_some()
+        && (query.search_after_date_filter.is_some() || query.search_before_date_filter.is_some())
+    {
+        return Err("'recency' cannot be combined with 'published_after' or 'published_before': use a recency window or publication dates, not both.".to_owned());
+    }
     Ok(query)
+}
+
+/// An optional string argument that must be one of `values` (`listing` names them in
+/// the error, in the order the message has always used).
+fn one_of(
+    args: &Args,
+    key: &str,
+    values: &[&str],
+    listing: &str,
+) -> Result<Option<String>, String> {
+    optional(args, key)
+        .map(|v| {
+            v.as_str()
+                .filter(|s| values.contains(s))
+                .map(str::to_owned)
+                .ok_or_else(|| format!("'{key}' must be one of: {listing}."))
+        })
+        .transpose()
 }
 
 fn bounded(args: &Args, key: &str, default: u32, min: u32, max: u32) -> Result<u32, String> {
@@ -337,12 +355,19 @@ mod tests {
         let ok = |v| validate(&args(v)).unwrap();
         let err = |v| validate(&args(v)).unwrap_err();
         let q = ok(
-            json!({"query": " solar ", "recency": "week", "domains": ["a.org", "-b.com"], "languages": ["en"], "country": "US", "published_after": "2/29/2024"}),
+            json!({"query": " solar ", "recency": "week", "domains": ["a.org", "-b.com"], "languages": ["en"], "country": "US", "updated_after": "2/29/2024", "search_mode": "academic"}),
         );
         assert_eq!(q.query, QueryText::One("solar".into()));
         assert_eq!(q.max_results, 10);
+        assert_eq!(q.search_mode.as_deref(), Some("academic"));
+        // The API refuses recency with publication dates (400): refused here first.
+        assert!(
+            err(json!({"query": "q", "recency": "day", "published_before": "1/2/2026"}))
+                .contains("cannot be combined")
+        );
+        assert!(err(json!({"query": "q", "search_mode": "news"})).contains("web, academic, sec"));
         assert_eq!(q.max_tokens_per_page, 1024);
-        assert_eq!(q.search_after_date_filter.as_deref(), Some("2/29/2024"));
+        assert_eq!(q.last_updated_after_filter.as_deref(), Some("2/29/2024"));
         assert_eq!(
             ok(json!({"queries": ["a", "b"]})).query,
             QueryText::Many(vec!["a".into(), "b".into()])

@@ -91,7 +91,8 @@ fn finance_search_adds_the_finance_tool_and_the_focus_lists() {
     );
     assert_eq!(
         sent["tools"],
-        json!([{"type": "web_search"}, {"type": "finance_search"}])
+        json!([{"type": "finance_search"}]),
+        "the preset keeps its own web search beside the finance tool"
     );
     assert_eq!(sent["preset"], "fast");
 

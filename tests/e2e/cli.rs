@@ -78,7 +78,7 @@ fn ask_json_and_spotlight() {
     assert_eq!(doc["answer"], "A.");
     assert_eq!(
         doc["sources"],
-        json!([{"title": "T", "url": "https://t.example"}])
+        json!([{"number": 1, "title": "T", "url": "https://t.example"}])
     );
     assert!(doc["response_id"].as_str().unwrap().starts_with("resp_"));
 

@@ -6,6 +6,7 @@ mod cli;
 mod client;
 mod common;
 mod concurrency;
+mod contract;
 mod deep;
 mod eras;
 mod fetch;

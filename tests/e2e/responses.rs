@@ -59,7 +59,11 @@ fn a_full_surface_request_is_answered_kept_and_read_back_locally() {
     let sent = &agent_creates(&fake)[0];
     assert_eq!(sent["models"], json!(["openai/gpt-5", "perplexity/sonar"]));
     assert!(sent.get("preset").is_none() && sent.get("model").is_none());
-    assert_eq!(sent["input"][0]["content"][1]["detail"], "auto");
+    assert_eq!(
+        sent["input"][0]["content"][1],
+        json!({"type": "input_image", "image_url": "https://example.org/p.jpg"}),
+        "no detail: the API's image parts have none"
+    );
     assert_eq!(sent["reasoning"], json!({"effort": "low"}));
     assert_eq!(
         sent["tools"][1],

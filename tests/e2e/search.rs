@@ -25,7 +25,7 @@ fn results_are_structured_flagged_and_spotlighted() {
     let r = s.request(&call(
         1,
         "perplexity_search",
-        json!({"query": "solar", "max_results": 3, "recency": "month", "domains": ["-spam.example"], "languages": ["en"], "published_after": "1/1/2026"}),
+        json!({"query": "solar", "max_results": 3, "recency": "month", "domains": ["-spam.example"], "languages": ["en"], "updated_after": "1/1/2026"}),
     ));
     let result = &r["result"];
     assert_eq!(result["isError"], false, "{r}");
@@ -53,7 +53,7 @@ fn results_are_structured_flagged_and_spotlighted() {
         [
             json!({"query": "solar", "max_results": 3, "search_recency_filter": "month",
                 "search_domain_filter": ["-spam.example"], "search_language_filter": ["en"],
-                "search_after_date_filter": "1/1/2026", "max_tokens_per_page": 1024})
+                "last_updated_after_filter": "1/1/2026", "max_tokens_per_page": 1024})
         ]
     );
 

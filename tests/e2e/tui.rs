@@ -197,3 +197,31 @@ fn the_workspace_answers_opens_pages_and_quits_cleanly() {
         "the key never reaches the screen"
     );
 }
+
+#[test]
+fn the_workspace_numbers_sources_as_the_answer_cites_them() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 50,
+        "answer": "The launch slipped [7].",
+        "sources": [
+            {"id": 3, "title": "Three", "url": "https://three.example/"},
+            {"id": 7, "title": "Seven", "url": "https://seven.example/"},
+        ],
+    }));
+    let dir = Scratch::new("tui-cite");
+    let mut env = env_for(&fake);
+    env.push((
+        "PERPLEXITY_STORE_PATH".into(),
+        dir.path("store.sqlite").display().to_string(),
+    ));
+    let mut tui = Pty::spawn(&["tui"], &env);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed("/search launch\r");
+    tui.wait_for("[7] Seven", Duration::from_secs(15));
+    let screen = tui.contents();
+    assert!(screen.contains("[3] Three"), "{screen}");
+    assert!(
+        !screen.contains("[1] Three") && !screen.contains("[2] Seven"),
+        "{screen}"
+    );
+}

@@ -16,58 +16,24 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "support"))
+from loopback import OPENER, assert_loopback, base_env, binary, target_dir  # noqa: E402
+
 REPO = HERE.parent.parent
 DUMMY_KEY = "pplx-interop-dummy"
 TOOL_NAMES = ["perplexity_agent", "perplexity_agent_result", "perplexity_agent_cancel", "perplexity_ask",
               "perplexity_search", "deep_research", "responses_create", "responses_retrieve", "finance_search", "fetch_url", "retrieve", "server_metrics"]
 
-# A urllib opener that never consults proxy environment variables: the fake is on
-# loopback and nothing here may be routed anywhere else.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def target_dir() -> Path:
-    raw = os.environ.get("CARGO_TARGET_DIR")
-    if raw:
-        p = Path(raw)
-        return p if p.is_absolute() else REPO / p
-    return REPO / "target"
 
 
 def our_binary() -> str:
-    return os.environ.get("INTEROP_OUR_BIN") or str(target_dir() / "debug" / "perplexity-agent")
+    return binary("perplexity-agent", "INTEROP_OUR_BIN")
 
 
 def fake_binary() -> str:
-    return os.environ.get("INTEROP_FAKE_BIN") or str(target_dir() / "debug" / "fake-perplexity")
-
-
-def assert_loopback(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "localhost", "::1"):
-        raise SystemExit(f"refusing non-loopback URL {url!r}")
-
-
-def base_env(extra: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> dict[str, str]:
-    """A minimal, clean environment for a child server: no proxies, no inherited
-    PERPLEXITY_* settings, UTF-8 locale."""
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": os.environ.get("HOME", "/tmp"),
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONUTF8": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "NO_PROXY": "*",
-        "no_proxy": "*",
-    }
-    env.update(extra or {})
-    for k in drop:
-        env.pop(k, None)
-    return env
+    return binary("fake-perplexity", "INTEROP_FAKE_BIN")
 
 
 class FakeUpstream:
@@ -104,7 +70,7 @@ class FakeUpstream:
         for k, v in (headers or {}).items():
             req.add_header(k, v)
         try:
-            with _OPENER.open(req, timeout=timeout) as resp:
+            with OPENER.open(req, timeout=timeout) as resp:
                 raw = resp.read()
                 status = resp.status
         except urllib.error.HTTPError as exc:

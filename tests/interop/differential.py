@@ -96,6 +96,20 @@ NORMALISERS_DOC = {
     # We serve resources (the run template), prompts and completions (issue 4); the peer
     # offers tools only. Removed from our capabilities only when they are empty objects.
     "surfaces": "issue 4: resources/prompts/completions capabilities",
+    # Perplexity's official contract (perplexity-api-contract.md §5, RM "Beyond the
+    # reference peer"), where the peer shares a contract bug and correctness wins:
+    # row 7 — the peer always sends tools:[{"type":"web_search"}], which replaces each
+    # preset's tuned search; we send no tools entry unless a filter is given. Removed
+    # from the peer's create body only when it is exactly that bare entry.
+    "bare-web-search": "contract §5 row 7: no bare web_search tool (the preset keeps its own)",
+    # row 6 — the answer's [N] markers cite search_results[].id: we number sources by
+    # that id (one line per id, in id order); the peer renumbers 1..k after URL
+    # de-duplication. Compared on both sides: the set of distinct source URLs.
+    "source-numbers": "contract §5 row 6: sources numbered by search_results id",
+    # row 9 — a running GET may show output: [] (partial results arrive only on the
+    # stream), so a poll that sees none says "working (…only on the stream)" where the
+    # peer says "no intermediate results yet"; ours is mapped onto the peer's words.
+    "unseen-progress": "contract §5 row 9: progress of a poll that sees no output",
 }
 
 
@@ -207,6 +221,13 @@ DOCUMENTED: dict[str, Allowance] = {
     "huge-int": Allowance(
         "RM ('Known difference'), AT §4.1", "wait_seconds beyond 2^64-1 rejected by us",
         lambda o, p: _text(o) == "'wait_seconds' must be a non-negative integer.",
+    ),
+    # Cancel's 404 is the official "no such run" (perplexity-api-contract.md §3, §5 row
+    # 13): we say so; the peer passes on the upstream message or the bare status.
+    "cancel-404": Allowance(
+        "contract §5 row 13, RM", "cancel 404: ours 'No research run … exists', peer the upstream error",
+        lambda o, p: (_text(o) or "").startswith("No research run ") and o[0]["result"].get("isError") is True
+        and _text(p) is not None and p[0]["result"].get("isError") is True,
     ),
     # An invalid cursor gets -32602 from us (we do not paginate); the peer ignores it.
     "cursor": Allowance(
@@ -816,7 +837,7 @@ def cases() -> list[Case]:
     add(Case("cancel: running, finished, never-issued", "AT §5", [
         call(1, CANCEL, {"response_id": "{RUN}"}),
         call(2, CANCEL, {"response_id": "{DONE}"}),
-        call(3, CANCEL, {"response_id": "resp_neverissued0000000000"}),
+        In(call(3, CANCEL, {"response_id": "resp_neverissued0000000000"}), "cancel-404"),
         call(4, CANCEL, {"response_id": " {RUN2} "}, meta=modern()),
     ], seeds=[Seed("RUN", {"duration_ms": 60000}), Seed("DONE", {"duration_ms": 0}, True),
               Seed("RUN2", {"duration_ms": 60000})]))
@@ -833,7 +854,8 @@ def cases() -> list[Case]:
                                                  "json": {"error": {"message": "Forbidden here"}}}),
                          ("400 with another message", {"route": "cancel", "status": 400,
                                                        "json": {"error": {"message": "nope"}}})]:
-        add(Case(f"cancel: {label}", "AT §5, §6.5", [call(1, CANCEL, {"response_id": "{RUN}"})],
+        tagged = In(call(1, CANCEL, {"response_id": "{RUN}"}), "cancel-404") if "404" in label else call(1, CANCEL, {"response_id": "{RUN}"})
+        add(Case(f"cancel: {label}", "AT §5, §6.5", [tagged],
                  seeds=[Seed("RUN", {"duration_ms": 60000})], faults=[fault]))
     # Retries are jittered ([1, 2) s, then [2, 3) s), so with W=2 how many attempts fit is
     # a coin toss on either side (CI caught the peer retrying once and ours twice). W=1
@@ -1062,9 +1084,17 @@ RID_SUFFIX_RE = re.compile(
     r'perplexity_agent_cancel\(response_id="(?P=id)"\)\.\Z'
 )
 NETKIND_RE = re.compile(r"network error \([^)]*\)")
+# A "Sources:" block: lines "[N] <title> — <url>".
+UNSEEN_PROGRESS = "working (Perplexity shows intermediate results only on the stream)"
+SOURCES_RE = re.compile(r"(?m)^Sources:\n((?:\[\d+\] [^\n]*(?:\n|\Z))+)")
+
+
+def _source_set(m: re.Match) -> str:
+    lines = sorted({"[#] " + l.rsplit(" \u2014 ", 1)[-1] for l in m.group(1).splitlines() if l})
+    return "Sources:\n" + "\n".join(lines) + ("\n" if m.group(1).endswith("\n") else "")
 PROGRESS_MSG_RE = re.compile(
     r"\Astatus .+ after \d+s; "
-    r"(no intermediate results yet|\d+ search result\(s\) gathered(; \d+ page\(s\) fetched)?|\d+ page\(s\) fetched)\Z"
+    r"(no intermediate results yet|working \(Perplexity shows intermediate results only on the stream\)|\d+ search result\(s\) gathered(; \d+ page\(s\) fetched)?|\d+ page\(s\) fetched)\Z"
 )
 
 
@@ -1092,7 +1122,13 @@ class Normaliser:
         s4 = NETKIND_RE.sub("network error (<kind>)", s3)
         if s4 != s3:
             self.used.add("network-kind")
-        return s4
+        s5 = SOURCES_RE.sub(_source_set, s4)
+        if s5 != s4:
+            self.used.add("source-numbers")
+        s6 = s5.replace(UNSEEN_PROGRESS, "no intermediate results yet")
+        if s6 != s5:
+            self.used.add("unseen-progress")
+        return s6
 
     def walk(self, v: Any) -> Any:
         if isinstance(v, str):
@@ -1274,6 +1310,9 @@ def upstream_summary(reqs: list, side: str, norm: Normaliser) -> tuple[list, int
                 body = raw
         except ValueError:
             pass
+        if side == "peer" and isinstance(body, dict) and body.get("tools") == [{"type": "web_search"}]:
+            body = {k: v for k, v in body.items() if k != "tools"}
+            norm.used.add("bare-web-search")
         if side == "ours" and isinstance(body, dict) and body.get("stream") is True:
             body = {k: v for k, v in body.items() if k != "stream"}
             norm.used.add("request-pattern")

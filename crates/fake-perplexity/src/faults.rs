@@ -1,6 +1,7 @@
 //! Fault injection: parsing fault JSON, matching faults to API routes, and building
-//! the faulty responses (status, redirect, bad JSON, oversized bodies, dropped
-//! connections). `slow` is handled by the server (it sleeps, then handles normally).
+//! the faulty responses (status, rate limit, redirect, bad JSON, oversized bodies,
+//! dropped connections). `slow` is handled by the server (it sleeps, then handles
+//! normally).
 
 use std::time::Duration;
 
@@ -9,7 +10,12 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
+use crate::clock::{imf_fixdate, now_secs_f64};
 use crate::scenario::{boolean, ms, string, type_err, uint};
+
+/// Upper bound of `retry_after_secs` (about 31 years), so date arithmetic cannot
+/// overflow.
+const MAX_RETRY_SECS: f64 = 1_000_000_000.0;
 
 /// The API route a request was classified as (what a fault's `route` matches).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +25,7 @@ pub(crate) enum Route {
     Stream,
     Cancel,
     Search,
+    Models,
     /// Any other path (only `any` faults match it).
     Unknown,
 }
@@ -51,10 +58,29 @@ pub(crate) enum FaultKind {
         bytes: u64,
         chunked: bool,
     },
+    RateLimit {
+        status: StatusCode,
+        form: RetryForm,
+        secs: f64,
+        should_retry: Option<bool>,
+    },
     Slow {
         delay: Duration,
     },
     Drop,
+}
+
+/// How a `rate_limit` fault says when to retry (`retry_after_form`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RetryForm {
+    /// `Retry-After: <integer seconds>`.
+    Seconds,
+    /// `Retry-After: <IMF-fixdate>`.
+    HttpDate,
+    /// `retry-after-ms: <integer ms>`.
+    Ms,
+    /// No retry header (only the `X-RateLimit-*` ones).
+    None,
 }
 
 /// The body of a `status` fault.
@@ -72,8 +98,20 @@ pub(crate) struct Fault {
 }
 
 const FAULT_FIELDS: &[&str] = &[
-    "route", "kind", "times", "status", "body", "json", "headers", "location", "bytes", "chunked",
+    "route",
+    "kind",
+    "times",
+    "status",
+    "body",
+    "json",
+    "headers",
+    "location",
+    "bytes",
+    "chunked",
     "delay_ms",
+    "retry_after_form",
+    "retry_after_secs",
+    "should_retry",
 ];
 
 impl Fault {
@@ -100,9 +138,10 @@ impl Fault {
             Some("stream") => RouteFilter::Only(Route::Stream),
             Some("cancel") => RouteFilter::Only(Route::Cancel),
             Some("search") => RouteFilter::Only(Route::Search),
+            Some("models") => RouteFilter::Only(Route::Models),
             Some(other) => {
                 return Err(format!(
-                    "unknown fault route `{other}` (create, get, stream, cancel, search, any)"
+                    "unknown fault route `{other}` (create, get, stream, cancel, search, models, any)"
                 ));
             }
         };
@@ -199,10 +238,46 @@ impl Fault {
                     get("delay_ms").ok_or("a `slow` fault needs `delay_ms`")?,
                 )?),
             },
+            "rate_limit" => {
+                let form = match get("retry_after_form")
+                    .map(|v| string("retry_after_form", v))
+                    .transpose()?
+                    .as_deref()
+                {
+                    None | Some("seconds") => RetryForm::Seconds,
+                    Some("http_date") => RetryForm::HttpDate,
+                    Some("ms") => RetryForm::Ms,
+                    Some("none") => RetryForm::None,
+                    Some(other) => {
+                        return Err(format!(
+                            "unknown `retry_after_form` `{other}` (seconds, http_date, ms, none)"
+                        ));
+                    }
+                };
+                let secs = match get("retry_after_secs") {
+                    None => 1.0,
+                    Some(v) => v
+                        .as_f64()
+                        .filter(|s| s.is_finite() && (0.0..=MAX_RETRY_SECS).contains(s))
+                        .ok_or_else(|| {
+                            format!(
+                                "`retry_after_secs` must be a number between 0 and {MAX_RETRY_SECS}"
+                            )
+                        })?,
+                };
+                FaultKind::RateLimit {
+                    status: status(429)?,
+                    form,
+                    secs,
+                    should_retry: get("should_retry")
+                        .map(|v| boolean("should_retry", v))
+                        .transpose()?,
+                }
+            }
             "drop" => FaultKind::Drop,
             other => {
                 return Err(format!(
-                    "unknown fault kind `{other}` (status, redirect, invalid_json, non_object_json, oversized, slow, drop)"
+                    "unknown fault kind `{other}` (status, rate_limit, redirect, invalid_json, non_object_json, oversized, slow, drop)"
                 ));
             }
         };
@@ -268,6 +343,12 @@ pub(crate) fn respond(kind: &FaultKind) -> Response {
             }
             resp
         }
+        FaultKind::RateLimit {
+            status,
+            form,
+            secs,
+            should_retry,
+        } => rate_limited(*status, *form, *secs, *should_retry),
         FaultKind::Redirect { status, location } => {
             let mut resp = with_status(Response::new(Body::empty()), *status);
             resp.headers_mut()
@@ -301,6 +382,52 @@ pub(crate) fn respond(kind: &FaultKind) -> Response {
         FaultKind::Slow { .. } => with_status(Response::new(Body::empty()), StatusCode::OK),
         FaultKind::Drop => drop_connection(),
     }
+}
+
+/// A 429 as the API sends it (fixture 11's body, `X-RateLimit-*` headers) with the
+/// retry hint in the asked form. Times are computed now, when the answer is built.
+fn rate_limited(
+    status: StatusCode,
+    form: RetryForm,
+    secs: f64,
+    should_retry: Option<bool>,
+) -> Response {
+    let body = serde_json::json!({"error": {
+        "message": "rate limit exceeded", "type": "request_rate_limit_exceeded",
+        "code": status.as_u16()
+    }});
+    let mut r = json_body(&body);
+    *r.status_mut() = status;
+    // Whole seconds, rounded up, so that waiting until then is never too early.
+    let reset = (now_secs_f64() + secs).ceil() as u64;
+    let h = r.headers_mut();
+    h.insert("x-ratelimit-limit", HeaderValue::from_static("50"));
+    h.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+    h.insert("x-ratelimit-reset", HeaderValue::from(reset));
+    match form {
+        RetryForm::Seconds => {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(secs.ceil() as u64));
+        }
+        RetryForm::HttpDate => {
+            if let Ok(v) = HeaderValue::try_from(imf_fixdate(reset)) {
+                h.insert(header::RETRY_AFTER, v);
+            }
+        }
+        RetryForm::Ms => {
+            h.insert(
+                "retry-after-ms",
+                HeaderValue::from((secs * 1000.0).ceil() as u64),
+            );
+        }
+        RetryForm::None => {}
+    }
+    if let Some(b) = should_retry {
+        h.insert(
+            "x-should-retry",
+            HeaderValue::from_static(if b { "true" } else { "false" }),
+        );
+    }
+    r
 }
 
 fn json_body(v: &Value) -> Response {
@@ -352,6 +479,23 @@ mod tests {
         let f = Fault::from_json(&json!({"kind": "redirect"})).unwrap();
         assert!(f.matches(Route::Unknown));
         assert!(matches!(f.kind, FaultKind::Redirect { status, .. } if status == 302));
+        let f = Fault::from_json(&json!({"kind": "rate_limit", "route": "models"})).unwrap();
+        assert!(f.matches(Route::Models) && !f.matches(Route::Search));
+        assert!(matches!(
+            f.kind,
+            FaultKind::RateLimit { status, form: RetryForm::Seconds, secs, should_retry: None }
+                if status == 429 && secs == 1.0
+        ));
+        let f = Fault::from_json(&json!({
+            "kind": "rate_limit", "status": 503, "retry_after_form": "ms",
+            "retry_after_secs": 0.25, "should_retry": false
+        }))
+        .unwrap();
+        assert!(matches!(
+            f.kind,
+            FaultKind::RateLimit { status, form: RetryForm::Ms, secs, should_retry: Some(false) }
+                if status == 503 && secs == 0.25
+        ));
     }
 
     #[test]
@@ -367,6 +511,11 @@ mod tests {
             json!({"headers": {"Content-Length": "3"}}),
             json!({"headers": {"bad name": "x"}}),
             json!({"stauts": 500}),
+            json!({"kind": "rate_limit", "retry_after_form": "minutes"}),
+            json!({"kind": "rate_limit", "retry_after_secs": -1}),
+            json!({"kind": "rate_limit", "retry_after_secs": "1"}),
+            json!({"kind": "rate_limit", "retry_after_secs": 1e12}),
+            json!({"kind": "rate_limit", "should_retry": "yes"}),
         ] {
             assert!(Fault::from_json(&bad).is_err(), "{bad} should be rejected");
         }

@@ -1,15 +1,18 @@
 //! A scriptable, real-HTTP fake of the Perplexity API (Agent API create/get/cancel with
-//! SSE streaming and resume, `/search`), with fault injection and request recording,
-//! for `perplexity-agent`'s black-box tests and benchmarks. See README.md for the full
-//! behavioural contract.
+//! SSE streaming and resume, `/search`, `/v1/models`), speaking the shapes of the
+//! official SDK (`perplexityai` 0.46.1) by default, with fault injection and request
+//! recording, for `perplexity-agent`'s black-box tests and benchmarks. See README.md for
+//! the full behavioural contract.
 //!
 //! This file holds the public API: [`FakePerplexity`] (an in-process server on its own
 //! thread and runtime), the recorded types, and [`serve`] (used by the binary).
 
+mod clock;
 mod faults;
 mod run;
 mod scenario;
 mod server;
+mod strict;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -7,21 +7,29 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::scenario::Scenario;
+use crate::scenario::{FinanceItem, RunningOutput, Scenario};
 
 /// What a timeline entry does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ev {
     Created,
     InProgress,
+    /// Announces the queries of `batches[i]` (`response.reasoning.search_queries`).
+    SearchQueries(usize),
     /// Appends `batches[i]`.
     Search(usize),
+    /// Announces the URL of `pages[i]` (`response.reasoning.fetch_url_queries`).
+    FetchQueries(usize),
     /// Appends `pages[i]`.
     Fetch(usize),
-    /// Appends the `finance_results` item.
+    /// Appends the finance item.
     Finance,
     /// Text delta of answer part `i`.
     Delta(usize),
+    /// End of answer part `i` (`response.output_text.done`).
+    TextDone(usize),
+    /// Appends the scenario's `extra_items[i]` (`response.output_item.done`).
+    Extra(usize),
     /// Appends function call item `i` (`response.output_item.done`).
     FunctionCall(usize),
     /// The scenario's final status.
@@ -43,6 +51,10 @@ pub(crate) struct CreateParams {
     pub finance_tool: bool,
     /// `store` was not `false`: the run can be retrieved and cancelled by id.
     pub stored: bool,
+    /// `background` was not `false` (echoed in the response object).
+    pub background: bool,
+    /// The create's `previous_response_id` when it is a string (echoed).
+    pub previous_response_id: Option<String>,
 }
 
 impl Default for CreateParams {
@@ -52,6 +64,8 @@ impl Default for CreateParams {
             function_tool: false,
             finance_tool: false,
             stored: true,
+            background: true,
+            previous_response_id: None,
         }
     }
 }
@@ -62,20 +76,25 @@ impl CreateParams {
         CreateParams { stored, ..self }
     }
 
-    /// Reads the tools and `store` of a create body (`round` is left at 0: it needs
-    /// the other runs).
+    /// Reads the tools, `store`, `background` and `previous_response_id` of a create
+    /// body (`round` is left at 0: it needs the other runs).
     pub(crate) fn from_body(body: &Map<String, Value>) -> CreateParams {
         CreateParams {
             round: 0,
             function_tool: offers_tool(body, "function"),
             finance_tool: offers_tool(body, "finance_search"),
             stored: body.get("store") != Some(&Value::Bool(false)),
+            background: body.get("background") != Some(&Value::Bool(false)),
+            previous_response_id: body
+                .get("previous_response_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         }
     }
 }
 
 /// Whether the body's `tools` array holds an object whose `type` is `ty` (anything
-/// else in `tools` is ignored: the fake does not validate tools).
+/// else in `tools` is ignored here).
 pub(crate) fn offers_tool(body: &Map<String, Value>, ty: &str) -> bool {
     body.get("tools")
         .and_then(Value::as_array)
@@ -96,7 +115,7 @@ pub(crate) struct Run {
     pub batches: Vec<Value>,
     /// Precomputed `fetch_url_results` output items, one per page.
     pub pages: Vec<Value>,
-    /// The precomputed `finance_results` item, when this run has one.
+    /// The precomputed finance item, when this run has one.
     pub finance: Option<Value>,
     /// Precomputed `function_call` items; non-empty = the run asks for function calls
     /// (and then ends with them instead of a message).
@@ -104,6 +123,10 @@ pub(crate) struct Run {
     pub round: u64,
     /// `false` (`store: false`): invisible to GET, resume and cancel.
     pub stored: bool,
+    /// Echoed as `background`.
+    pub background: bool,
+    /// Echoed as `previous_response_id` (`null` when absent).
+    pub previous_response_id: Option<String>,
     /// Elapsed time (since creation) at which a cancel was accepted.
     pub cancel_at: Option<Duration>,
     /// JSON-mode GETs answered so far (drives `status_sequence`).
@@ -140,7 +163,12 @@ impl Run {
             .finance_results
             .as_ref()
             .filter(|_| params.finance_tool)
-            .map(|r| json!({"type": "finance_results", "results": r}));
+            .map(|r| match scenario.finance_item {
+                FinanceItem::Unknown => json!({
+                    "type": "unknown", "item_name": "finance_results", "payload": {"results": r}
+                }),
+                FinanceItem::FinanceResults => json!({"type": "finance_results", "results": r}),
+            });
         let asks_calls = params.function_tool && params.round < scenario.function_call_rounds;
         let calls = if asks_calls {
             build_calls(&scenario, &id)
@@ -159,6 +187,8 @@ impl Run {
             calls,
             round: params.round,
             stored: params.stored,
+            background: params.background,
+            previous_response_id: params.previous_response_id.clone(),
             id,
             created,
             created_wall_ms,
@@ -178,10 +208,15 @@ impl Run {
         }
     }
 
-    /// Position in `output` of the first item after the searches and fetches (the
-    /// message, or the first function call).
-    fn answer_index(&self) -> usize {
+    /// Position in `output` of the first extra item (after the searches, the finance
+    /// item and the fetches).
+    fn extras_index(&self) -> usize {
         self.batches.len() + usize::from(self.finance.is_some()) + self.pages.len()
+    }
+
+    /// Position in `output` of the message, or of the first function call.
+    fn answer_index(&self) -> usize {
+        self.extras_index() + self.scenario.extra_items.len()
     }
 
     /// The timeline as it actually plays out: the whole scripted timeline, or, after a
@@ -218,6 +253,19 @@ impl Run {
         let eff = self.effective();
         let k = Self::applied(&eff, self.elapsed(now));
         self.snapshot(&eff, k, self.cancel_at.is_some())
+    }
+
+    /// What a JSON-mode GET shows at `now`: [`Run::response_now`], with `output: []`
+    /// while the run is not terminal when the scenario's `running_output` is `empty`.
+    pub(crate) fn retrieve_now(&self, now: Instant) -> Value {
+        let mut v = self.response_now(now);
+        if self.scenario.running_output == RunningOutput::Empty
+            && !self.is_terminal(now)
+            && let Some(o) = v.as_object_mut()
+        {
+            o.insert("output".into(), json!([]));
+        }
+        v
     }
 
     /// The status at `now` (timeline status; `cancelling` during a cancel).
@@ -270,8 +318,7 @@ impl Run {
                     status = "cancelled";
                     terminal = Some(Ev::Cancelled);
                 }
-                Ev::Search(_) | Ev::Fetch(_) | Ev::Finance | Ev::Delta(_) | Ev::FunctionCall(_) => {
-                }
+                _ => {}
             }
         }
         if cancelled && terminal.is_none() {
@@ -280,11 +327,22 @@ impl Run {
         (status.to_owned(), terminal)
     }
 
+    /// The `error` of a failed run (the SDK's `ErrorInfo`: `code` is a string).
+    fn error_object(&self) -> Value {
+        let mut err = Map::new();
+        if let Some(m) = &self.scenario.error_message {
+            err.insert("message".into(), json!(m));
+        }
+        err.insert("type".into(), json!("server_error"));
+        err.insert("code".into(), json!("500"));
+        Value::Object(err)
+    }
+
     /// The response object after applying the first `k` entries of `eff`.
-    /// `cancelled` says whether a cancel has been accepted (status `cancelling` until
-    /// the `Cancelled` entry is applied).
+    /// `cancelled` says whether a cancel has been accepted (status `cancelling_status`
+    /// until the `Cancelled` entry is applied).
     pub(crate) fn snapshot(&self, eff: &[(Duration, Ev)], k: usize, cancelled: bool) -> Value {
-        let (status, terminal) = self.status_after(eff, k, cancelled);
+        let (mut status, terminal) = self.status_after(eff, k, cancelled);
         if terminal == Some(Ev::Terminal)
             && let Some(fr) = &self.scenario.final_response
         {
@@ -292,12 +350,16 @@ impl Run {
             fr.insert("id".to_owned(), Value::String(self.id.clone()));
             return Value::Object(fr);
         }
+        if cancelled && terminal.is_none() {
+            status.clone_from(&self.scenario.cancelling_status);
+        }
         let mut output = Vec::new();
         for (_, ev) in &eff[..k] {
             match ev {
                 Ev::Search(i) => output.push(self.batches[*i].clone()),
                 Ev::Fetch(i) => output.push(self.pages[*i].clone()),
                 Ev::Finance => output.extend(self.finance.clone()),
+                Ev::Extra(i) => output.push(self.scenario.extra_items[*i].clone()),
                 Ev::FunctionCall(i) => output.push(self.calls[*i].clone()),
                 _ => {}
             }
@@ -307,6 +369,12 @@ impl Run {
         obj.insert("object".into(), json!("response"));
         obj.insert("created_at".into(), json!(self.created_wall_ms / 1000));
         obj.insert("model".into(), json!("fake/model"));
+        obj.insert("background".into(), json!(self.background));
+        obj.insert("store".into(), json!(self.stored));
+        obj.insert(
+            "previous_response_id".into(),
+            json!(self.previous_response_id),
+        );
         obj.insert("status".into(), json!(status));
         if terminal == Some(Ev::Terminal)
             && self.calls.is_empty()
@@ -316,24 +384,34 @@ impl Run {
         }
         obj.insert("output".into(), Value::Array(output));
         if terminal == Some(Ev::Terminal) && status == "failed" {
-            let mut err = Map::new();
-            err.insert("code".into(), json!(500));
-            err.insert("type".into(), json!("server_error"));
-            if let Some(m) = &self.scenario.error_message {
-                err.insert("message".into(), json!(m));
-            }
-            obj.insert("error".into(), Value::Object(err));
+            obj.insert("error".into(), self.error_object());
         }
         if terminal == Some(Ev::Terminal) && status != "cancelled" {
-            obj.insert(
-                "usage".into(),
-                json!({
-                    "input_tokens": 120, "output_tokens": 45, "total_tokens": 165,
-                    "cost": {"currency": "USD", "total_cost": 0.0123}
-                }),
-            );
+            obj.insert("usage".into(), self.usage());
         }
         Value::Object(obj)
+    }
+
+    /// The SDK's `ResponsesUsage`, with one `tool_calls_details` entry per tool used.
+    fn usage(&self) -> Value {
+        let mut details = Map::new();
+        if !self.batches.is_empty() {
+            details.insert(
+                "search_web".into(),
+                json!({"invocation": self.batches.len()}),
+            );
+        }
+        if !self.pages.is_empty() {
+            details.insert("fetch_url".into(), json!({"invocation": self.pages.len()}));
+        }
+        json!({
+            "input_tokens": 120, "output_tokens": 45, "total_tokens": 165,
+            "tool_calls_details": details,
+            "cost": {
+                "currency": "USD", "input_cost": 0.0006, "output_cost": 0.0027,
+                "tool_calls_cost": 0.009, "total_cost": 0.0123
+            }
+        })
     }
 
     fn message_id(&self) -> String {
@@ -357,15 +435,19 @@ impl Run {
     /// after that entry took effect).
     pub(crate) fn event(&self, eff: &[(Duration, Ev)], seq: usize) -> Value {
         let ev = eff[seq].1;
+        let legacy_finance = self.scenario.finance_item == FinanceItem::FinanceResults;
         let mut obj = Map::new();
         let ty = match ev {
             Ev::Created => "response.created",
             Ev::InProgress => "response.in_progress",
+            Ev::SearchQueries(_) => "response.reasoning.search_queries",
             Ev::Search(_) => "response.reasoning.search_results",
+            Ev::FetchQueries(_) => "response.reasoning.fetch_url_queries",
             Ev::Fetch(_) => "response.reasoning.fetch_url_results",
-            Ev::Finance => "response.reasoning.finance_results",
+            Ev::Finance if legacy_finance => "response.reasoning.finance_results",
+            Ev::Finance | Ev::Extra(_) | Ev::FunctionCall(_) => "response.output_item.done",
             Ev::Delta(_) => "response.output_text.delta",
-            Ev::FunctionCall(_) => "response.output_item.done",
+            Ev::TextDone(_) => "response.output_text.done",
             Ev::Cancelled => "response.cancelled",
             Ev::Terminal => match self.final_status() {
                 "failed" => "response.failed",
@@ -380,6 +462,18 @@ impl Run {
             Ev::Created | Ev::InProgress => {
                 obj.insert("response".into(), self.snapshot(eff, seq + 1, false));
             }
+            Ev::Terminal if ty == "response.failed" && !self.scenario.failed_event_response => {
+                // The official event: `error` only, no `response`.
+                let error = self
+                    .scenario
+                    .final_response
+                    .as_ref()
+                    .and_then(|fr| fr.get("error"))
+                    .filter(|e| e.is_object())
+                    .cloned()
+                    .unwrap_or_else(|| self.error_object());
+                obj.insert("error".into(), error);
+            }
             Ev::Terminal | Ev::Cancelled => {
                 let full = self.snapshot(eff, seq + 1, false);
                 let carries_final = ev == Ev::Terminal && self.scenario.final_response.is_some();
@@ -390,15 +484,27 @@ impl Run {
                 };
                 obj.insert("response".into(), response);
             }
+            Ev::SearchQueries(i) => {
+                let queries = self.batches[i].get("queries").cloned().unwrap_or(json!([]));
+                obj.insert("queries".into(), queries);
+            }
             Ev::Search(i) => {
                 let results = self.batches[i].get("results").cloned().unwrap_or(json!([]));
                 obj.insert("results".into(), results);
+            }
+            Ev::FetchQueries(i) => {
+                let urls: Vec<Value> = self.pages[i]
+                    .get("contents")
+                    .and_then(Value::as_array)
+                    .map(|c| c.iter().filter_map(|p| p.get("url").cloned()).collect())
+                    .unwrap_or_default();
+                obj.insert("urls".into(), Value::Array(urls));
             }
             Ev::Fetch(i) => {
                 let contents = self.pages[i].get("contents").cloned().unwrap_or(json!([]));
                 obj.insert("contents".into(), contents);
             }
-            Ev::Finance => {
+            Ev::Finance if legacy_finance => {
                 let results = self
                     .finance
                     .as_ref()
@@ -406,6 +512,14 @@ impl Run {
                     .cloned()
                     .unwrap_or(json!([]));
                 obj.insert("results".into(), results);
+            }
+            Ev::Finance => {
+                obj.insert("output_index".into(), json!(self.batches.len()));
+                obj.insert("item".into(), self.finance.clone().unwrap_or(Value::Null));
+            }
+            Ev::Extra(i) => {
+                obj.insert("output_index".into(), json!(self.extras_index() + i));
+                obj.insert("item".into(), self.scenario.extra_items[i].clone());
             }
             Ev::FunctionCall(i) => {
                 obj.insert("output_index".into(), json!(self.answer_index() + i));
@@ -416,6 +530,12 @@ impl Run {
                 obj.insert("output_index".into(), json!(self.answer_index()));
                 obj.insert("content_index".into(), json!(j));
                 obj.insert("delta".into(), json!(self.scenario.answer_parts[j]));
+            }
+            Ev::TextDone(j) => {
+                obj.insert("item_id".into(), json!(self.message_id()));
+                obj.insert("output_index".into(), json!(self.answer_index()));
+                obj.insert("content_index".into(), json!(j));
+                obj.insert("text".into(), json!(self.scenario.answer_parts[j]));
             }
         }
         Value::Object(obj)
@@ -430,7 +550,7 @@ fn id_suffix(id: &str) -> &str {
 /// What the request adds to the scripted timeline.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Shape {
-    /// A `finance_results` item, at the instant of the last search batch.
+    /// A finance item, at the instant of the last search batch.
     pub finance: bool,
     /// Function call items at `d`, which replace the answer (no text deltas).
     pub calls: usize,
@@ -451,10 +571,9 @@ pub(crate) fn build_timeline(s: &Scenario, shape: Shape) -> Vec<(Duration, Ev)> 
     let mut t = vec![(us(0), Ev::Created), (us(q), Ev::InProgress)];
     let b = s.search_batches as u64;
     for i in 0..b {
-        t.push((
-            us(q + (search_end - q) * (i + 1) / (b + 1)),
-            Ev::Search(i as usize),
-        ));
+        let o = us(q + (search_end - q) * (i + 1) / (b + 1));
+        t.push((o, Ev::SearchQueries(i as usize)));
+        t.push((o, Ev::Search(i as usize)));
     }
     if shape.finance {
         // With the last batch (or at `q` when there is none): `b/(b+1)` of the way.
@@ -462,13 +581,18 @@ pub(crate) fn build_timeline(s: &Scenario, shape: Shape) -> Vec<(Duration, Ev)> 
     }
     let p = s.fetch_pages as u64;
     for i in 0..p {
-        let o = search_end + (fetch_end - search_end) * (i + 1) / (p + 1);
-        t.push((us(o), Ev::Fetch(i as usize)));
+        let o = us(search_end + (fetch_end - search_end) * (i + 1) / (p + 1));
+        t.push((o, Ev::FetchQueries(i as usize)));
+        t.push((o, Ev::Fetch(i as usize)));
     }
     if shape.calls == 0 {
         for j in 0..s.answer_parts.len() {
             t.push((us(delta_at), Ev::Delta(j)));
+            t.push((us(delta_at), Ev::TextDone(j)));
         }
+    }
+    for i in 0..s.extra_items.len() {
+        t.push((us(d), Ev::Extra(i)));
     }
     for i in 0..shape.calls {
         t.push((us(d), Ev::FunctionCall(i)));
@@ -588,9 +712,12 @@ mod tests {
             vec![
                 (0, Ev::Created),
                 (30, Ev::InProgress),
+                (105, Ev::SearchQueries(0)),
                 (105, Ev::Search(0)),
+                (210, Ev::FetchQueries(0)),
                 (210, Ev::Fetch(0)),
                 (270, Ev::Delta(0)),
+                (270, Ev::TextDone(0)),
                 (300, Ev::Terminal)
             ]
         );
@@ -602,7 +729,7 @@ mod tests {
         assert_eq!(r.timeline[1], (ms(50), Ev::InProgress));
         let r = run_with(json!({"duration_ms": 100, "queued_ms": 500, "fetch_pages": 0}));
         let offs: Vec<_> = r.timeline.iter().map(|(o, _)| o.as_millis()).collect();
-        assert_eq!(offs, vec![0, 100, 100, 100, 100]);
+        assert_eq!(offs, vec![0, 100, 100, 100, 100, 100, 100]);
     }
 
     #[test]
@@ -637,7 +764,7 @@ mod tests {
         let r = run_with(json!({"final_status": "failed", "error_message": null}));
         let v = r.snapshot(&r.timeline, r.timeline.len(), false);
         assert_eq!(v["status"], "failed");
-        assert_eq!(v["error"], json!({"code": 500, "type": "server_error"}));
+        assert_eq!(v["error"], json!({"type": "server_error", "code": "500"}));
         assert!(
             v["output"]
                 .as_array()
@@ -647,6 +774,23 @@ mod tests {
         );
         let ev = r.event(&r.timeline, r.timeline.len() - 1);
         assert_eq!(ev["type"], "response.failed");
+        assert!(ev.get("response").is_none());
+        let r = run_with(json!({"final_status": "failed"}));
+        let ev = r.event(&r.timeline, r.timeline.len() - 1);
+        assert_eq!(
+            ev,
+            json!({"type": "response.failed", "sequence_number": 8,
+                   "error": {"message": "fake failure", "type": "server_error", "code": "500"}})
+        );
+        let r = run_with(json!({"final_status": "failed", "failed_event_response": true}));
+        let ev = r.event(&r.timeline, r.timeline.len() - 1);
+        assert!(ev.get("error").is_none());
+        assert_eq!(ev["response"]["error"]["code"], "500");
+        // A final_response's own error object is what the event carries.
+        let r = run_with(json!({"final_status": "failed",
+            "final_response": {"status": "failed", "error": {"message": "own"}}}));
+        let ev = r.event(&r.timeline, r.timeline.len() - 1);
+        assert_eq!(ev["error"], json!({"message": "own"}));
     }
 
     #[test]
@@ -657,16 +801,29 @@ mod tests {
         let kinds: Vec<_> = eff.iter().map(|(_, e)| *e).collect();
         assert_eq!(
             kinds,
-            vec![Ev::Created, Ev::InProgress, Ev::Search(0), Ev::Cancelled]
+            vec![
+                Ev::Created,
+                Ev::InProgress,
+                Ev::SearchQueries(0),
+                Ev::Search(0),
+                Ev::Cancelled
+            ]
         );
-        assert_eq!(eff[3].0, ms(170));
+        assert_eq!(eff[4].0, ms(170));
         let mid = r.snapshot(&eff, Run::applied(&eff, ms(150)), true);
-        assert_eq!(mid["status"], "cancelling");
+        assert_eq!(mid["status"], "in_progress", "cancelling_status");
+        assert_eq!(mid["output"].as_array().unwrap().len(), 1);
         let end = r.snapshot(&eff, Run::applied(&eff, ms(170)), true);
         assert_eq!(end["status"], "cancelled");
         assert!(end.get("usage").is_none());
-        assert_eq!(r.event(&eff, 3)["type"], "response.cancelled");
-        assert_eq!(r.event(&eff, 3)["sequence_number"], 3);
+        assert_eq!(r.event(&eff, 4)["type"], "response.cancelled");
+        assert_eq!(r.event(&eff, 4)["sequence_number"], 4);
+        let mut r = run_with(json!({"cancelling_status": "cancelling"}));
+        r.cancel_at = Some(ms(120));
+        let eff = r.effective();
+        let mid = r.snapshot(&eff, Run::applied(&eff, ms(150)), true);
+        assert_eq!(mid["status"], "cancelling");
+        assert_eq!(r.status_now(r.created + ms(150)), json!("cancelling"));
     }
 
     #[test]
@@ -692,13 +849,19 @@ mod tests {
             .timeline
             .iter()
             .enumerate()
-            .filter(|(_, (_, e))| matches!(e, Ev::Delta(_)))
+            .filter(|(_, (_, e))| matches!(e, Ev::Delta(_) | Ev::TextDone(_)))
             .map(|(i, _)| r.event(&r.timeline, i))
             .collect();
-        assert_eq!(deltas.len(), 2);
-        assert_eq!(deltas[1]["delta"], "b");
-        assert_eq!(deltas[1]["output_index"], 3);
-        assert_eq!(deltas[1]["content_index"], 1);
+        assert_eq!(deltas.len(), 4);
+        assert_eq!(deltas[2]["type"], "response.output_text.delta");
+        assert_eq!(deltas[2]["delta"], "b");
+        assert_eq!(deltas[2]["output_index"], 3);
+        assert_eq!(deltas[2]["content_index"], 1);
+        assert_eq!(
+            deltas[3],
+            json!({"type": "response.output_text.done", "sequence_number": 11,
+                   "item_id": "msg_abc", "output_index": 3, "content_index": 1, "text": "b"})
+        );
         let done = r.snapshot(&r.timeline, r.timeline.len(), false);
         assert_eq!(done["output"][3]["content"][1]["text"], "b");
     }
@@ -719,7 +882,7 @@ mod tests {
             round,
             function_tool,
             finance_tool,
-            stored: true,
+            ..CreateParams::default()
         }
     }
 
@@ -744,9 +907,15 @@ mod tests {
         })));
         assert_eq!(p, with_tools(0, true, false).with_stored(false));
         let p = CreateParams::from_body(&body(json!({
-            "tools": [{"type": "finance_search"}], "store": "false"
+            "tools": [{"type": "finance_search"}], "store": "false", "background": "false",
+            "previous_response_id": 5
         })));
         assert_eq!(p, with_tools(0, false, true));
+        let p = CreateParams::from_body(&body(json!({
+            "background": false, "previous_response_id": "resp_prev"
+        })));
+        assert!(!p.background);
+        assert_eq!(p.previous_response_id.as_deref(), Some("resp_prev"));
         for tools in [
             json!({"type": "function"}),
             json!(["function"]),
@@ -772,7 +941,9 @@ mod tests {
             vec![
                 (0, Ev::Created),
                 (30, Ev::InProgress),
+                (105, Ev::SearchQueries(0)),
                 (105, Ev::Search(0)),
+                (210, Ev::FetchQueries(0)),
                 (210, Ev::Fetch(0)),
                 (300, Ev::FunctionCall(0)),
                 (300, Ev::FunctionCall(1)),
@@ -799,12 +970,12 @@ mod tests {
         assert_eq!(out[3]["id"], "fc_2_abc");
         assert_eq!(out[3]["call_id"], "call_given");
         assert_eq!(out[3]["arguments"], "{}");
-        let ev = r.event(&eff, 5);
+        let ev = r.event(&eff, 7);
         assert_eq!(ev["type"], "response.output_item.done");
         assert_eq!(ev["output_index"], 3);
         assert_eq!(ev["item"], out[3]);
-        assert_eq!(r.event(&eff, 6)["type"], "response.completed");
-        assert_eq!(r.event(&eff, 6)["response"], done);
+        assert_eq!(r.event(&eff, 8)["type"], "response.completed");
+        assert_eq!(r.event(&eff, 8)["response"], done);
         assert!(r.is_terminal(r.created + ms(300)));
     }
 
@@ -868,19 +1039,27 @@ mod tests {
             vec![
                 (0, Ev::Created),
                 (30, Ev::InProgress),
+                (80, Ev::SearchQueries(0)),
                 (80, Ev::Search(0)),
+                (130, Ev::SearchQueries(1)),
                 (130, Ev::Search(1)),
                 (130, Ev::Finance),
+                (210, Ev::FetchQueries(0)),
                 (210, Ev::Fetch(0)),
                 (270, Ev::Delta(0)),
+                (270, Ev::TextDone(0)),
                 (300, Ev::Terminal)
             ]
         );
-        let ev = r.event(&r.timeline, 4);
-        assert_eq!(ev["type"], "response.reasoning.finance_results");
-        assert_eq!(ev["results"], json!([{"ticker": "ACME"}, 3]));
+        let item = json!({"type": "unknown", "item_name": "finance_results",
+                          "payload": {"results": [{"ticker": "ACME"}, 3]}});
         assert_eq!(
-            r.event(&r.timeline, 6)["output_index"],
+            r.event(&r.timeline, 6),
+            json!({"type": "response.output_item.done", "sequence_number": 6,
+                   "output_index": 2, "item": item})
+        );
+        assert_eq!(
+            r.event(&r.timeline, 9)["output_index"],
             4,
             "delta after the finance item"
         );
@@ -892,13 +1071,22 @@ mod tests {
             [
                 "search_results",
                 "search_results",
-                "finance_results",
+                "unknown",
                 "fetch_url_results",
                 "message"
             ]
         );
+        assert_eq!(out[2], item);
+        // The old shape, on request.
+        let mut old = v.clone();
+        old["finance_item"] = json!("finance_results");
+        let r = run_for(old, with_tools(0, false, true));
+        let ev = r.event(&r.timeline, 6);
+        assert_eq!(ev["type"], "response.reasoning.finance_results");
+        assert_eq!(ev["results"], json!([{"ticker": "ACME"}, 3]));
+        let done = r.snapshot(&r.timeline, r.timeline.len(), false);
         assert_eq!(
-            out[2],
+            done["output"][2],
             json!({"type": "finance_results", "results": [{"ticker": "ACME"}, 3]})
         );
         // Without the tool, or without the field: no item.
@@ -914,6 +1102,90 @@ mod tests {
             with_tools(0, false, true),
         );
         assert_eq!(r.timeline[2], (ms(30), Ev::Finance));
+        assert_eq!(r.event(&r.timeline, 2)["output_index"], 0);
+    }
+
+    #[test]
+    fn extra_items_come_at_the_end_before_the_answer() {
+        let extras = json!([{"type": "skill_loaded", "name": "office/xlsx"},
+                            {"type": "unknown", "item_name": "x", "payload": {}}]);
+        let r = run_with(json!({"extra_items": extras, "answer_parts": ["a"]}));
+        let t = kinds(&r);
+        assert_eq!(
+            t[t.len() - 3..],
+            [
+                (300, Ev::Extra(0)),
+                (300, Ev::Extra(1)),
+                (300, Ev::Terminal)
+            ]
+        );
+        let n = r.timeline.len();
+        let ev = r.event(&r.timeline, n - 2);
+        assert_eq!(
+            ev,
+            json!({"type": "response.output_item.done", "sequence_number": n - 2,
+                   "output_index": 3, "item": extras[1]})
+        );
+        assert_eq!(r.event(&r.timeline, 6)["output_index"], 4, "message index");
+        let before = r.snapshot(&r.timeline, n - 3, false);
+        assert_eq!(before["output"].as_array().unwrap().len(), 2);
+        let done = r.snapshot(&r.timeline, n, false);
+        assert_eq!(done["output"][2], extras[0]);
+        assert_eq!(done["output"][3], extras[1]);
+        assert_eq!(done["output"][4]["type"], "message");
+        // With function calls: the calls come after them.
+        let mut v: Value = serde_json::from_str(CALLS).unwrap();
+        v["extra_items"] = extras.clone();
+        let r = run_for(v, with_tools(0, true, false));
+        let done = r.snapshot(&r.timeline, r.timeline.len(), false);
+        assert_eq!(done["output"][4]["id"], "fc_1_abc");
+        let last = r.timeline.len() - 1;
+        assert_eq!(r.event(&r.timeline, last - 2)["output_index"], 4);
+    }
+
+    #[test]
+    fn the_response_object_echoes_the_create() {
+        let r = run_for(
+            json!({"duration_ms": 0}),
+            CreateParams {
+                background: false,
+                stored: false,
+                previous_response_id: Some("resp_prev".into()),
+                ..CreateParams::default()
+            },
+        );
+        let v = r.snapshot(&r.timeline, 1, false);
+        assert_eq!(
+            v,
+            json!({"id": "resp_abc", "object": "response", "created_at": 1_700_000_000,
+                   "model": "fake/model", "background": false, "store": false,
+                   "previous_response_id": "resp_prev", "status": "queued", "output": []})
+        );
+        let r = run_with(json!({}));
+        let v = r.snapshot(&r.timeline, r.timeline.len(), false);
+        assert_eq!(
+            (&v["background"], &v["store"], &v["previous_response_id"]),
+            (&json!(true), &json!(true), &Value::Null)
+        );
+        assert_eq!(
+            v["usage"],
+            json!({"input_tokens": 120, "output_tokens": 45, "total_tokens": 165,
+                   "tool_calls_details": {"search_web": {"invocation": 1}, "fetch_url": {"invocation": 1}},
+                   "cost": {"currency": "USD", "input_cost": 0.0006, "output_cost": 0.0027,
+                            "tool_calls_cost": 0.009, "total_cost": 0.0123}})
+        );
+    }
+
+    #[test]
+    fn running_output_empty_hides_partial_results_from_gets() {
+        let r = run_with(json!({"running_output": "empty"}));
+        let mid = r.created + ms(250);
+        assert_eq!(r.retrieve_now(mid)["output"], json!([]));
+        assert_eq!(r.response_now(mid)["output"].as_array().unwrap().len(), 2);
+        let end = r.created + ms(300);
+        assert_eq!(r.retrieve_now(end)["output"].as_array().unwrap().len(), 3);
+        let r = run_with(json!({}));
+        assert_eq!(r.retrieve_now(mid)["output"].as_array().unwrap().len(), 2);
     }
 
     #[test]

@@ -41,8 +41,44 @@ pub(crate) struct Scenario {
     pub function_call_rounds: u64,
     /// Final status of a run that ends with function calls.
     pub function_call_status: String,
-    /// `results` of the `finance_results` item (when the request offers `finance_search`).
+    /// `results` of the finance item (when the request offers `finance_search`).
     pub finance_results: Option<Vec<Value>>,
+    /// SSE frames carry an `event: <type>` line before their `data:` line.
+    pub sse_event_lines: bool,
+    /// `response.failed` carries the old `response` instead of the official `error`.
+    pub failed_event_response: bool,
+    /// What a JSON-mode GET of a non-terminal run shows in `output`.
+    pub running_output: RunningOutput,
+    /// The shape of the finance item and of its stream event.
+    pub finance_item: FinanceItem,
+    /// Output items (JSON objects) appended verbatim at the terminal instant.
+    pub extra_items: Vec<Value>,
+    /// The ids listed by `GET /v1/models` (`None` = the default catalogue).
+    pub models: Option<Vec<String>>,
+    /// `POST /v1/agent` rejects fields that the SDK's request types do not have.
+    pub strict_fields: bool,
+    /// The status a GET shows between an accepted cancel and `cancelled`.
+    pub cancelling_status: String,
+}
+
+/// `running_output`: what a GET of a running run shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunningOutput {
+    /// The items appended so far (the timeline's view).
+    Progressive,
+    /// `output: []` until the run is terminal (partial results only on the stream).
+    Empty,
+}
+
+/// `finance_item`: how the scenario's `finance_results` reach the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FinanceItem {
+    /// `{"type":"unknown","item_name":"finance_results","payload":{"results":…}}`, announced
+    /// by `response.output_item.done` (what the SDK would see).
+    Unknown,
+    /// The old `{"type":"finance_results","results":…}` item and its
+    /// `response.reasoning.finance_results` event.
+    FinanceResults,
 }
 
 /// One scripted function call (`function_calls[]`).
@@ -74,13 +110,21 @@ impl Default for Scenario {
             resume: true,
             stream_terminal_full: true,
             cancel_delay_ms: 100,
-            cancel_unknown_status: 400,
+            cancel_unknown_status: 404,
             expected_key: None,
             search_results: None,
             function_calls: Vec::new(),
             function_call_rounds: 1,
             function_call_status: "completed".to_owned(),
             finance_results: None,
+            sse_event_lines: false,
+            failed_event_response: false,
+            running_output: RunningOutput::Progressive,
+            finance_item: FinanceItem::Unknown,
+            extra_items: Vec::new(),
+            models: None,
+            strict_fields: true,
+            cancelling_status: "in_progress".to_owned(),
         }
     }
 }
@@ -174,6 +218,47 @@ impl Scenario {
                 "function_call_rounds" => s.function_call_rounds = uint(key, v)?,
                 "function_call_status" => s.function_call_status = string(key, v)?,
                 "finance_results" => s.finance_results = Some(array(key, v)?.clone()),
+                "sse_event_lines" => s.sse_event_lines = boolean(key, v)?,
+                "failed_event_response" => s.failed_event_response = boolean(key, v)?,
+                "running_output" => {
+                    s.running_output = match string(key, v)?.as_str() {
+                        "progressive" => RunningOutput::Progressive,
+                        "empty" => RunningOutput::Empty,
+                        other => {
+                            return Err(format!(
+                                "`{key}` must be \"progressive\" or \"empty\", got {other:?}"
+                            ));
+                        }
+                    }
+                }
+                "finance_item" => {
+                    s.finance_item = match string(key, v)?.as_str() {
+                        "unknown" => FinanceItem::Unknown,
+                        "finance_results" => FinanceItem::FinanceResults,
+                        other => {
+                            return Err(format!(
+                                "`{key}` must be \"unknown\" or \"finance_results\", got {other:?}"
+                            ));
+                        }
+                    }
+                }
+                "extra_items" => {
+                    let arr = array(key, v)?;
+                    if let Some(bad) = arr.iter().find(|i| !i.is_object()) {
+                        return Err(type_err("extra_items[]", "a JSON object", bad));
+                    }
+                    s.extra_items = arr.clone();
+                }
+                "models" => {
+                    let arr = array(key, v)?;
+                    let mut ids = Vec::with_capacity(arr.len());
+                    for m in arr {
+                        ids.push(string("models[]", m)?);
+                    }
+                    s.models = Some(ids);
+                }
+                "strict_fields" => s.strict_fields = boolean(key, v)?,
+                "cancelling_status" => s.cancelling_status = string(key, v)?,
                 _ => return Err(unknown_field(key)),
             }
         }
@@ -211,6 +296,14 @@ const KNOWN_FIELDS: &[&str] = &[
     "function_call_rounds",
     "function_call_status",
     "finance_results",
+    "sse_event_lines",
+    "failed_event_response",
+    "running_output",
+    "finance_item",
+    "extra_items",
+    "models",
+    "strict_fields",
+    "cancelling_status",
 ];
 
 const FUNCTION_CALL_FIELDS: &[&str] = &["name", "arguments", "call_id"];
@@ -380,12 +473,54 @@ mod tests {
             json!({"function_call_rounds": 1.5}),
             json!({"function_call_status": 1}),
             json!({"finance_results": {"a": 1}}),
+            json!({"sse_event_lines": "yes"}),
+            json!({"failed_event_response": 1}),
+            json!({"running_output": "partial"}),
+            json!({"running_output": true}),
+            json!({"finance_item": "finance"}),
+            json!({"extra_items": {"type": "unknown"}}),
+            json!({"extra_items": [{"type": "unknown"}, "x"]}),
+            json!({"models": "openai/gpt-5.5"}),
+            json!({"models": [1]}),
+            json!({"strict_fields": "false"}),
+            json!({"cancelling_status": 1}),
         ] {
             assert!(
                 Scenario::from_json(&bad).is_err(),
                 "{bad} should be rejected"
             );
         }
+    }
+
+    #[test]
+    fn official_shape_switches_parse() {
+        let d = Scenario::default();
+        assert!(!d.sse_event_lines && !d.failed_event_response && d.strict_fields);
+        assert_eq!(d.running_output, RunningOutput::Progressive);
+        assert_eq!(d.finance_item, FinanceItem::Unknown);
+        assert_eq!(d.cancel_unknown_status, 404);
+        assert_eq!(d.cancelling_status, "in_progress");
+        assert!(d.extra_items.is_empty() && d.models.is_none());
+        let s = Scenario::from_json(&json!({
+            "sse_event_lines": true, "failed_event_response": true,
+            "running_output": "empty", "finance_item": "finance_results",
+            "extra_items": [{"type": "skill_loaded", "name": "office/xlsx"}],
+            "models": ["a/b", "c"], "strict_fields": false, "cancelling_status": "cancelling"
+        }))
+        .unwrap();
+        assert!(s.sse_event_lines && s.failed_event_response && !s.strict_fields);
+        assert_eq!(s.running_output, RunningOutput::Empty);
+        assert_eq!(s.finance_item, FinanceItem::FinanceResults);
+        assert_eq!(s.extra_items.len(), 1);
+        assert_eq!(s.models, Some(vec!["a/b".to_owned(), "c".to_owned()]));
+        assert_eq!(s.cancelling_status, "cancelling");
+        let n = Scenario::from_json(&json!({
+            "sse_event_lines": null, "running_output": null, "finance_item": null,
+            "extra_items": null, "models": null, "strict_fields": null,
+            "failed_event_response": null, "cancelling_status": null
+        }))
+        .unwrap();
+        assert_eq!(n, d);
     }
 
     #[test]

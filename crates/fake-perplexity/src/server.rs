@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -17,9 +17,11 @@ use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::clock::{iso8601, now_ms};
 use crate::faults::{self, Fault, FaultKind, Route};
 use crate::run::{CreateParams, Run};
 use crate::scenario::Scenario;
+use crate::strict;
 use crate::{RecordedRequest, RunInfo};
 
 /// Requests bodies larger than this get a 413 (far above the 64 MiB we promise).
@@ -137,13 +139,6 @@ pub(crate) async fn run_server(
     axum::serve(listener, app).await
 }
 
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 /// `prefix` + 24 random alphanumerics.
 fn random_id(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -224,6 +219,7 @@ enum ApiRoute {
     Stream(String),
     Cancel(String),
     Search,
+    Models,
     Unknown,
 }
 
@@ -235,6 +231,7 @@ impl ApiRoute {
             ApiRoute::Stream(_) => Route::Stream,
             ApiRoute::Cancel(_) => Route::Cancel,
             ApiRoute::Search => Route::Search,
+            ApiRoute::Models => Route::Models,
             ApiRoute::Unknown => Route::Unknown,
         }
     }
@@ -257,9 +254,11 @@ fn classify(parts: &Parts) -> ApiRoute {
     let path = parts.uri.path();
     let segs: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
     let m = &parts.method;
+    // `/v1/responses…` (what the official SDKs call) is the same API as `/v1/agent…`.
+    let agent = |s: &str| s == "agent" || s == "responses";
     match segs.as_slice() {
-        ["v1", "agent"] if m == Method::POST => ApiRoute::Create,
-        ["v1", "agent", id] if m == Method::GET && !id.is_empty() => {
+        ["v1", a] if agent(a) && m == Method::POST => ApiRoute::Create,
+        ["v1", a, id] if agent(a) && m == Method::GET && !id.is_empty() => {
             let pairs = query_pairs(parts);
             if query_param(&pairs, "stream") == Some("true") {
                 ApiRoute::Stream((*id).to_owned())
@@ -267,10 +266,11 @@ fn classify(parts: &Parts) -> ApiRoute {
                 ApiRoute::Get((*id).to_owned())
             }
         }
-        ["v1", "agent", id, "cancel"] if m == Method::POST && !id.is_empty() => {
+        ["v1", a, id, "cancel"] if agent(a) && m == Method::POST && !id.is_empty() => {
             ApiRoute::Cancel((*id).to_owned())
         }
         ["search"] if m == Method::POST => ApiRoute::Search,
+        ["v1", "models"] if m == Method::GET => ApiRoute::Models,
         _ => ApiRoute::Unknown,
     }
 }
@@ -333,8 +333,11 @@ async fn handle(AxState(shared): AxState<Arc<Shared>>, req: Request) -> Response
         Some(FaultKind::Slow { delay }) => tokio::time::sleep(delay).await,
         Some(kind) => return faults::respond(&kind),
     }
-    if let ApiRoute::Unknown = route {
-        return not_found();
+    match route {
+        ApiRoute::Unknown => return not_found(),
+        // The model catalogue needs no key.
+        ApiRoute::Models => return models(&shared),
+        _ => {}
     }
     if let Err(rej) = check_auth(&shared, &parts) {
         return rej.into_response();
@@ -345,7 +348,7 @@ async fn handle(AxState(shared): AxState<Arc<Shared>>, req: Request) -> Response
         ApiRoute::Stream(id) => resume(&shared, &parts, id),
         ApiRoute::Cancel(id) => cancel(&shared, &id),
         ApiRoute::Search => search(&shared, json),
-        ApiRoute::Unknown => not_found(),
+        ApiRoute::Models | ApiRoute::Unknown => not_found(),
     }
 }
 
@@ -398,6 +401,15 @@ async fn create(shared: &Arc<Shared>, json: Option<Value>) -> Response {
         Ok(o) => o,
         Err(rej) => return rej.into_response(),
     };
+    let strict = shared.lock().scenario.strict_fields;
+    if strict && let Err(e) = strict::check_create(&obj) {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &json!({"error": {
+                "message": e.message, "type": "invalid_request", "code": 400, "param": e.param
+            }}),
+        );
+    }
     if obj.get("input").is_none_or(Value::is_null) {
         return error_response(
             StatusCode::BAD_REQUEST,
@@ -513,7 +525,7 @@ fn get(shared: &Shared, id: &str) -> Response {
     let Some(run) = st.runs.get_mut(id).filter(|r| r.stored) else {
         return run_not_found();
     };
-    let mut v = run.response_now(Instant::now());
+    let mut v = run.retrieve_now(Instant::now());
     if let Some(seq) = &run.scenario.status_sequence {
         let status = seq[run.gets.min(seq.len() - 1)].clone();
         if let Some(o) = v.as_object_mut() {
@@ -564,12 +576,14 @@ fn cancel(shared: &Shared, id: &str) -> Response {
         // A `store: false` run is as unknown here as for GET.
         match st.runs.get_mut(id).filter(|r| r.stored) {
             None => {
-                let status =
-                    StatusCode::from_u16(unknown_status).unwrap_or(StatusCode::BAD_REQUEST);
-                (
-                    error_response(status, TERMINAL_MSG, "invalid_request"),
-                    false,
-                )
+                let status = StatusCode::from_u16(unknown_status).unwrap_or(StatusCode::NOT_FOUND);
+                // 404 is the official answer; any other status gets the old body.
+                let resp = if status == StatusCode::NOT_FOUND {
+                    run_not_found()
+                } else {
+                    error_response(status, TERMINAL_MSG, "invalid_request")
+                };
+                (resp, false)
             }
             Some(run) if run.is_terminal(now) => (
                 error_response(StatusCode::BAD_REQUEST, TERMINAL_MSG, "invalid_request"),
@@ -580,7 +594,7 @@ fn cancel(shared: &Shared, id: &str) -> Response {
                 if changed {
                     run.cancel_at = Some(run.elapsed(now));
                 }
-                let body = json!({"id": run.id, "object": "response", "status": "cancelling"});
+                let body = json!({"response_id": run.id, "status": "cancelling"});
                 (json_response(StatusCode::OK, &body), changed)
             }
         }
@@ -589,6 +603,36 @@ fn cancel(shared: &Shared, id: &str) -> Response {
         shared.notify();
     }
     resp
+}
+
+/// The default catalogue of `GET /v1/models` (realistic `provider/model` slugs).
+const DEFAULT_MODELS: &[&str] = &[
+    "openai/gpt-5.5",
+    "openai/gpt-5-mini",
+    "anthropic/claude-sonnet-4-6",
+    "anthropic/claude-opus-4-6",
+    "google/gemini-3-flash-preview",
+    "google/gemini-3-pro-preview",
+    "xai/grok-4-1",
+    "perplexity/sonar",
+];
+
+/// `created` of every listed model (2026-01-01T00:00:00Z).
+const MODEL_CREATED: u64 = 1_767_225_600;
+
+/// `GET /v1/models`: the SDK's `ModelListOutput`, from the scenario's `models` or the
+/// default catalogue; `owned_by` is the provider part of the id.
+fn models(shared: &Shared) -> Response {
+    let ids = shared.lock().scenario.models.clone();
+    let ids = ids.unwrap_or_else(|| DEFAULT_MODELS.iter().map(|m| (*m).to_owned()).collect());
+    let data: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            let owner = id.split_once('/').map_or("perplexity", |(p, _)| p);
+            json!({"id": id, "object": "model", "created": MODEL_CREATED, "owned_by": owner})
+        })
+        .collect();
+    json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
 }
 
 fn default_search_results() -> Vec<Value> {
@@ -636,35 +680,22 @@ fn search(shared: &Shared, json: Option<Value>) -> Response {
             }
         },
     };
+    let set = |k: &str| obj.get(k).is_some_and(|v| !v.is_null());
+    if set("search_recency_filter")
+        && (set("search_after_date_filter") || set("search_before_date_filter"))
+    {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "recency cannot be used together with published_after or published_before",
+            "invalid_request",
+        );
+    }
     let results = shared.lock().scenario.search_results.clone();
     let mut results = results.unwrap_or_else(default_search_results);
     results.truncate(max);
     json_response(
         StatusCode::OK,
         &json!({"id": random_id("search_"), "server_time": iso8601(now_ms()), "results": results}),
-    )
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time in ms (UTC).
-pub(crate) fn iso8601(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
     )
 }
 
@@ -683,6 +714,8 @@ struct Cursor {
     finished: bool,
     /// The stream has errored (cut); end it.
     failed: bool,
+    /// Frames carry an `event:` line (scenario `sse_event_lines`).
+    event_lines: bool,
 }
 
 enum Wait {
@@ -691,7 +724,12 @@ enum Wait {
     Ready,
 }
 
-fn frame(event: &Value) -> Bytes {
+/// One SSE frame: `data: <json>` (the official framing), preceded by `event: <type>`
+/// when `event_lines`.
+fn frame(event: &Value, event_lines: bool) -> Bytes {
+    if !event_lines {
+        return Bytes::from(format!("data: {event}\n\n"));
+    }
     let ty = event
         .get("type")
         .and_then(Value::as_str)
@@ -711,7 +749,7 @@ impl Cursor {
         let k = Run::applied(&eff, run.elapsed(now));
         while self.next_seq < k {
             self.pending
-                .push_back(frame(&run.event(&eff, self.next_seq)));
+                .push_back(frame(&run.event(&eff, self.next_seq), self.event_lines));
             self.next_seq += 1;
         }
         if self.next_seq >= eff.len() {
@@ -767,6 +805,7 @@ fn sse_response(
     next_seq: usize,
     drop_after: Option<u64>,
 ) -> Response {
+    let event_lines = shared.lock().scenario.sse_event_lines;
     let cursor = Cursor {
         shared,
         id,
@@ -776,6 +815,7 @@ fn sse_response(
         drop_after,
         finished: false,
         failed: false,
+        event_lines,
     };
     let mut r = Response::new(Body::from_stream(futures_util::stream::unfold(
         cursor, step,
@@ -851,13 +891,6 @@ fn control(shared: &Shared, parts: &Parts, body: &Bytes) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn iso8601_formats_utc() {
-        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00Z");
-        assert_eq!(iso8601(1_780_000_000_123), "2026-05-28T20:26:40Z");
-    }
 
     #[test]
     fn ids_are_prefixed_alphanumerics() {

@@ -60,12 +60,15 @@ fn assert_sequence(events: &[(String, Value)], first: u64) {
     }
 }
 
-const FULL: [&str; 6] = [
+const FULL: [&str; 9] = [
     "response.created",
     "response.in_progress",
+    "response.reasoning.search_queries",
     "response.reasoning.search_results",
+    "response.reasoning.fetch_url_queries",
     "response.reasoning.fetch_url_results",
     "response.output_text.delta",
+    "response.output_text.done",
     "response.completed",
 ];
 
@@ -252,20 +255,68 @@ fn sse_stream_emits_every_event_in_order_live() {
         "stream lasted {:?}",
         r.elapsed
     );
+    // The official framing: `data:` lines only, no `event:` line, no `[DONE]`.
+    assert!(r.frames().iter().all(|(event, _)| event.is_none()));
+    assert!(r.text().starts_with("data: {\"type\":\"response.created\""));
+    assert!(!r.text().contains("[DONE]"));
     let ev = r.events();
     assert_eq!(types(&ev), FULL);
     assert_sequence(&ev, 0);
     let id = ev[0].1["response"]["id"].as_str().unwrap().to_owned();
     assert_eq!(ev[0].1["response"]["status"], "queued");
     assert_eq!(ev[1].1["response"]["status"], "in_progress");
-    assert_eq!(ev[2].1["results"].as_array().unwrap().len(), 2);
-    assert_eq!(ev[3].1["contents"].as_array().unwrap().len(), 1);
-    assert_eq!(ev[4].1["delta"], "Fake answer.");
-    let fin = &ev[5].1["response"];
+    assert_eq!(ev[2].1["queries"], json!(["fake query 1"]));
+    assert_eq!(ev[3].1["results"].as_array().unwrap().len(), 2);
+    assert_eq!(ev[4].1["urls"], json!(["https://example.org/one"]));
+    assert_eq!(ev[5].1["contents"].as_array().unwrap().len(), 1);
+    let msg_id = format!("msg_{}", &id[5..]);
+    assert_eq!(
+        ev[6].1,
+        json!({"type": "response.output_text.delta", "sequence_number": 6, "item_id": msg_id,
+               "output_index": 2, "content_index": 0, "delta": "Fake answer."})
+    );
+    assert_eq!(
+        ev[7].1,
+        json!({"type": "response.output_text.done", "sequence_number": 7, "item_id": msg_id,
+               "output_index": 2, "content_index": 0, "text": "Fake answer."})
+    );
+    let fin = &ev[8].1["response"];
     assert_eq!(fin["id"], id.as_str());
     assert_eq!(fin["status"], "completed");
     assert_eq!(fin["output"].as_array().unwrap().len(), 3);
+    assert_eq!(fin["output"][2]["id"], msg_id.as_str());
     assert_eq!(fin, &get(&fake, &id));
+}
+
+#[test]
+fn sse_event_lines_add_an_event_line_to_every_frame() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60, "sse_event_lines": true}));
+    let r = create_with(&fake, json!({"input": "q", "stream": true}));
+    let frames = r.frames();
+    assert_eq!(frames.len(), FULL.len());
+    for (event, data) in &frames {
+        assert_eq!(event.as_deref(), data["type"].as_str(), "{data}");
+    }
+    assert!(r.text().starts_with("event: response.created\ndata: {"));
+    let id = frames[0].1["response"]["id"].as_str().unwrap().to_owned();
+    // Read when each stream request arrives: a resume follows the scenario of now.
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/agent/{id}?stream=true&starting_after=6"),
+        None,
+    );
+    assert!(r.frames().iter().all(|(e, _)| e.is_some()));
+    fake.set_scenario(json!({"sse_event_lines": false}));
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/agent/{id}?stream=true&starting_after=6"),
+        None,
+    );
+    let frames = r.frames();
+    assert_eq!(frames.len(), 2);
+    assert!(frames.iter().all(|(e, _)| e.is_none()));
 }
 
 #[test]
@@ -324,6 +375,14 @@ fn resume_replays_after_starting_after_then_follows_live() {
     let ev = r.events();
     assert_eq!(types(&ev), FULL[3..]);
     assert_sequence(&ev, 3);
+    // The alias path the official SDKs use.
+    let r = api(
+        fake.addr(),
+        "GET",
+        &format!("/v1/responses/{id}?stream=true&starting_after=6"),
+        None,
+    );
+    assert_eq!(types(&r.events()), FULL[7..]);
     let r = api(
         fake.addr(),
         "GET",
@@ -334,7 +393,7 @@ fn resume_replays_after_starting_after_then_follows_live() {
     let r = api(
         fake.addr(),
         "GET",
-        &format!("/v1/agent/{id}?stream=true&starting_after=5"),
+        &format!("/v1/agent/{id}?stream=true&starting_after=8"),
         None,
     );
     assert!(r.complete && r.events().is_empty());
@@ -400,8 +459,8 @@ fn stream_drop_after_cuts_the_create_stream_and_resume_finishes_it() {
     let ev = r.events();
     assert_eq!(types(&ev), FULL[2..]);
     assert_sequence(&ev, 2);
-    // More than there are events: the stream ends normally.
-    fake.set_scenario(json!({"duration_ms": 50, "stream_drop_after": 6}));
+    // As many as there are events: the stream ends normally.
+    fake.set_scenario(json!({"duration_ms": 50, "stream_drop_after": 9}));
     let r = api(
         fake.addr(),
         "POST",
@@ -409,7 +468,7 @@ fn stream_drop_after_cuts_the_create_stream_and_resume_finishes_it() {
         Some(&json!({"input": "q", "stream": true})),
     );
     assert!(r.complete);
-    assert_eq!(r.events().len(), 6);
+    assert_eq!(r.events().len(), 9);
 }
 
 #[test]
@@ -418,11 +477,9 @@ fn cancel_moves_a_running_run_to_cancelled() {
     let id = create(&fake);
     let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
     assert_eq!(r.status, 200);
-    assert_eq!(
-        r.json(),
-        json!({"id": id, "object": "response", "status": "cancelling"})
-    );
-    assert_eq!(get(&fake, &id)["status"], "cancelling");
+    assert_eq!(r.json(), json!({"response_id": id, "status": "cancelling"}));
+    // The SDK's status literal has no `cancelling`: a GET shows `in_progress` meanwhile.
+    assert_eq!(get(&fake, &id)["status"], "in_progress");
     assert_eq!(fake.runs()[0].status, json!("cancelling"));
     assert_eq!(fake.runs()[0].terminal_at_ms, None);
     // Cancelling again while cancelling is still a 200.
@@ -448,11 +505,44 @@ fn cancel_moves_a_running_run_to_cancelled() {
     let terminal = json!({"error": {"message": "the run is already terminal and cannot be cancelled", "type": "invalid_request", "code": 400}});
     let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
     assert_eq!((r.status, r.json()), (400, terminal.clone()));
+    let not_found =
+        json!({"error": {"message": "response not found", "type": "not_found", "code": 404}});
+    let r = api(fake.addr(), "POST", "/v1/agent/resp_unknown/cancel", None);
+    assert_eq!((r.status, r.json()), (404, not_found.clone()));
+    let r = api(
+        fake.addr(),
+        "POST",
+        "/v1/responses/resp_unknown/cancel",
+        None,
+    );
+    assert_eq!((r.status, r.json()), (404, not_found));
+    // The old answer, on request: that status with the terminal body.
+    fake.set_scenario(json!({"cancel_unknown_status": 400}));
     let r = api(fake.addr(), "POST", "/v1/agent/resp_unknown/cancel", None);
     assert_eq!((r.status, r.json()), (400, terminal));
-    fake.set_scenario(json!({"cancel_unknown_status": 404}));
+    fake.set_scenario(json!({"cancel_unknown_status": 409}));
     let r = api(fake.addr(), "POST", "/v1/agent/resp_unknown/cancel", None);
-    assert_eq!(r.status, 404);
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (409, json!(409))
+    );
+
+    // `cancelling_status` restores the old `cancelling` in GETs.
+    fake.set_scenario(
+        json!({"duration_ms": 5000, "cancel_delay_ms": 300, "cancelling_status": "cancelling"}),
+    );
+    let other = create(&fake);
+    let r = api(
+        fake.addr(),
+        "POST",
+        &format!("/v1/responses/{other}/cancel"),
+        None,
+    );
+    assert_eq!(
+        r.json(),
+        json!({"response_id": other, "status": "cancelling"})
+    );
+    assert_eq!(get(&fake, &other)["status"], "cancelling");
 
     // A completed run cannot be cancelled either.
     fake.set_scenario(json!({"duration_ms": 20}));
@@ -467,20 +557,7 @@ fn cancel_moves_a_running_run_to_cancelled() {
 fn cancel_during_a_live_stream_ends_it_with_response_cancelled() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 3000, "cancel_delay_ms": 100}));
     let addr = fake.addr();
-    let streamer = std::thread::spawn(move || {
-        api(
-            addr,
-            "POST",
-            "/v1/agent",
-            Some(&json!({"input": "q", "stream": true})),
-        )
-    });
-    let id = loop {
-        if let Some(r) = fake.runs().first() {
-            break r.id.clone();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let (streamer, id) = common::stream_in_background(&fake);
     std::thread::sleep(Duration::from_millis(100));
     let r = api(addr, "POST", &format!("/v1/agent/{id}/cancel"), None);
     assert_eq!(r.status, 200);
@@ -846,10 +923,12 @@ fn function_tools() -> Value {
     json!([{"type": "web_search"}, {"type": "function", "name": "get_weather", "parameters": {}}])
 }
 
-const CALLS_DONE: [&str; 7] = [
+const CALLS_DONE: [&str; 9] = [
     "response.created",
     "response.in_progress",
+    "response.reasoning.search_queries",
     "response.reasoning.search_results",
+    "response.reasoning.fetch_url_queries",
     "response.reasoning.fetch_url_results",
     "response.output_item.done",
     "response.output_item.done",
@@ -876,20 +955,20 @@ fn function_calls_end_the_run_and_the_next_round_answers() {
     assert_sequence(&ev, 0);
     let id = ev[0].1["response"]["id"].as_str().unwrap().to_owned();
     let suffix = &id[5..];
-    assert_eq!(ev[4].1["output_index"], 2);
+    assert_eq!(ev[6].1["output_index"], 2);
     assert_eq!(
-        ev[4].1["item"],
+        ev[6].1["item"],
         json!({
             "id": format!("fc_1_{suffix}"), "type": "function_call", "status": "completed",
             "name": "get_weather", "call_id": format!("call_1_{suffix}"),
             "arguments": "{\"city\":\"Paris\"}", "thought_signature": "fake-signature"
         })
     );
-    assert_eq!(ev[5].1["output_index"], 3);
-    assert_eq!(ev[5].1["item"]["id"], format!("fc_2_{suffix}"));
-    assert_eq!(ev[5].1["item"]["call_id"], "call_mine");
-    assert_eq!(ev[5].1["item"]["arguments"], "{\"q\": 1}");
-    let fin = &ev[6].1["response"];
+    assert_eq!(ev[7].1["output_index"], 3);
+    assert_eq!(ev[7].1["item"]["id"], format!("fc_2_{suffix}"));
+    assert_eq!(ev[7].1["item"]["call_id"], "call_mine");
+    assert_eq!(ev[7].1["item"]["arguments"], "{\"q\": 1}");
+    let fin = &ev[8].1["response"];
     assert_eq!(fin["status"], "requires_action");
     assert!(fin["usage"].is_object());
     let out = fin["output"].as_array().unwrap();
@@ -908,13 +987,13 @@ fn function_calls_end_the_run_and_the_next_round_answers() {
     let r = api(
         fake.addr(),
         "GET",
-        &format!("/v1/agent/{id}?stream=true&starting_after=3"),
+        &format!("/v1/agent/{id}?stream=true&starting_after=5"),
         None,
     );
     let again = r.events();
-    assert_eq!(types(&again), CALLS_DONE[4..]);
-    assert_sequence(&again, 4);
-    assert_eq!(again[0].1["item"], ev[4].1["item"]);
+    assert_eq!(types(&again), CALLS_DONE[6..]);
+    assert_sequence(&again, 6);
+    assert_eq!(again[0].1["item"], ev[6].1["item"]);
     // Terminal for the fake.
     let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
     assert_eq!(r.status, 400);
@@ -1033,32 +1112,37 @@ fn finance_results_come_with_the_last_search_batch() {
         "finance_results": [{"ticker": "ACME", "price": 12.5}, "raw"]
     }));
     let body = json!({"input": "q", "stream": true, "tools": [{"type": "finance_search"}]});
-    let ev = create_with(&fake, body).events();
+    let ev = create_with(&fake, body.clone()).events();
     assert_eq!(
         types(&ev),
         [
             "response.created",
             "response.in_progress",
+            "response.reasoning.search_queries",
             "response.reasoning.search_results",
+            "response.reasoning.search_queries",
             "response.reasoning.search_results",
-            "response.reasoning.finance_results",
+            "response.output_item.done",
+            "response.reasoning.fetch_url_queries",
             "response.reasoning.fetch_url_results",
             "response.output_text.delta",
+            "response.output_text.done",
             "response.completed"
         ]
     );
     assert_sequence(&ev, 0);
+    // The SDK has no finance item: it arrives as `unknown` with a payload.
+    let item = json!({"type": "unknown", "item_name": "finance_results",
+                      "payload": {"results": [{"ticker": "ACME", "price": 12.5}, "raw"]}});
     assert_eq!(
-        ev[4].1["results"],
-        json!([{"ticker": "ACME", "price": 12.5}, "raw"])
+        ev[6].1,
+        json!({"type": "response.output_item.done", "sequence_number": 6,
+               "output_index": 2, "item": item})
     );
-    assert_eq!(ev[6].1["output_index"], 4, "the message comes after it");
-    let out = ev[7].1["response"]["output"].as_array().unwrap().clone();
+    assert_eq!(ev[9].1["output_index"], 4, "the message comes after it");
+    let out = ev[11].1["response"]["output"].as_array().unwrap().clone();
     assert_eq!(out.len(), 5);
-    assert_eq!(
-        out[2],
-        json!({"type": "finance_results", "results": [{"ticker": "ACME", "price": 12.5}, "raw"]})
-    );
+    assert_eq!(out[2], item);
     assert_eq!(out[4]["type"], "message");
     // Without the tool, no item.
     let id = create(&fake);
@@ -1068,7 +1152,23 @@ fn finance_results_come_with_the_last_search_batch() {
             .as_array()
             .unwrap()
             .iter()
-            .all(|i| i["type"] != "finance_results")
+            .all(|i| i["type"] != "unknown" && i["type"] != "finance_results")
+    );
+    // The old shape, on request.
+    fake.set_scenario(json!({
+        "duration_ms": 60, "finance_item": "finance_results",
+        "finance_results": [{"ticker": "ACME"}]
+    }));
+    let ev = create_with(&fake, body).events();
+    let fin = ev
+        .iter()
+        .find(|(t, _)| t == "response.reasoning.finance_results")
+        .expect("the old event");
+    assert_eq!(fin.1["results"], json!([{"ticker": "ACME"}]));
+    assert!(!types(&ev).contains(&"response.output_item.done".to_owned()));
+    assert_eq!(
+        ev.last().unwrap().1["response"]["output"][1],
+        json!({"type": "finance_results", "results": [{"ticker": "ACME"}]})
     );
 }
 
@@ -1185,16 +1285,16 @@ fn store_false_hides_the_run_from_retrieve_and_cancel() {
         assert_eq!((r.status, r.json()), (404, not_found.clone()), "{path}");
     }
     let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
+    assert_eq!((r.status, r.json()), (404, not_found.clone()));
+    assert_ne!(fake.runs()[0].status, json!("cancelling"), "not cancelled");
+    // Still listed, and it plays out: a foreground create sees its end.
+    fake.set_scenario(json!({"duration_ms": 100, "cancel_unknown_status": 400}));
+    let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
     assert_eq!(r.status, 400);
     assert_eq!(
         r.json()["error"]["message"],
         "the run is already terminal and cannot be cancelled"
     );
-    assert_ne!(fake.runs()[0].status, json!("cancelling"), "not cancelled");
-    // Still listed, and it plays out: a foreground create sees its end.
-    fake.set_scenario(json!({"duration_ms": 100, "cancel_unknown_status": 404}));
-    let r = api(fake.addr(), "POST", &format!("/v1/agent/{id}/cancel"), None);
-    assert_eq!(r.status, 404);
     let r = create_with(
         &fake,
         json!({"input": "q", "store": false, "background": false}),

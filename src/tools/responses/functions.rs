@@ -57,6 +57,7 @@ impl Chain<'_> {
         let started = Instant::now();
         let deadline = started + Duration::from_secs(self.wait);
         let mut body = call.body.clone();
+        super::continuation::echo_call_details(self.client, self.store, &mut body, deadline).await;
         let mut ran: Vec<Ran> = Vec::new();
         let mut rounds = 0;
         let shape = render::Shape {
@@ -120,11 +121,7 @@ impl Chain<'_> {
                     call_id: cap_chars(&function.call_id, 256),
                     is_error,
                 });
-                outputs.push(json!({
-                    "type": "function_call_output",
-                    "call_id": function.call_id,
-                    "output": output,
-                }));
+                outputs.push(function.output_item(output));
             }
             body = continuation(&call.body, outputs, &id);
         }

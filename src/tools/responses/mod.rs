@@ -12,6 +12,7 @@
 //!
 //! Touches: the network through `crate::perplexity`; the store through `crate::store`.
 
+mod continuation;
 pub mod functions;
 mod render;
 pub mod request;
@@ -68,7 +69,7 @@ pub fn definitions(wait: u64) -> Vec<(&'static str, rmcp::model::Tool)> {
             "responses_create",
             Tool::new(
                 "responses_create",
-                "The full Perplexity Agent API: input as text or messages (with images and function results), a model, a fallback chain of models or a preset, instructions, reasoning effort, a JSON-schema response format, tools (web_search with filters, fetch_url, finance_search, your own functions), step and token limits, and continuation with previous_response_id. Function calls come back to you with their call_id: run them and continue with function_call_output items and previous_response_id. Waits for the answer like perplexity_agent; a longer run hands back a response_id to collect with responses_retrieve.",
+                "The full Perplexity Agent API: input as text or messages (with images and function results), a model, a fallback chain of models or a preset, instructions, reasoning effort, a JSON-schema response format, tools (web_search with filters, fetch_url, finance_search, people_search, your own functions), step and token limits, and continuation with previous_response_id. Function calls come back to you with their call_id: run them and continue with function_call_output items and previous_response_id. Waits for the answer like perplexity_agent; a longer run hands back a response_id to collect with responses_retrieve.",
                 schema_object(request::input_schema()),
             )
             .with_title("Perplexity Agent API (full surface)")
@@ -127,8 +128,10 @@ pub async fn create(
 ) -> (ToolOutput, CallFacts) {
     let started = Instant::now();
     let deadline = started + Duration::from_secs(wait);
+    let mut body = call.body.clone();
+    continuation::echo_call_details(client, store, &mut body, deadline).await;
     let outcome = if call.wait {
-        match create_and_wait(client, &call.body, deadline, ctx.progress(), &*ctx.run_ids).await {
+        match create_and_wait(client, &body, deadline, ctx.progress(), &*ctx.run_ids).await {
             Ok((id, Waited::Terminal(run))) => ResearchOutcome::Finished { id, run },
             Ok((id, Waited::Running(p))) => ResearchOutcome::Running {
                 id,
@@ -137,7 +140,7 @@ pub async fn create(
             Err(e) => ResearchOutcome::Failed(e),
         }
     } else {
-        match client.create_run(&call.body, deadline).await {
+        match client.create_run(&body, deadline).await {
             Ok(id) => {
                 ctx.run_ids.run_id(&id);
                 ResearchOutcome::Running { id, progress: None }

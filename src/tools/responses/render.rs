@@ -21,7 +21,7 @@ const MAX_FUNCTION_CALLS: usize = 64;
 /// What the caller asked for, which changes how an outcome reads.
 #[derive(Debug, Clone, Copy)]
 pub struct Shape {
-    /// `response_format` json_object/json_schema: an answer that is not JSON is an error.
+    /// `response_format` json_schema: an answer that is not JSON is an error.
     pub expects_json: bool,
     /// False for `store: false`: a run we stop waiting for cannot be collected.
     pub stored_upstream: bool,
@@ -35,10 +35,14 @@ pub fn output_schema() -> Value {
             "model":{"type":["string","null"]},
             "answer":{"type":"string"},
             "parsed":{"description":"The answer parsed as JSON, when it is JSON."},
-            "sources":{"type":"array","items":{"type":"object","properties":{"title":{"type":"string"},"url":{"type":"string"}},"required":["title","url"]}},
+            "sources":{"type":"array","description":"number is what the answer's [N] markers cite (Perplexity's search_results id).",
+                "items":{"type":"object","properties":{"number":{"type":"integer","minimum":0},"title":{"type":"string"},"url":{"type":"string"}},"required":["number","title","url"]}},
             "function_calls":{"type":"array","items":{"type":"object","properties":{
-                "call_id":{"type":"string"},"name":{"type":"string"},"arguments":{"type":"string"}},
+                "call_id":{"type":"string"},"name":{"type":"string"},"arguments":{"type":"string"},
+                "thought_signature":{"type":"string","description":"Echo it (with name) on the function_call_output; this server fills both in when you leave them out."}},
                 "required":["call_id","name","arguments"]}},
+            "other_data":{"type":"array","description":"Output items this server does not render (unknown or new item types), as data.",
+                "items":{"type":"object","properties":{"name":{"type":"string"},"payload":{}},"required":["name","payload"]}},
             "usage":{"type":["object","null"]},
             "snapshot":{"type":"string","enum":["saved","local","off","pending","unavailable"]},
             "progress":{"type":"string"},
@@ -125,6 +129,9 @@ fn finished(
         "answer": answer,
         "sources": sources,
         "function_calls": calls,
+        "other_data": run.other_items().take(shared::MAX_OTHER_ITEMS)
+            .map(|(name, payload)| json!({"name": cap_chars(name, shared::MAX_TITLE_CHARS), "payload": shared::bounded_payload(payload)}))
+            .collect::<Vec<_>>(),
         "usage": run.raw().get("usage").filter(|u| u.is_object()),
         "snapshot": snapshot.label(),
         "security_flags": flags,
@@ -163,9 +170,10 @@ fn finished(
         }
         _ => {}
     }
-    if !answer.is_empty() || !sources.is_empty() {
+    let other = shared::other_data(run);
+    if !answer.is_empty() || !sources.is_empty() || !other.is_empty() {
         text.push_str("\n\n");
-        text.push_str(&spotlight(&body(&answer, &sources)));
+        text.push_str(&spotlight(&format!("{}{other}", body(&answer, &sources))));
     }
     if shape.expects_json && status == "completed" && calls.is_empty() && parsed.is_none() {
         is_error = true;
@@ -233,12 +241,7 @@ fn body(answer: &str, sources: &[ShownSource]) -> String {
     } else {
         answer.to_owned()
     };
-    if !sources.is_empty() {
-        body.push_str("\n\nSources:");
-        for (n, s) in sources.iter().enumerate() {
-            body.push_str(&format!("\n[{}] {} \u{2014} {}", n + 1, s.title, s.url));
-        }
-    }
+    body.push_str(&shared::sources_block(sources));
     body
 }
 

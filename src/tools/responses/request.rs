@@ -51,10 +51,19 @@ pub const DEFAULT_PRESET: &str = "medium";
 pub const DEFAULT_FUNCTION_ROUNDS: i64 = 8;
 
 pub const ROLES: [&str; 4] = ["user", "assistant", "system", "developer"];
-pub const EFFORTS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
-pub const FORMAT_TYPES: [&str; 3] = ["text", "json_object", "json_schema"];
-pub const TOOL_TYPES: [&str; 4] = ["web_search", "fetch_url", "finance_search", "function"];
-pub const IMAGE_DETAILS: [&str; 3] = ["auto", "low", "high"];
+/// The official SDK's `reasoning.effort` literal (perplexityai 0.46.1).
+pub const EFFORTS: [&str; 5] = ["minimal", "low", "medium", "high", "xhigh"];
+/// `response_format.type`: the API knows only `json_schema` (text is the default).
+pub const FORMAT_TYPES: [&str; 1] = ["json_schema"];
+pub const TOOL_TYPES: [&str; 5] = [
+    "web_search",
+    "fetch_url",
+    "finance_search",
+    "people_search",
+    "function",
+];
+/// The API's `max_steps` bound.
+pub const MAX_STEPS: i64 = 100;
 pub const CONTEXT_SIZES: [&str; 3] = ["low", "medium", "high"];
 const IMAGE_TYPES: [&str; 4] = ["png", "jpeg", "gif", "webp"];
 const DATE_FILTERS: [&str; 4] = [
@@ -75,8 +84,7 @@ pub fn input_schema() -> Value {
     let part = json!({"oneOf":[
         {"type":"object","properties":{"type":{"const":"input_text"},"text":text},"required":["type","text"],"additionalProperties":false},
         {"type":"object","properties":{"type":{"const":"input_image"},
-            "image_url":{"type":"string","maxLength":MAX_IMAGE_DATA_CHARS,"description":"An http(s) URL (at most 2048 characters) or a base64 data:image/(png|jpeg|gif|webp) URL."},
-            "detail":{"type":"string","enum":IMAGE_DETAILS,"default":"auto"}},
+            "image_url":{"type":"string","maxLength":MAX_IMAGE_DATA_CHARS,"description":"An http(s) URL (at most 2048 characters) or a base64 data:image/(png|jpeg|gif|webp) URL."}},
          "required":["type","image_url"],"additionalProperties":false}]});
     let item = json!({"oneOf":[
         {"type":"object","properties":{"type":{"const":"message"},"role":{"type":"string","enum":ROLES},
@@ -91,14 +99,13 @@ pub fn input_schema() -> Value {
     let filters = json!({"type":"object","properties":{
             "search_domain_filter":{"type":"array","items":{"type":"string","minLength":1,"maxLength":253},"maxItems":20,"description":"Domains to use, or (each prefixed with '-') to avoid; not both."},
             "search_recency_filter":{"type":"string","enum":RECENCY_VALUES},
-            "search_language_filter":{"type":"array","items":{"type":"string","pattern":"^[a-z]{2}$"},"maxItems":10},
             "search_after_date_filter":date,"search_before_date_filter":date,
             "last_updated_after_filter":date,"last_updated_before_filter":date},
         "additionalProperties":false});
     let tokens = json!({"type":"integer","minimum":1,"maximum":MAX_TOKENS});
     let tool = json!({"oneOf":[
         {"type":"object","properties":{"type":{"const":"web_search"},"filters":filters,
-            "search_context_size":{"type":"string","enum":CONTEXT_SIZES},
+            "search_context_size":{"type":"string","enum":CONTEXT_SIZES,"description":"Not with max_tokens or max_tokens_per_page (explicit budgets replace it)."},
             "max_tokens":tokens,"max_tokens_per_page":tokens,
             "user_location":{"type":"object","properties":{
                 "country":{"type":"string","pattern":"^[A-Z]{2}$"},
@@ -110,6 +117,7 @@ pub fn input_schema() -> Value {
         {"type":"object","properties":{"type":{"const":"fetch_url"},"max_urls":{"type":"integer","minimum":1,"maximum":10}},
          "required":["type"],"additionalProperties":false},
         {"type":"object","properties":{"type":{"const":"finance_search"}},"required":["type"],"additionalProperties":false},
+        {"type":"object","properties":{"type":{"const":"people_search"}},"required":["type"],"additionalProperties":false,"description":"Perplexity's people search (professional profiles)."},
         {"type":"object","properties":{"type":{"const":"function"},"name":fname,
             "description":{"type":"string","maxLength":MAX_DESCRIPTION_CHARS},
             "parameters":{"type":"object","description":"A JSON Schema, at most 65536 characters serialized."},
@@ -135,8 +143,8 @@ pub fn input_schema() -> Value {
                         "required":["name","schema"],"additionalProperties":false}},
                 "required":["type"],"additionalProperties":false,
                 "description":"json_schema (with json_schema) for an answer in that shape, parsed for you into 'parsed'."},
-            "tools":{"type":"array","items":tool,"maxItems":MAX_TOOLS,"description":"Tools the agent may use; a preset brings its own."},
-            "max_steps":{"type":"integer","minimum":1,"maximum":10},
+            "tools":{"type":"array","items":tool,"maxItems":MAX_TOOLS,"description":"Tools the agent may use. A preset brings its own; a tool listed here replaces the preset's tool of that type (so list web_search only to change its settings)."},
+            "max_steps":{"type":"integer","minimum":1,"maximum":MAX_STEPS},
             "max_output_tokens":tokens,
             "previous_response_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,256}$","description":"Continue from this completed response (e.g. with function_call_output items as input)."},
             "language_preference":{"type":"string","pattern":"^[a-z]{2}$"},
@@ -157,7 +165,7 @@ pub struct CreateCall {
     /// only be awaited within this call.
     pub store: bool,
     pub wait: bool,
-    /// The answer must be JSON (`response_format` json_object or json_schema).
+    /// The answer must be JSON (`response_format` json_schema).
     pub expects_json: bool,
     /// Gateway tools offered to the agent as functions (checked against the gateway
     /// before the call is admitted; their definitions are added to `tools` then).
@@ -233,7 +241,7 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
             body.insert("tools".into(), Value::Array(tools));
         }
     }
-    if let Some(steps) = top.int("max_steps", 1, 10)? {
+    if let Some(steps) = top.int("max_steps", 1, MAX_STEPS)? {
         body.insert("max_steps".into(), json!(steps));
     }
     if let Some(tokens) = max_output_tokens {
@@ -338,17 +346,18 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
     })
 }
 
-/// A model id: 1–128 of letters, digits and `. _ : / -`.
+/// A model id: `provider/model`, 1–128 of letters, digits and `. _ : / -`.
 fn model_id<'a>(top: &Fields<'_>, key: &str, v: &'a Value) -> Result<&'a str, String> {
     v.as_str()
         .filter(|m| {
             (1..=MAX_MODEL_CHARS).contains(&m.len())
                 && m.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
+                && crate::tools::ask::is_provider_model(m)
         })
         .ok_or_else(|| {
             format!(
-                "{} must be a model id of at most {MAX_MODEL_CHARS} characters (letters, digits and . _ : / -), e.g. openai/gpt-5.",
+                "{} must be a provider/model id of at most {MAX_MODEL_CHARS} characters (letters, digits and . _ : / -), e.g. openai/gpt-5.5 (list them with: perplexity-agent models).",
                 top.name(key)
             )
         })
@@ -465,7 +474,9 @@ fn content_part(path: &str, part: &Value, image_data: &mut usize) -> Result<Valu
             Ok(json!({"type": "input_text", "text": text}))
         }
         _ => {
-            let f = Fields::of(path, part, &["type", "image_url", "detail"])?;
+            // No `detail`: the API's image parts have none, and strict mode answers an
+            // unknown field with 400, so a request carrying it would fail whole.
+            let f = Fields::of(path, part, &["type", "image_url"])?;
             let url = f.required("image_url", f.get("image_url"))?;
             let url = image_url(&f.name("image_url"), url)?;
             if url.starts_with("data:") {
@@ -476,8 +487,7 @@ fn content_part(path: &str, part: &Value, image_data: &mut usize) -> Result<Valu
                     ));
                 }
             }
-            let detail = f.choice("detail", &IMAGE_DETAILS)?.unwrap_or("auto");
-            Ok(json!({"type": "input_image", "image_url": url, "detail": detail}))
+            Ok(json!({"type": "input_image", "image_url": url}))
         }
     }
 }
@@ -588,10 +598,8 @@ fn validate_format(v: &Value) -> Result<(Value, bool), String> {
             }
             Ok((json!({"type": "json_schema", "json_schema": out}), true))
         }
-        (_, Some(_)) => Err(
-            "'response_format.json_schema' is allowed only when the type is json_schema.".into(),
-        ),
-        (kind, None) => Ok((json!({"type": kind}), kind == "json_object")),
+        // `choice` admits only json_schema.
+        (kind, _) => Err(format!("'response_format.type' {kind} is not supported.")),
     }
 }
 
@@ -620,13 +628,23 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
                     out["filters"] = Value::Object(filters);
                 }
             }
-            if let Some(size) = f.choice("search_context_size", &CONTEXT_SIZES)? {
-                out["search_context_size"] = json!(size);
-            }
+            let size = f.choice("search_context_size", &CONTEXT_SIZES)?;
+            let mut budgets = false;
             for key in ["max_tokens", "max_tokens_per_page"] {
                 if let Some(n) = f.int(key, 1, MAX_TOKENS)? {
                     out[key] = json!(n);
+                    budgets = true;
                 }
+            }
+            // The API's rule: a context size is a preset budget; explicit ones replace it.
+            if let Some(size) = size {
+                if budgets {
+                    return Err(format!(
+                        "{} cannot be combined with max_tokens or max_tokens_per_page: give a context size or explicit token budgets.",
+                        f.name("search_context_size")
+                    ));
+                }
+                out["search_context_size"] = json!(size);
             }
             if let Some(location) = f.get("user_location") {
                 out["user_location"] = validate_location(&f.path_of("user_location"), location)?;
@@ -641,9 +659,9 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
             }
             Ok(out)
         }
-        "finance_search" => {
+        kind @ ("finance_search" | "people_search") => {
             Fields::of(path, tool, &["type"])?;
-            Ok(json!({"type": "finance_search"}))
+            Ok(json!({ "type": kind }))
         }
         _ => {
             let f = Fields::of(
@@ -671,11 +689,9 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
 
 /// `web_search.filters`, as `perplexity_search` bounds them; absent keys stay absent.
 fn validate_filters(path: &str, v: &Value) -> Result<Map<String, Value>, String> {
-    let mut accepted = vec![
-        "search_domain_filter",
-        "search_recency_filter",
-        "search_language_filter",
-    ];
+    // No search_language_filter: it is a Search API parameter, not a web_search filter
+    // of the Agent API (the API would answer 400 "unknown field").
+    let mut accepted = vec!["search_domain_filter", "search_recency_filter"];
     accepted.extend(DATE_FILTERS);
     let f = Fields::of(path, v, &accepted)?;
     let mut out = Map::new();
@@ -711,24 +727,6 @@ fn validate_filters(path: &str, v: &Value) -> Result<Map<String, Value>, String>
     }
     if let Some(recency) = f.choice("search_recency_filter", &RECENCY_VALUES)? {
         out.insert("search_recency_filter".into(), json!(recency));
-    }
-    if let Some(languages) = f.list("search_language_filter", 0, 10)? {
-        let list = languages
-            .iter()
-            .map(|l| {
-                l.as_str()
-                    .filter(|l| l.len() == 2 && l.bytes().all(|b| b.is_ascii_lowercase()))
-                    .ok_or_else(|| {
-                        format!(
-                            "Each entry of {} must be a two-letter lowercase ISO 639-1 code, e.g. en.",
-                            f.name("search_language_filter")
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if !list.is_empty() {
-            out.insert("search_language_filter".into(), json!(list));
-        }
     }
     for key in DATE_FILTERS {
         if let Some(date) = f.get(key) {

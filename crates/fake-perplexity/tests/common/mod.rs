@@ -40,21 +40,39 @@ impl Resp {
             .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
     }
 
-    /// The SSE events of the body: `(event field, data JSON)`.
+    /// The SSE events of the body: `(type, data JSON)`; the type is the frame's
+    /// `event:` line, or the data's `type` when the frame has none (the default).
     pub fn events(&self) -> Vec<(String, Value)> {
         parse_sse(&self.text())
+    }
+
+    /// The SSE frames of the body: `(event line if any, data JSON)`.
+    pub fn frames(&self) -> Vec<(Option<String>, Value)> {
+        parse_frames(&self.text())
     }
 }
 
 pub fn parse_sse(text: &str) -> Vec<(String, Value)> {
+    parse_frames(text)
+        .into_iter()
+        .map(|(event, data)| {
+            let ty = event.unwrap_or_else(|| data["type"].as_str().unwrap_or("").to_owned());
+            (ty, data)
+        })
+        .collect()
+}
+
+/// Frames separated by a blank line, each made of an optional `event:` line and one
+/// `data:` line holding JSON (anything else, `[DONE]` included, is a test failure).
+pub fn parse_frames(text: &str) -> Vec<(Option<String>, Value)> {
     text.split("\n\n")
         .filter(|f| !f.trim().is_empty())
         .map(|f| {
-            let mut event = String::new();
+            let mut event = None;
             let mut data = String::new();
             for line in f.lines() {
                 if let Some(e) = line.strip_prefix("event: ") {
-                    event = e.to_owned();
+                    event = Some(e.to_owned());
                 } else if let Some(d) = line.strip_prefix("data: ") {
                     data.push_str(d);
                 } else {
@@ -239,4 +257,26 @@ pub fn send_until(
         raw.extend_from_slice(&buf[..n]);
     }
     (s, raw, start.elapsed())
+}
+
+/// Starts a streaming create on its own thread and returns it with the run's id, as
+/// soon as the fake lists the run (the stream itself is still open).
+pub fn stream_in_background(
+    fake: &fake_perplexity::FakePerplexity,
+) -> (std::thread::JoinHandle<Resp>, String) {
+    let addr = fake.addr();
+    let streamer = std::thread::spawn(move || {
+        api(
+            addr,
+            "POST",
+            "/v1/agent",
+            Some(&serde_json::json!({"input": "q", "stream": true})),
+        )
+    });
+    loop {
+        if let Some(r) = fake.runs().first() {
+            return (streamer, r.id.clone());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }

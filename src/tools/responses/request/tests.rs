@@ -42,21 +42,22 @@ fn the_full_surface_is_rebuilt_from_validated_values() {
             {"type": "message", "role": "user", "content": [
                 {"type": "input_text", "text": "What is this?"},
                 {"type": "input_image", "image_url": "https://example.org/p.jpg"},
-                {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0K", "detail": "low"}]},
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0K"}]},
             {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c1", "output": "{\"ok\":true}"}],
         "tools": [
             {"type": "web_search", "search_context_size": "high",
              "filters": {"search_recency_filter": "month", "search_domain_filter": ["a.org"],
-                         "search_after_date_filter": "2/29/2024", "search_language_filter": ["en"]},
+                         "search_after_date_filter": "2/29/2024"},
              "user_location": {"country": "US", "latitude": 40.7}},
             {"type": "fetch_url", "max_urls": 3},
             {"type": "finance_search"},
+            {"type": "people_search"},
             {"type": "function", "name": "lookup_ticket", "description": "Look up a ticket",
              "parameters": {"type": "object"}}],
-        "max_steps": 6,
+        "max_steps": 60,
         "max_output_tokens": 4000,
-        "reasoning": {"effort": "medium"},
+        "reasoning": {"effort": "minimal"},
         "response_format": {"type": "json_schema", "json_schema": {"name": "summary", "schema": {"type": "object"}}},
         "previous_response_id": "resp_abc",
         "language_preference": "de",
@@ -71,11 +72,15 @@ fn the_full_surface_is_rebuilt_from_validated_values() {
         json!(["openai/gpt-5.6-luna", "perplexity/sonar"])
     );
     assert!(b.get("preset").is_none(), "a model chain needs no preset");
+    // Image parts carry no `detail`: the API has none and rejects unknown fields.
     assert_eq!(
-        b["input"][0]["content"][1]["detail"], "auto",
-        "detail defaults to auto"
+        b["input"][0]["content"][1],
+        json!({"type": "input_image", "image_url": "https://example.org/p.jpg"})
     );
-    assert_eq!(b["tools"][3]["strict"], true, "strict defaults to true");
+    assert_eq!(b["tools"][3], json!({"type": "people_search"}));
+    assert_eq!(b["tools"][4]["strict"], true, "strict defaults to true");
+    assert_eq!(b["max_steps"], 60);
+    assert_eq!(b["reasoning"], json!({"effort": "minimal"}));
     assert_eq!(
         b["tools"][0]["filters"]["search_after_date_filter"],
         "2/29/2024"
@@ -134,8 +139,8 @@ fn every_bound_is_enforced() {
             "a data URL must be",
         ),
         (
-            json!({"input": [{"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": "https://a.org/x.png", "detail": "max"}]}]}),
-            "'input[0].content[0].detail' must be one of",
+            json!({"input": [{"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": "https://a.org/x.png", "detail": "low"}]}]}),
+            "In 'input[0].content[0]': Unknown argument(s): detail.",
         ),
         (
             json!({"input": [{"type": "function_call_output", "call_id": long(257), "output": "x"}]}),
@@ -150,7 +155,7 @@ fn every_bound_is_enforced() {
             "'input[0].name' must be 1 to 128",
         ),
         (
-            json!({"input": "q", "model": "a", "models": ["b"]}),
+            json!({"input": "q", "model": "a/x", "models": ["b/y"]}),
             "Give 'model' or 'models', not both.",
         ),
         (
@@ -163,11 +168,11 @@ fn every_bound_is_enforced() {
         ),
         (
             json!({"input": "q", "model": long(129)}),
-            "'model' must be a model id",
+            "'model' must be a provider/model id",
         ),
         (
-            json!({"input": "q", "models": ["ok", "bad model"]}),
-            "'models[1]' must be a model id",
+            json!({"input": "q", "models": ["a/ok", "bad model"]}),
+            "'models[1]' must be a provider/model id",
         ),
         (
             json!({"input": "q", "model": "anthropic/claude-x"}),
@@ -183,7 +188,7 @@ fn every_bound_is_enforced() {
         ),
         (
             json!({"input": "q", "reasoning": {"effort": "extreme"}}),
-            "'reasoning.effort' must be one of: low, medium, high, xhigh, max.",
+            "'reasoning.effort' must be one of: minimal, low, medium, high, xhigh.",
         ),
         (
             json!({"input": "q", "reasoning": {"effort": "low", "budget": 5}}),
@@ -195,7 +200,7 @@ fn every_bound_is_enforced() {
         ),
         (
             json!({"input": "q", "response_format": {"type": "text", "json_schema": {}}}),
-            "is allowed only when the type is json_schema",
+            "'response_format.type' must be one of: json_schema.",
         ),
         (
             json!({"input": "q", "response_format": {"type": "yaml"}}),
@@ -230,8 +235,33 @@ fn every_bound_is_enforced() {
             "'tools[0].filters.search_domain_filter' must be an array of 0 to 20",
         ),
         (
-            json!({"input": "q", "tools": [{"type": "web_search", "filters": {"search_language_filter": ["EN"]}}]}),
-            "two-letter lowercase",
+            json!({"input": "q", "tools": [{"type": "web_search", "filters": {"search_language_filter": ["en"]}}]}),
+            "Unknown argument(s): search_language_filter.",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "web_search", "search_context_size": "low", "max_tokens": 500}]}),
+            "cannot be combined with max_tokens",
+        ),
+        (
+            // Perplexity's remote-MCP and sandbox tools are never offered (SECURITY.md).
+            json!({"input": "q", "tools": [{"type": "mcp", "server_label": "x", "server_url": "https://mcp.example/"}]}),
+            "'tools[0].type' must be one of: web_search, fetch_url, finance_search, people_search, function.",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "sandbox"}]}),
+            "'tools[0].type' must be one of",
+        ),
+        (
+            json!({"input": "q", "response_format": {"type": "json_object"}}),
+            "'response_format.type' must be one of: json_schema.",
+        ),
+        (
+            json!({"input": "q", "reasoning": {"effort": "max"}}),
+            "'reasoning.effort' must be one of: minimal, low, medium, high, xhigh.",
+        ),
+        (
+            json!({"input": "q", "model": "sonar-pro"}),
+            "must be a provider/model id",
         ),
         (
             json!({"input": "q", "tools": [{"type": "web_search", "filters": {"search_after_date_filter": "2/30/2026"}}]}),
@@ -266,12 +296,12 @@ fn every_bound_is_enforced() {
             "In 'tools[0]': Unknown argument(s): code.",
         ),
         (
-            json!({"input": "q", "max_steps": 11}),
-            "'max_steps' must be an integer from 1 to 10.",
+            json!({"input": "q", "max_steps": 101}),
+            "'max_steps' must be an integer from 1 to 100.",
         ),
         (
             json!({"input": "q", "max_steps": 5.0}),
-            "'max_steps' must be an integer from 1 to 10.",
+            "'max_steps' must be an integer from 1 to 100.",
         ),
         (
             json!({"input": "q", "max_output_tokens": 1_000_001}),
