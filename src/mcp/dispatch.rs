@@ -331,6 +331,19 @@ pub fn envelope(message: Value) -> Envelope {
     let Some(id) = message.remove("id") else {
         return Envelope::Other(notification(&message));
     };
+    // MCP ids are strings or numbers (null is answered as JSON-RPC's "unknown id").
+    // An object, array or boolean id is refused without echoing it: echoing would hand
+    // a client's arbitrary structure back in every frame (and the peer's habit of doing
+    // so is a documented difference).
+    if !(id.is_string() || id.is_number() || id.is_null()) {
+        return Envelope::Other(Action::Reply(error_frame(
+            &Value::Null,
+            &RpcError::new(
+                code::INVALID_REQUEST,
+                "Invalid request: the id must be a string or a number.",
+            ),
+        )));
+    }
     let Some(method) = message
         .get("method")
         .and_then(Value::as_str)
@@ -343,7 +356,17 @@ pub fn envelope(message: Value) -> Envelope {
     };
     let params = match message.remove("params") {
         Some(Value::Object(params)) => params,
-        _ => Map::new(),
+        None | Some(Value::Null) => Map::new(),
+        // JSON-RPC params are structured; MCP's are always an object.
+        Some(_) => {
+            return Envelope::Other(Action::Reply(error_frame(
+                &id,
+                &RpcError::new(
+                    code::INVALID_PARAMS,
+                    "Invalid params: params must be an object.",
+                ),
+            )));
+        }
     };
     Envelope::Request { id, method, params }
 }

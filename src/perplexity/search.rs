@@ -80,15 +80,17 @@ impl PerplexityClient {
         let body = serde_json::to_vec(query).map_err(|_| ApiError::ClientSetup)?;
         let request = Request::new(Method::POST, SEARCH_PATH, Expect::Object).body(&body);
         match self.send(&request, deadline).await? {
-            Success::Object(map) => Ok(read_results(&map)),
+            Success::Object(map) => Ok(read_results(&map, query.max_results as usize)),
             _ => Err(ApiError::InvalidJson(200)),
         }
     }
 }
 
 /// Tolerant: a result without a string `url` is skipped (nothing to cite); missing
-/// titles and snippets become empty strings.
-fn read_results(map: &Map<String, Value>) -> SearchResults {
+/// titles and snippets become empty strings. Never more than `limit` (the `max_results`
+/// asked for): an upstream that answers 10,000 results must not fill a caller's
+/// context with them.
+fn read_results(map: &Map<String, Value>, limit: usize) -> SearchResults {
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
     let hits = map
         .get("results")
@@ -105,11 +107,12 @@ fn read_results(map: &Map<String, Value>) -> SearchResults {
                         last_updated: text(r, "last_updated"),
                     })
                 })
+                .take(limit)
                 .collect()
         })
         .unwrap_or_default();
     SearchResults {
-        id: text(&Value::Object(map.clone()), "id"),
+        id: map.get("id").and_then(Value::as_str).map(str::to_owned),
         hits,
     }
 }
@@ -140,7 +143,12 @@ mod tests {
         .as_object()
         .cloned()
         .unwrap();
-        let r = read_results(&map);
+        let r = read_results(&map, 10);
+        assert_eq!(
+            read_results(&map, 1).hits.len(),
+            1,
+            "never more than asked for"
+        );
         assert_eq!(r.id.as_deref(), Some("s1"));
         assert_eq!(r.hits.len(), 2);
         assert_eq!(r.hits[0].date.as_deref(), Some("2026-01-01"));

@@ -17,20 +17,44 @@ pub fn reject_unknown(args: &Args, accepted: &[&str]) -> Result<(), String> {
         return Ok(());
     }
     unknown.sort_unstable();
+    let listed = shown_names(&unknown);
     if accepted.is_empty() {
         return Err(format!(
-            "Unknown argument(s): {}. This tool takes no arguments.",
-            unknown.join(", ")
+            "Unknown argument(s): {listed}. This tool takes no arguments."
         ));
     }
     let mut accepted = accepted.to_vec();
     accepted.sort_unstable();
     Err(format!(
-        "Unknown argument(s): {}. Accepted: {}.",
-        unknown.join(", "),
+        "Unknown argument(s): {listed}. Accepted: {}.",
         accepted.join(", ")
     ))
 }
+
+/// Names a client made up, as an error may echo them: at most [`MAX_SHOWN_NAMES`], each
+/// cut to [`MAX_SHOWN_NAME_CHARS`] with control characters made inert — so an error
+/// costs the same whatever the client sent (a 10,000-character name once came back
+/// whole from every tool).
+fn shown_names(names: &[&str]) -> String {
+    let mut shown: Vec<String> = names
+        .iter()
+        .take(MAX_SHOWN_NAMES)
+        .map(|n| {
+            let inert: String = n
+                .chars()
+                .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+                .collect();
+            crate::text::cap_chars(&inert, MAX_SHOWN_NAME_CHARS)
+        })
+        .collect();
+    if names.len() > MAX_SHOWN_NAMES {
+        shown.push(format!("and {} more", names.len() - MAX_SHOWN_NAMES));
+    }
+    shown.join(", ")
+}
+
+const MAX_SHOWN_NAMES: usize = 10;
+const MAX_SHOWN_NAME_CHARS: usize = 64;
 
 /// The value of an optional argument; `null` counts as absent.
 pub fn optional<'a>(args: &'a Args, key: &str) -> Option<&'a Value> {

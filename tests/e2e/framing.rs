@@ -123,17 +123,37 @@ fn notifications_are_never_answered_nor_executed() {
 #[test]
 fn ids_are_echoed_exactly_and_requests_need_a_method() {
     let mut s = server();
-    for id in [
-        json!(null),
-        json!("abc"),
-        json!(7),
-        json!(-3),
-        json!(1.5),
-        json!({"a": 1}),
-    ] {
+    for id in [json!(null), json!("abc"), json!(7), json!(-3), json!(1.5)] {
         let frame = s.request(&json!({"jsonrpc":"2.0","id":id,"method":"ping"}));
         assert_eq!(frame["id"], id);
         assert_eq!(frame["result"], json!({}));
+    }
+    // Ids that are neither strings nor numbers are refused, and never echoed (the
+    // reference peer echoes them: a documented difference).
+    for id in [
+        json!(true),
+        json!({}),
+        json!({"a": 1}),
+        json!([]),
+        json!([[]]),
+    ] {
+        s.send(&json!({"jsonrpc":"2.0","id":id,"method":"initialize","params":{}}));
+        let frame = s.recv();
+        assert_eq!(
+            frame,
+            json!({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: the id must be a string or a number."}}),
+            "{id}"
+        );
+    }
+    // Params that are not an object: -32602, before any handler runs.
+    for params in [json!([]), json!("x"), json!(5), json!(true)] {
+        let frame =
+            s.request(&json!({"jsonrpc":"2.0","id":"p","method":"initialize","params":params}));
+        assert_eq!(
+            frame["error"],
+            json!({"code":-32602,"message":"Invalid params: params must be an object."}),
+            "{params}"
+        );
     }
     let r = s.request(&json!({"jsonrpc":"2.0","id":9,"method":7}));
     assert_eq!(

@@ -396,3 +396,40 @@ fn injection_in_answers_stays_inside_the_delimiter() {
         );
     }
 }
+
+#[test]
+fn echoes_of_client_input_are_bounded_and_inert() {
+    let fake = FakePerplexity::start();
+    let mut s = Server::start(&env_for(&fake));
+    let long = "x".repeat(10_000);
+    let tools = s.request(&request(1, "tools/list", json!({})));
+    let names: Vec<String> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        let mut args = serde_json::Map::new();
+        args.insert(long.clone(), json!(1));
+        args.insert("\u{1b}]0;pwned\u{7}".into(), json!(1));
+        for k in 0..50 {
+            args.insert(format!("extra{k}"), json!(1));
+        }
+        let (text, is_error) =
+            tool_text(&s.request(&call(i as u64 + 2, name, serde_json::Value::Object(args))));
+        assert!(is_error, "{name}: {text}");
+        assert!(text.starts_with("Unknown argument(s): "), "{name}: {text}");
+        assert!(
+            text.chars().count() < 2_000,
+            "{name}: {} characters",
+            text.chars().count()
+        );
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{name}: {text:?}"
+        );
+        assert!(text.contains("more"), "{name}: the rest is counted: {text}");
+    }
+    assert!(agent_creates(&fake).is_empty());
+}

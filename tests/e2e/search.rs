@@ -150,3 +150,33 @@ fn the_search_command_prints_results_for_people() {
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("PERPLEXITY_API_KEY"));
 }
+
+#[test]
+fn never_more_results_than_asked_for_whatever_the_upstream_sends() {
+    let fake = FakePerplexity::start();
+    let flood: Vec<Value> = (0..10_000)
+        .map(|i| json!({"title": format!("T{i}"), "url": format!("https://r.example/{i}"), "snippet": "s"}))
+        .collect();
+    fake.push_fault(
+        json!({"route": "search", "status": 200, "json": {"id": "s", "results": flood}}),
+    );
+    let mut s = Server::start(&env_for(&fake));
+    let r = s.request(&call(
+        1,
+        "perplexity_search",
+        json!({"query": "q", "max_results": 3}),
+    ));
+    let results = r["result"]["structuredContent"]["results"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        results.len(),
+        3,
+        "structuredContent is capped like the text"
+    );
+    assert!(
+        r.to_string().len() < 10_000,
+        "{} bytes",
+        r.to_string().len()
+    );
+}

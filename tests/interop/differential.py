@@ -229,6 +229,18 @@ DOCUMENTED: dict[str, Allowance] = {
         lambda o, p: (_text(o) or "").startswith("No research run ") and o[0]["result"].get("isError") is True
         and _text(p) is not None and p[0]["result"].get("isError") is True,
     ),
+    # Ids that are not strings or numbers (objects, arrays, booleans) are refused with
+    # -32600 and id null (issue 14; MCP types ids as string or integer); the peer echoes
+    # them and answers.
+    "scalar-ids": Allowance(
+        "issue 14 item 3, RM", "non-scalar id: ours -32600 with id null, peer echoes it",
+        lambda o, p: _err(o, -32600) and o[0].get("id") is None and len(p) == 1,
+    ),
+    # Params that are not an object get -32602 (issue 14); the peer treats them as {}.
+    "object-params": Allowance(
+        "issue 14 item 3, RM", "non-object params: ours -32602, peer reads them as {}",
+        lambda o, p: _err(o, -32602) and len(p) == 1,
+    ),
     # An invalid cursor gets -32602 from us (we do not paginate); the peer ignores it.
     "cursor": Allowance(
         "MP §8 ('An invalid cursor gets -32602')", "tools/list cursor rejected by us",
@@ -389,9 +401,9 @@ def cases() -> list[Case]:
         req("s", "ping"),
         req(None, "ping"),
         req(1.5, "ping"),
-        req({"a": 1}, "ping"),
-        req([1], "ping"),
-        req(True, "ping"),
+        In(req({"a": 1}, "ping"), "scalar-ids"),
+        In(req([1], "ping"), "scalar-ids"),
+        In(req(True, "ping"), "scalar-ids"),
         req(-7, "ping"),
         req(0, "ping"),
         req(2**63 - 1, "ping"),
@@ -509,10 +521,10 @@ def cases() -> list[Case]:
         json.dumps({"jsonrpc": "2.0", "method": 5}),
         json.dumps({"jsonrpc": "1.0", "id": 4, "method": "ping"}),
         json.dumps({"id": 5, "method": "ping"}),
-        req(6, "ping", [1, 2]),
-        req(7, "tools/list", "x"),
-        req(8, "tools/call", 5),
-        req(9, "tools/call", [AGENT]),
+        In(req(6, "ping", [1, 2]), "object-params"),
+        In(req(7, "tools/list", "x"), "object-params"),
+        In(req(8, "tools/call", 5), "object-params"),
+        In(req(9, "tools/call", [AGENT]), "object-params"),
         json.dumps({"jsonrpc": "2.0", "id": 10, "method": "ping", "extra": True}),
     ]))
 
