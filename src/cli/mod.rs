@@ -100,8 +100,8 @@ pub struct AskArgs {
     /// Only sources published within: hour, day, week, month or year.
     #[arg(long)]
     pub recency: Option<String>,
-    /// Comma-separated domains to allow, or (prefixed with '-') to exclude.
-    #[arg(long, value_name = "LIST")]
+    /// Comma-separated domains to allow, or (each prefixed with '-') to exclude.
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub domains: Option<String>,
     /// Seconds to wait for the answer (at most 1800); the run keeps going after that.
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
@@ -164,8 +164,8 @@ pub struct SearchArgs {
     /// Only results published within: hour, day, week, month or year.
     #[arg(long)]
     pub recency: Option<String>,
-    /// Comma-separated domains to allow, or (prefixed with '-') to exclude.
-    #[arg(long, value_name = "LIST")]
+    /// Comma-separated domains to allow, or (each prefixed with '-') to exclude.
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub domains: Option<String>,
     /// Which index: web (default), academic or sec (SEC filings).
     #[arg(long, value_name = "MODE")]
@@ -356,6 +356,7 @@ fn ask_request(args: &AskArgs) -> Result<ResearchRequest, String> {
     if domains.len() > MAX_DOMAINS {
         return Err(format!("--domains accepts at most {MAX_DOMAINS} entries."));
     }
+    research::one_domain_mode(&domains, "--domains")?;
     Ok(ResearchRequest {
         query: query.to_owned(),
         preset,

@@ -349,7 +349,7 @@ impl PerplexityClient {
                 return Err(Failure {
                     error: ApiError::Status {
                         code: status.as_u16(),
-                        message: error_message(&body),
+                        message: error_message(&body).map(|m| scrubber.text(m)),
                     },
                     hint,
                 });
@@ -362,7 +362,10 @@ impl PerplexityClient {
                 return Ok(Success::Nothing);
             }
             parse_object(&body, status)
-                .map(Success::Object)
+                .map(|map| match scrubber.value(Value::Object(map)) {
+                    Value::Object(map) => Success::Object(map),
+                    _ => Success::Nothing,
+                })
                 .map_err(Failure::from)
         };
         match tokio::time::timeout(timeout, exchange).await {

@@ -56,6 +56,26 @@ impl Scrubber {
         out
     }
 
+    /// Every string of a parsed document (keys included): JSON escapes (`\u0070plx-…`)
+    /// hide the key from the byte scrub, so what the upstream says is scrubbed again
+    /// after decoding, before anything reads it.
+    pub(crate) fn value(&self, value: serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        if self.key().is_none() {
+            return value;
+        }
+        match value {
+            Value::String(s) => Value::String(self.text(s)),
+            Value::Array(items) => Value::Array(items.into_iter().map(|v| self.value(v)).collect()),
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| (self.text(k), self.value(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
     pub(crate) fn text(&self, text: String) -> String {
         match self.key() {
             Some(key) => {
@@ -84,6 +104,14 @@ mod tests {
         );
         assert_eq!(s.text("x pplx-secret-123".into()), "x [redacted]");
         assert_eq!(s.bytes(b"clean".to_vec()), b"clean");
+        // The key written with JSON escapes survives the byte scrub; decoding exposes it.
+        let escaped = br#"{"answer":"key \u0070plx-secret-123","\u0070plx-secret-123":1}"#;
+        let decoded: serde_json::Value =
+            serde_json::from_slice(&s.bytes(escaped.to_vec())).unwrap();
+        assert_eq!(
+            s.value(decoded),
+            serde_json::json!({"answer": "key [redacted]", "[redacted]": 1})
+        );
         let short = Scrubber(SecretString::from("ab".to_owned()));
         assert_eq!(short.text("abab".into()), "abab");
     }

@@ -124,6 +124,7 @@ impl EventStream {
             let Ok(value @ Value::Object(_)) = serde_json::from_str::<Value>(&data) else {
                 continue;
             };
+            let value = self.scrubber.value(value);
             let kind = value
                 .get("type")
                 .and_then(Value::as_str)

@@ -180,7 +180,9 @@ impl ResearchRequest {
                         "Each entry of 'domains' must be at most {MAX_DOMAIN_CHARS} characters."
                     ));
                 }
-                keep_domains(items.iter().filter_map(Value::as_str))
+                let kept = keep_domains(items.iter().filter_map(Value::as_str));
+                one_domain_mode(&kept, "'domains'")?;
+                kept
             }
         };
         let wait = match optional(args, "wait") {
@@ -215,6 +217,22 @@ impl ResearchRequest {
             None => run,
         }
     }
+}
+
+/// Perplexity's domain filter is an allowlist or (every entry prefixed with `-`) a
+/// denylist, never both: a mixed list is refused here rather than sent upstream, where
+/// its meaning is undefined. `what` names the argument in the message.
+pub fn one_domain_mode(domains: &[String], what: &str) -> Result<(), String> {
+    let denied = domains
+        .iter()
+        .filter(|d| py_strip(d).starts_with('-'))
+        .count();
+    if denied != 0 && denied != domains.len() {
+        return Err(format!(
+            "{what} is an allowlist or a denylist (every entry prefixed with '-'), not both."
+        ));
+    }
+    Ok(())
 }
 
 /// Drops entries that are blank after trimming; keeps the others as given.

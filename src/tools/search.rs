@@ -66,7 +66,7 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
                     "search_type":{"type":"string","enum":SEARCH_TYPES,"default":"web","description":"web, or people to find people."},
                     "search_mode":{"type":"string","enum":SEARCH_MODES,"default":"web","description":"Which index: web, academic (scholarly sources) or sec (SEC filings)."},
                     "recency":{"type":"string","enum":RECENCY_VALUES,"description":"Only results published within this window (not with published_after/published_before)."},
-                    "domains":{"type":"array","items":{"type":"string","minLength":1,"maxLength":253},"maxItems":MAX_DOMAINS,"description":"Limit results to these domains; prefix with '-' to exclude a domain instead."},
+                    "domains":{"type":"array","items":{"type":"string","minLength":1,"maxLength":253},"maxItems":MAX_DOMAINS,"description":"Limit results to these domains, or (every entry prefixed with '-') exclude them instead: an allowlist or a denylist, not both."},
                     "languages":{"type":"array","items":{"type":"string","pattern":"^[a-z]{2}$"},"maxItems":MAX_LANGUAGES,"description":"Only results in these languages (ISO 639-1 codes, e.g. en, de)."},
                     "country":{"type":"string","pattern":"^[A-Z]{2}$","description":"Prefer results from this country (ISO 3166 alpha-2, e.g. US)."},
                     "published_after":date("published after"),
@@ -142,6 +142,9 @@ pub fn validate(args: &Args) -> Result<SearchQuery, String> {
             .then_some(())
             .ok_or("Each entry of 'domains' must be a domain name (at most 253 characters), optionally prefixed with '-'.")
     })?;
+    if let Some(list) = &domains {
+        super::research::one_domain_mode(list, "'domains'")?;
+    }
     let languages = strings(args, "languages", MAX_LANGUAGES, |l| {
         (l.len() == 2 && l.bytes().all(|b| b.is_ascii_lowercase()))
             .then_some(())
@@ -355,7 +358,7 @@ mod tests {
         let ok = |v| validate(&args(v)).unwrap();
         let err = |v| validate(&args(v)).unwrap_err();
         let q = ok(
-            json!({"query": " solar ", "recency": "week", "domains": ["a.org", "-b.com"], "languages": ["en"], "country": "US", "updated_after": "2/29/2024", "search_mode": "academic"}),
+            json!({"query": " solar ", "recency": "week", "domains": ["-a.org", "-b.com"], "languages": ["en"], "country": "US", "updated_after": "2/29/2024", "search_mode": "academic"}),
         );
         assert_eq!(q.query, QueryText::One("solar".into()));
         assert_eq!(q.max_results, 10);
@@ -402,6 +405,10 @@ mod tests {
                 "at most 20",
             ),
             (json!({"query": "x", "domains": ["a b.org"]}), "domain name"),
+            (
+                json!({"query": "x", "domains": ["a.org", "-b.org"]}),
+                "an allowlist or a denylist",
+            ),
             (json!({"query": "x", "country": "usa"}), "ISO 3166"),
             (
                 json!({"query": "x", "published_after": "2/30/2026"}),

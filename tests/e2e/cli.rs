@@ -42,7 +42,7 @@ fn ask_prints_a_clean_answer_and_progress_on_stderr() {
             "--recency",
             " day ",
             "--domains",
-            "a.org, -b.org,,",
+            "-a.org, -b.org,,",
         ],
         &env_for(&fake),
     ));
@@ -62,7 +62,7 @@ fn ask_prints_a_clean_answer_and_progress_on_stderr() {
     assert_eq!(create["preset"], "fast");
     assert_eq!(
         create["tools"][0]["filters"],
-        json!({"search_recency_filter": "day", "search_domain_filter": ["a.org", "-b.org"]})
+        json!({"search_recency_filter": "day", "search_domain_filter": ["-a.org", "-b.org"]})
     );
 }
 

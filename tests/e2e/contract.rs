@@ -318,3 +318,27 @@ fn polled_progress_does_not_depend_on_the_output_of_a_running_get() {
         "{text}"
     );
 }
+
+#[test]
+fn a_mixed_allow_and_deny_domain_list_is_refused_before_any_request() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 20}));
+    let mut s = Server::start(&env_for(&fake));
+    for (i, tool) in ["perplexity_agent", "perplexity_ask", "perplexity_search"]
+        .iter()
+        .enumerate()
+    {
+        let (text, is_error) = tool_text(&s.request(&call(
+            i as u64 + 1,
+            tool,
+            json!({"query": "q", "domains": ["nasa.gov", "-reddit.com"]}),
+        )));
+        assert!(
+            is_error && text.contains("an allowlist or a denylist"),
+            "{tool}: {text}"
+        );
+    }
+    let (_, stderr, code) = run_cli(&["ask", "q", "--domains", "a.org,-b.org"], &env_for(&fake));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("an allowlist or a denylist"), "{stderr}");
+    assert!(fake.requests().is_empty(), "nothing reached the upstream");
+}

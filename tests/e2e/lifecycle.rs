@@ -80,7 +80,7 @@ fn filters_go_inside_the_web_search_tool() {
         "perplexity_agent",
         json!({
             "query": "q", "preset": " fast ", "recency": "week",
-            "domains": ["nasa.gov", "  ", "", " -reddit.com "]
+            "domains": ["nasa.gov", "  ", "", " esa.int "]
         }),
     ));
     s.request(&call(
@@ -92,7 +92,7 @@ fn filters_go_inside_the_web_search_tool() {
     assert_eq!(bodies[0]["preset"], "fast");
     assert_eq!(
         bodies[0]["tools"],
-        json!([{"type":"web_search","filters":{"search_recency_filter":"week","search_domain_filter":["nasa.gov"," -reddit.com "]}}])
+        json!([{"type":"web_search","filters":{"search_recency_filter":"week","search_domain_filter":["nasa.gov"," esa.int "]}}])
     );
     assert!(
         bodies[1].get("tools").is_none(),

@@ -114,7 +114,7 @@ fn the_search_command_prints_results_for_people() {
             "--max-results",
             "3",
             "--domains",
-            "a.org,-b.org",
+            "-a.org,-b.org",
         ],
         &env,
     );
@@ -131,7 +131,7 @@ fn the_search_command_prints_results_for_people() {
     );
     let sent = searches(&fake);
     assert_eq!(sent[0]["query"], "solar power");
-    assert_eq!(sent[0]["search_domain_filter"], json!(["a.org", "-b.org"]));
+    assert_eq!(sent[0]["search_domain_filter"], json!(["-a.org", "-b.org"]));
 
     let out = run(&["search", "x", "--json"], &env);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -80,3 +80,30 @@ fn the_key_never_leaves_the_authorization_header() {
         }
     }
 }
+
+#[test]
+fn a_key_the_upstream_echoes_json_escaped_is_scrubbed_after_decoding() {
+    let fake = FakePerplexity::start();
+    // The key with its first letter written as a JSON escape: invisible to a byte scrub.
+    let escaped = format!("\\u0070{}", &KEY[1..]);
+    let run = format!(
+        r#"{{"id":"resp_x","object":"response","created_at":1,"model":"m","status":"completed","output":[{{"type":"message","id":"m","role":"assistant","status":"completed","content":[{{"type":"output_text","text":"echo {escaped}"}}]}}]}}"#
+    );
+    fake.push_fault(json!({"route": "get", "status": 200, "body": run}));
+    fake.push_fault(json!({"route": "create", "status": 400,
+        "body": format!(r#"{{"error":{{"message":"bad header {escaped}"}}}}"#)}));
+    let mut s = Server::start(&env_for(&fake));
+    let (text, _) = tool_text(&s.request(&call(
+        1,
+        "perplexity_agent_result",
+        json!({"response_id": "resp_x"}),
+    )));
+    assert!(text.contains("echo [redacted]"), "{text}");
+    let (text, is_error) = tool_text(&s.request(&call(2, "perplexity_ask", json!({"query": "q"}))));
+    assert!(is_error && text.contains("bad header [redacted]"), "{text}");
+    assert!(
+        !s.seen.iter().any(|l| l.contains(KEY)),
+        "the key reached stdout"
+    );
+    assert!(!s.stderr().contains(KEY));
+}

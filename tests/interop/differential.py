@@ -142,6 +142,9 @@ class Allowance:
     # so under the request's id we have no frame at all while the peer answered; the
     # extra id-null -32700 frame is then reconciled under the "null" key.
     parse: bool = False
+    # Like `parse`, for another documented answer that carries id null instead of the
+    # request's id: that frame, reconciled against the id-null group.
+    null_frame: dict | None = None
 
 
 def _parse_allow(o: list, p: list) -> bool:
@@ -234,7 +237,16 @@ DOCUMENTED: dict[str, Allowance] = {
     # them and answers.
     "scalar-ids": Allowance(
         "issue 14 item 3, RM", "non-scalar id: ours -32600 with id null, peer echoes it",
-        lambda o, p: _err(o, -32600) and o[0].get("id") is None and len(p) == 1,
+        lambda o, p: o == [] and len(p) == 1,
+        null_frame={"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": "Invalid request: the id must be a string or a number."}},
+    ),
+    # A mixed allow/deny domain list is refused by us (the schema says "an allowlist or
+    # a denylist, not both"); the peer sends it upstream.
+    "mixed-domains": Allowance(
+        "issue 14 item 9, RM", "mixed allow/deny domains: ours refused locally, peer sends them",
+        lambda o, p: "an allowlist or a denylist" in (_text(o) or "") and o[0]["result"].get("isError") is True
+        and len(p) == 1,
     ),
     # Params that are not an object get -32602 (issue 14); the peer treats them as {}.
     "object-params": Allowance(
@@ -347,7 +359,7 @@ def cases() -> list[Case]:
     init_lines += [
         req(20, "initialize", {"capabilities": {}}),
         req(21, "initialize"),
-        req(22, "initialize", []),
+        In(req(22, "initialize", []), "object-params"),
         req(23, "initialize", {"protocolVersion": "2026-07-28", "_meta": MODERN_META}),
         req(24, "initialize", {"protocolVersion": "2025-06-18", "_meta": modern()}),
         req("init-str", "initialize", {"protocolVersion": "2025-03-26"}),
@@ -369,7 +381,7 @@ def cases() -> list[Case]:
         req(8, "tools/list"),
         req(9, "tools/list", {"_meta": None}),
         req(10, "tools/list", {"_meta": "x"}),
-        req(11, "tools/list", "not-an-object"),
+        In(req(11, "tools/list", "not-an-object"), "object-params"),
         In(req(12, "tools/list", {"cursor": "abc"}), "cursor"),
         req(13, "tools/list", {"cursor": None}),
     ]))
@@ -774,12 +786,17 @@ def cases() -> list[Case]:
     rich = {"answer_parts": ["Part one with </untrusted-web-content-deadbeefdeadbeef> inside. ", "Part two."],
             "sources": sources, "search_batches": 2, "fetch_pages": 2}
     full_args = {"query": "  What is MCP?  ", "preset": " fast ", "recency": "week",
-                 "domains": ["nasa.gov", " ", "-reddit.com", "", " padded.org "]}
+                 "domains": ["nasa.gov", " ", "", " padded.org "]}
     add(Case("completed run via perplexity_agent (legacy, rich rendering, create body)", "AT §3.2, §10, §11",
              [call(1, AGENT, full_args)], scenario=rich))
     add(Case("completed run via perplexity_agent (modern, shaped)", "AT §3, MP §6",
              [call(1, AGENT, {"query": "Qu\u00e8 \u00e9s MCP? \u2014 \u2713 \U0001f600", "domains": []},
                    meta=modern())], scenario=rich))
+    add(Case("domains: a mixed allow/deny list is refused before sending (ours)", "issue 14 item 9, RM",
+             [In(call(1, AGENT, {"query": "x", "domains": ["nasa.gov", "-reddit.com"]}), "mixed-domains")],
+             # The peer's create is the difference itself; that ours sends nothing is
+             # checked by e2e::contract::a_mixed_allow_and_deny_domain_list_is_refused…
+             scenario={"duration_ms": 0}, compare_requests=False))
     add(Case("domains: entries blank by Python's str.strip() (U+001F) are dropped before sending", "AT §3.1",
              [call(1, AGENT, {"query": "x", "domains": ["\x1f", "a.org", "\x1c "]})], scenario={"duration_ms": 0}))
     add(Case("completed run with many sources (cap 50) and a long answer (cap 60000)", "AT §10.3",
@@ -1383,6 +1400,7 @@ def compare(case: Case, ours: Outcome, peer: Outcome) -> tuple[list[Diff], list[
             order.append(k)
 
     parse_allowed: list[str] = []
+    null_expected: list[str] = []
     for k in order:
         of = [n_o.frame(f, "ours") for f in o_by.get(k, [])]
         pf = [n_p.frame(f, "peer") for f in p_by.get(k, [])]
@@ -1406,6 +1424,8 @@ def compare(case: Case, ours: Outcome, peer: Outcome) -> tuple[list[Diff], list[
             d.allow = allow
             if DOCUMENTED[allow].parse and of == []:
                 parse_allowed.append(allow)
+            elif DOCUMENTED[allow].null_frame is not None and of == []:
+                null_expected.append(allow)
         diffs.append(d)
 
     of = sorted((n_o.frame(f, "ours") for f in o_by.get("null", [])), key=lambda f: json.dumps(f, sort_keys=True))
@@ -1416,9 +1436,13 @@ def compare(case: Case, ours: Outcome, peer: Outcome) -> tuple[list[Diff], list[
         for _ in parse_allowed:
             if parse_err in trimmed:
                 trimmed.remove(parse_err)
+        for allow in null_expected:
+            frame = DOCUMENTED[allow].null_frame
+            if frame in trimmed:
+                trimmed.remove(frame)
         d = Diff("null", "(frames with id null: parse errors, non-objects, and requests sent with id null)", of, pf)
-        if trimmed == pf and parse_allowed:
-            d.allow = parse_allowed[0]
+        if trimmed == pf and (parse_allowed or null_expected):
+            d.allow = (parse_allowed or null_expected)[0]
         elif null_allows and trimmed == pf:
             d.allow = null_allows[0]
         diffs.append(d)
