@@ -147,6 +147,7 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
                     } else {
                         render::CANCELLED_TEXT.to_owned()
                     };
+                    let message = render::with_id(message, id);
                     if style.json {
                         say!(
                             "{}",

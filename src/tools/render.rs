@@ -130,6 +130,13 @@ pub fn failed_text(run: &RunSnapshot) -> String {
     }
 }
 
+/// A terminal failure text with the run's id appended: `<text> (response_id: <id>)`. The
+/// run exists (and may have cost money), so every error about it names it — the
+/// reference peer's texts lacked the id here.
+pub fn with_id(text: String, id: &str) -> String {
+    format!("{text} (response_id: {id})")
+}
+
 /// The still-running text of the MCP tools. Not spotlighted: no retrieved content.
 pub fn still_running(id: &str, progress: &str) -> String {
     format!(

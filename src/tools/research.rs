@@ -365,7 +365,8 @@ pub async fn research(
             progress: Some((p, started.elapsed().as_secs_f64())),
         },
         Err(e) => {
-            ResearchOutcome::Failed(with_model_suggestions(client, request, e, deadline).await)
+            let named: Vec<&str> = request.model.as_deref().into_iter().collect();
+            ResearchOutcome::Failed(with_model_suggestions(client, &named, e, deadline).await)
         }
     }
 }
@@ -373,21 +374,29 @@ pub async fn research(
 /// A create the API refused (400) while a model was named: the model name is the
 /// likely cause, so the error lists real catalogue names close to it (one anonymous
 /// `GET /v1/models`, inside the same deadline; nothing is added when that fails).
-async fn with_model_suggestions(
+pub(crate) async fn with_model_suggestions(
     client: &PerplexityClient,
-    request: &ResearchRequest,
+    named: &[&str],
     mut error: WaitError,
     deadline: Instant,
 ) -> WaitError {
-    let (Some(model), WaitErrorKind::Api(ApiError::Status { code: 400, message })) =
-        (&request.model, &mut error.kind)
-    else {
+    let WaitErrorKind::Api(ApiError::Status { code: 400, message }) = &mut error.kind else {
         return error;
     };
+    if named.is_empty() {
+        return error;
+    }
     let Ok(catalogue) = client.list_models(deadline).await else {
         return error;
     };
-    if catalogue.is_empty() || catalogue.iter().any(|m| &m.id == model) {
+    // The first named model the catalogue does not know is the one to correct.
+    let Some(model) = named
+        .iter()
+        .find(|n| !catalogue.iter().any(|m| m.id == **n))
+    else {
+        return error;
+    };
+    if catalogue.is_empty() {
         return error;
     }
     let names = crate::perplexity::models::closest(&catalogue, model, 5).join(", ");
@@ -451,12 +460,12 @@ pub fn render_outcome(outcome: &ResearchOutcome) -> ToolOutput {
                 render::INCOMPLETE_NOTE,
                 render::answer_body(run)
             ))),
-            Some("failed") => ToolOutput::error(render::failed_text(run)),
+            Some("failed") => ToolOutput::error(render::with_id(render::failed_text(run), id)),
             // A responses_create run with function tools, collected here by its id.
             Some(crate::perplexity::agent::REQUIRES_ACTION) => ToolOutput::ok(format!(
                 "Run {id} is waiting for function outputs: read its function calls with responses_retrieve(response_id=\"{id}\")."
             )),
-            _ => ToolOutput::error(render::CANCELLED_TEXT),
+            _ => ToolOutput::error(render::with_id(render::CANCELLED_TEXT.to_owned(), id)),
         },
         ResearchOutcome::Running { id, .. } => ToolOutput::ok(render::still_running(
             id,
@@ -486,6 +495,11 @@ pub fn render_cancel(id: &str, outcome: Result<CancelOutcome, ApiError>) -> Tool
                 "No research run {id} exists for this API key (a wrong id, another account's run, a run created with store: false, or one that has expired): there is nothing to cancel."
             ))
         },
+        // The cancel itself failed (a 503 storm, a dropped connection): the run may well
+        // still be running and billing, so say which and how to check or try again.
+        Err(e) if !e.is_key_problem() => ToolOutput::error(format!(
+            "{e} \u{2014} run {id} may still be running; collect it with perplexity_agent_result(response_id=\"{id}\") or stop it with perplexity_agent_cancel(response_id=\"{id}\")."
+        )),
         Err(e) => ToolOutput::error(e.to_string()),
     }
 }

@@ -266,6 +266,18 @@ fn the_model_catalogue_is_listed_without_the_key_and_offered_on_errors() {
         json!({"query": "q", "model": "sonar-pro"}),
     )));
     assert!(is_error && text.contains("provider/model"), "{text}");
+    // The same for the full surface: the first chain entry the catalogue lacks.
+    fake.push_fault(json!({"route": "create", "status": 400,
+        "json": {"error": {"message": "invalid model", "type": "invalid_request", "code": 400}}}));
+    let (text, is_error) = tool_text(&s.request(&call(
+        3,
+        "responses_create",
+        json!({"input": "q", "models": ["openai/gpt-5.5", "perplexity/sonar-pro"]}),
+    )));
+    assert!(
+        is_error && text.contains("'perplexity/sonar-pro' is not in Perplexity's model catalogue"),
+        "{text}"
+    );
 }
 
 #[test]

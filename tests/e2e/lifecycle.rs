@@ -230,17 +230,23 @@ fn terminal_outcomes() {
         scenario["duration_ms"] = json!(100);
         fake.set_scenario(scenario);
         let r = s.request(&call(i as i64, "perplexity_agent", json!({"query": "q"})));
-        assert_eq!(tool_text(&r), (expected.to_owned(), error));
+        // The run exists, so the error names it (issue 14: the peer's text did not).
+        let id = fake.runs().last().map(|r| r.id.clone()).unwrap();
+        assert_eq!(
+            tool_text(&r),
+            (format!("{expected} (response_id: {id})"), error)
+        );
     }
     fake.set_scenario(
         json!({"duration_ms": 100, "final_status": "failed", "error_message": "x".repeat(900)}),
     );
     let (text, _) = tool_text(&s.request(&call(10, "perplexity_agent", json!({"query": "q"}))));
+    let id = fake.runs().last().map(|r| r.id.clone()).unwrap();
     assert_eq!(
         text.chars().count(),
-        "The research run failed: ".len() + 500
+        "The research run failed: ".len() + 500 + format!(" (response_id: {id})").len()
     );
-    assert!(text.ends_with("x\u{2026}"));
+    assert!(text.ends_with(&format!("x\u{2026} (response_id: {id})")));
 
     fake.set_scenario(json!({"duration_ms": 100, "final_status": "incomplete", "answer": "Half."}));
     let (text, error) = tool_text(&s.request(&call(11, "perplexity_agent", json!({"query": "q"}))));
@@ -781,5 +787,24 @@ fn python_whitespace_and_big_integers_match_the_reference() {
         s.seen
             .iter()
             .any(|l| l.contains("\"progressToken\":18446744073709551616"))
+    );
+}
+
+#[test]
+fn a_cancel_that_fails_names_the_run_that_may_still_be_running() {
+    let fake = FakePerplexity::start();
+    let mut env = env_for(&fake);
+    env.push(("PERPLEXITY_AGENT_WAIT_SECONDS".into(), "1".into()));
+    let mut s = Server::start(&env);
+    fake.push_fault(json!({"route": "cancel", "status": 503, "times": 50}));
+    let (text, is_error) = tool_text(&s.request(&call(
+        1,
+        "perplexity_agent_cancel",
+        json!({"response_id": "resp_storm"}),
+    )));
+    assert!(is_error, "{text}");
+    assert!(
+        text.ends_with(" \u{2014} run resp_storm may still be running; collect it with perplexity_agent_result(response_id=\"resp_storm\") or stop it with perplexity_agent_cancel(response_id=\"resp_storm\")."),
+        "{text}"
     );
 }

@@ -76,7 +76,7 @@ NORMALISERS_DOC = {
     "initialize-extras": "AT §15.7 / MP §1,§4: instructions + logging capability in legacy initialize",
     # Once a run exists every error text of ours ends with the response_id and what to
     # do (AT §15.1); the peer's does not. Stripped from ours when the peer lacks it.
-    "rid-suffix": "AT §15.1: response_id suffix on errors after a run exists",
+    "rid-suffix": "AT §15.1, issue 14 item 6: response_id suffix on errors after a run exists (failed and cancelled runs, failed cancels included)",
     # Network error kinds: the peer prints Python exception names, we print a fixed set.
     # AT §6.5.
     "network-kind": "AT §6.5: network error kind names",
@@ -1107,6 +1107,8 @@ def run_side(side: Side, case: Case) -> Outcome:
 NONCE_RE = re.compile(r"untrusted-web-content-[0-9a-f]{16}(?=>)")
 RID_RE = re.compile(r"resp_[A-Za-z0-9]{24}")
 PREAMBLE_RE = re.compile(r"(<untrusted-web-content-NONCE>\n)([^\n]*\n[^\n]*)(\n\n)")
+# A failed or cancelled run's text ends with its id (issue 14 item 6).
+TERMINAL_RID_RE = re.compile(r" \(response_id: \S+\)\Z")
 RID_SUFFIX_RE = re.compile(
     r" \u2014 run (?P<id>\S+) may still be running; collect it with "
     r'perplexity_agent_result\(response_id="(?P=id)"\) or stop it with '
@@ -1247,8 +1249,8 @@ def strip_rid_suffix(ours: dict, peer: dict, used: set) -> None:
     to, tp = _text([ours]), _text([peer])
     if to is None or tp is None or to == tp:
         return
-    m = RID_SUFFIX_RE.search(to)
-    if m and not RID_SUFFIX_RE.search(tp):
+    m = RID_SUFFIX_RE.search(to) or TERMINAL_RID_RE.search(to)
+    if m and not (RID_SUFFIX_RE.search(tp) or TERMINAL_RID_RE.search(tp)):
         ours["result"]["content"][0]["text"] = to[: m.start()]
         used.add("rid-suffix")
 

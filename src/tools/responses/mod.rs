@@ -137,7 +137,10 @@ pub async fn create(
                 id,
                 progress: Some((p, started.elapsed().as_secs_f64())),
             },
-            Err(e) => ResearchOutcome::Failed(e),
+            Err(e) => ResearchOutcome::Failed(
+                super::research::with_model_suggestions(client, &named_models(&body), e, deadline)
+                    .await,
+            ),
         }
     } else {
         match client.create_run(&body, deadline).await {
@@ -161,6 +164,17 @@ pub async fn create(
         stored_upstream: call.store,
     };
     render::outcome(&outcome, &snapshot, shape)
+}
+
+/// `model` and the `models` chain of a create body, for catalogue suggestions.
+fn named_models(body: &crate::perplexity::agent::FullRun) -> Vec<&str> {
+    let chain = body.0.get("models").and_then(serde_json::Value::as_array);
+    body.0
+        .get("model")
+        .into_iter()
+        .chain(chain.into_iter().flatten())
+        .filter_map(serde_json::Value::as_str)
+        .collect()
 }
 
 /// The local snapshot, else Perplexity's copy (saved locally once settled).
