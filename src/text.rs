@@ -44,6 +44,23 @@ pub fn strings(value: &serde_json::Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Untrusted text made safe to show on one line of a terminal or a message: control
+/// characters (an escape sequence could retitle a window, move the cursor or write the
+/// clipboard; a newline could forge another line) and bidirectional overrides (which
+/// reorder what is shown) become U+FFFD.
+pub fn inert_line(text: &str) -> String {
+    text.chars().map(inert_char).collect()
+}
+
+/// One character of [`inert_line`].
+pub fn inert_char(c: char) -> char {
+    match c {
+        c if c.is_control() => '\u{FFFD}',
+        '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' => '\u{FFFD}',
+        c => c,
+    }
+}
+
 /// At most `max` chars: the first `max - 1` and `…` when longer.
 pub fn cap_chars(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {

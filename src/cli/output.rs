@@ -30,6 +30,7 @@ use crate::guard::spotlight::spotlight;
 use crate::perplexity::ApiError;
 use crate::perplexity::agent::CancelOutcome;
 use crate::perplexity::wait::{ProgressSink, WaitError, WaitErrorKind};
+use crate::text::inert_line;
 use crate::tools::render;
 use crate::tools::research::ResearchOutcome;
 
@@ -268,8 +269,8 @@ pub fn models(
         Ok(models) => {
             for m in &models {
                 match &m.owned_by {
-                    Some(owner) => say!("{}\t{}", sanitize(&m.id), sanitize(owner)),
-                    None => say!("{}", sanitize(&m.id)),
+                    Some(owner) => say!("{}\t{}", inert_line(&m.id), inert_line(owner)),
+                    None => say!("{}", inert_line(&m.id)),
                 }
             }
             Exit::Success as i32
@@ -284,13 +285,6 @@ pub fn models(
             Exit::Failed as i32
         }
     }
-}
-
-/// Upstream text on a terminal: control characters (escape sequences) become U+FFFD.
-fn sanitize(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
-        .collect()
 }
 
 /// `fetch`: pages on stdout (title, URL, text), failures and injection flags on stderr;

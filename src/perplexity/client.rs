@@ -362,9 +362,9 @@ impl PerplexityClient {
                 return Ok(Success::Nothing);
             }
             parse_object(&body, status)
-                .map(|map| match scrubber.value(Value::Object(map)) {
-                    Value::Object(map) => Success::Object(map),
-                    _ => Success::Nothing,
+                .map(|mut map| {
+                    scrubber.map(&mut map);
+                    Success::Object(map)
                 })
                 .map_err(Failure::from)
         };

@@ -56,24 +56,36 @@ impl Scrubber {
         out
     }
 
-    /// Every string of a parsed document (keys included): JSON escapes (`\u0070plx-…`)
-    /// hide the key from the byte scrub, so what the upstream says is scrubbed again
-    /// after decoding, before anything reads it.
-    pub(crate) fn value(&self, value: serde_json::Value) -> serde_json::Value {
+    /// Every string of a parsed document (keys included), in place: JSON escapes
+    /// (`\u0070plx-…`) hide the key from the byte scrub, so what the upstream says is
+    /// scrubbed again after decoding, before anything reads it. Nothing is allocated
+    /// unless the key is found.
+    pub(crate) fn value(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
         if self.key().is_none() {
-            return value;
+            return;
         }
         match value {
-            Value::String(s) => Value::String(self.text(s)),
-            Value::Array(items) => Value::Array(items.into_iter().map(|v| self.value(v)).collect()),
-            Value::Object(map) => Value::Object(
-                map.into_iter()
-                    .map(|(k, v)| (self.text(k), self.value(v)))
-                    .collect(),
-            ),
-            other => other,
+            Value::String(s) => *s = self.text(std::mem::take(s)),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.value(v)),
+            Value::Object(map) => self.map(map),
+            _ => {}
         }
+    }
+
+    /// [`Scrubber::value`] for an object.
+    pub(crate) fn map(&self, map: &mut serde_json::Map<String, serde_json::Value>) {
+        let Some(key) = self.key().map(String::from_utf8_lossy) else {
+            return;
+        };
+        // Keys are rebuilt only when one holds the key (order kept).
+        if map.keys().any(|k| k.contains(key.as_ref())) {
+            *map = std::mem::take(map)
+                .into_iter()
+                .map(|(k, v)| (self.text(k), v))
+                .collect();
+        }
+        map.values_mut().for_each(|v| self.value(v));
     }
 
     pub(crate) fn text(&self, text: String) -> String {
@@ -106,10 +118,11 @@ mod tests {
         assert_eq!(s.bytes(b"clean".to_vec()), b"clean");
         // The key written with JSON escapes survives the byte scrub; decoding exposes it.
         let escaped = br#"{"answer":"key \u0070plx-secret-123","\u0070plx-secret-123":1}"#;
-        let decoded: serde_json::Value =
+        let mut decoded: serde_json::Value =
             serde_json::from_slice(&s.bytes(escaped.to_vec())).unwrap();
+        s.value(&mut decoded);
         assert_eq!(
-            s.value(decoded),
+            decoded,
             serde_json::json!({"answer": "key [redacted]", "[redacted]": 1})
         );
         let short = Scrubber(SecretString::from("ab".to_owned()));

@@ -54,6 +54,13 @@ fn read_catalogue(doc: &Value) -> Vec<ModelInfo> {
         .collect()
 }
 
+/// `provider/model`: two non-empty parts — the only form the catalogue's names take.
+pub fn is_provider_model(id: &str) -> bool {
+    id.split_once('/').is_some_and(|(provider, model)| {
+        !provider.is_empty() && !model.is_empty() && !model.contains('/')
+    })
+}
+
 /// Up to `n` catalogue ids closest to `wanted` (same provider first, then sharing the
 /// most leading characters), for "did you mean" lists.
 pub fn closest<'a>(catalogue: &'a [ModelInfo], wanted: &str, n: usize) -> Vec<&'a str> {

@@ -121,10 +121,10 @@ impl EventStream {
             if data.trim() == "[DONE]" {
                 return StreamItem::End;
             }
-            let Ok(value @ Value::Object(_)) = serde_json::from_str::<Value>(&data) else {
+            let Ok(mut value @ Value::Object(_)) = serde_json::from_str::<Value>(&data) else {
                 continue;
             };
-            let value = self.scrubber.value(value);
+            self.scrubber.value(&mut value);
             let kind = value
                 .get("type")
                 .and_then(Value::as_str)

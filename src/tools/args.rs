@@ -39,13 +39,7 @@ fn shown_names(names: &[&str]) -> String {
     let mut shown: Vec<String> = names
         .iter()
         .take(MAX_SHOWN_NAMES)
-        .map(|n| {
-            let inert: String = n
-                .chars()
-                .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
-                .collect();
-            crate::text::cap_chars(&inert, MAX_SHOWN_NAME_CHARS)
-        })
+        .map(|n| crate::text::cap_chars(&crate::text::inert_line(n), MAX_SHOWN_NAME_CHARS))
         .collect();
     if names.len() > MAX_SHOWN_NAMES {
         shown.push(format!("and {} more", names.len() - MAX_SHOWN_NAMES));

@@ -42,13 +42,6 @@ pub fn definition() -> (&'static str, rmcp::model::Tool) {
     )
 }
 
-/// `provider/model`: two non-empty parts.
-pub fn is_provider_model(id: &str) -> bool {
-    id.split_once('/').is_some_and(|(provider, model)| {
-        !provider.is_empty() && !model.is_empty() && !model.contains('/')
-    })
-}
-
 /// The lifecycle tool's rules for query, preset, recency and domains, plus `model`
 /// (exclusive with `preset`); always waits.
 pub fn validate(args: &Args) -> Result<ResearchRequest, String> {
@@ -69,7 +62,7 @@ pub fn validate(args: &Args) -> Result<ResearchRequest, String> {
                 return Err("Give 'preset' or 'model', not both.".to_owned());
             }
             // Only provider/model slugs are model names (a bare `sonar-pro` is a 400).
-            if !is_provider_model(m) {
+            if !crate::perplexity::models::is_provider_model(m) {
                 return Err(
                     "'model' must be a provider/model id such as openai/gpt-5.5 or perplexity/sonar (list them with: perplexity-agent models); for a preset such as fast use 'preset'."
                     .to_owned());

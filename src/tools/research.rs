@@ -389,16 +389,15 @@ pub(crate) async fn with_model_suggestions(
     let Ok(catalogue) = client.list_models(deadline).await else {
         return error;
     };
-    // The first named model the catalogue does not know is the one to correct.
+    // The first named model the catalogue does not know is the one to correct (an empty
+    // catalogue knows none and suggests nothing).
     let Some(model) = named
         .iter()
         .find(|n| !catalogue.iter().any(|m| m.id == **n))
+        .filter(|_| !catalogue.is_empty())
     else {
         return error;
     };
-    if catalogue.is_empty() {
-        return error;
-    }
     let names = crate::perplexity::models::closest(&catalogue, model, 5).join(", ");
     let hint = format!(
         "'{model}' is not in Perplexity's model catalogue; models include: {names} (all: perplexity-agent models)"

@@ -51,17 +51,14 @@ fn block(title: &str, focused: bool) -> Block<'_> {
         .border_style(style)
 }
 
-/// Untrusted text made safe to put on a terminal: control characters (an escape sequence
-/// in a page could retitle the window, move the cursor or write the clipboard) and
-/// bidirectional overrides (which reorder what is shown) become U+FFFD; tabs become spaces.
+/// Untrusted text made safe to put on a terminal, as [`crate::text::inert_line`] does,
+/// but keeping its line breaks; tabs become spaces.
 pub fn inert(text: &str) -> String {
     text.chars()
         .map(|c| match c {
             '\t' => ' ',
             '\n' => '\n',
-            c if c.is_control() => '\u{FFFD}',
-            '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' => '\u{FFFD}',
-            c => c,
+            c => crate::text::inert_char(c),
         })
         .collect()
 }

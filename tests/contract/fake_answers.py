@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import sdk
 from common import DUMMY_KEY, FIXTURES, ControlError, FakeUpstream, Tally
@@ -395,29 +395,24 @@ def run_sdk_client(tally: Tally, fake: FakeUpstream, judge: Judge) -> None:
         if c is not None:
             judge.json("sdk client responses.cancel (raw JSON)", sdk.CANCEL, c.http_response.json(), "sdk")
     # errors map to the SDK's exception classes
-    try:
-        client.responses.retrieve("resp_doesnotexist0000000000")
-        tally.check("sdk client: unknown id is NotFoundError", False, "no exception")
-    except perplexity.NotFoundError:
-        tally.check("sdk client: unknown id is NotFoundError", True)
-    except Exception as exc:  # noqa: BLE001
-        tally.check("sdk client: unknown id is NotFoundError", False, f"{type(exc).__name__}: {exc}")
-    try:
-        client.responses.cancel("resp_doesnotexist0000000000")
-        tally.check("sdk client: cancel of an unknown id is NotFoundError", False, "no exception")
-    except perplexity.NotFoundError:
-        tally.check("sdk client: cancel of an unknown id is NotFoundError", True)
-    except Exception as exc:  # noqa: BLE001
-        tally.check("sdk client: cancel of an unknown id is NotFoundError", False, f"{type(exc).__name__}: {exc}")
+    def raises(name: str, call: Callable[[], Any], expected: type[BaseException]) -> None:
+        try:
+            call()
+            tally.check(name, False, "no exception")
+        except expected:
+            tally.check(name, True)
+        except Exception as exc:  # noqa: BLE001
+            tally.check(name, False, f"{type(exc).__name__}: {exc}")
+
+    raises("sdk client: unknown id is NotFoundError",
+           lambda: client.responses.retrieve("resp_doesnotexist0000000000"), perplexity.NotFoundError)
+    raises("sdk client: cancel of an unknown id is NotFoundError",
+           lambda: client.responses.cancel("resp_doesnotexist0000000000"), perplexity.NotFoundError)
     ok, _ = fake.try_control("POST", "faults", {"kind": "rate_limit", "route": "create"})
     if ok:
-        try:
-            client.responses.create(input="q", preset="fast", background=True)
-            tally.check("sdk client: rate_limit is RateLimitError", False, "no exception")
-        except perplexity.RateLimitError:
-            tally.check("sdk client: rate_limit is RateLimitError", True)
-        except Exception as exc:  # noqa: BLE001
-            tally.check("sdk client: rate_limit is RateLimitError", False, f"{type(exc).__name__}: {exc}")
+        raises("sdk client: rate_limit is RateLimitError",
+               lambda: client.responses.create(input="q", preset="fast", background=True),
+               perplexity.RateLimitError)
     # search and models
     raw = attempt("sdk client search.create", lambda: client.search.with_raw_response.create(query="tallest building"))
     if raw is not None:

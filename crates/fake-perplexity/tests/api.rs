@@ -1225,20 +1225,8 @@ fn background_false_answers_the_final_response() {
 fn background_false_follows_a_cancel_and_a_reset() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 5000, "cancel_delay_ms": 100}));
     let addr = fake.addr();
-    let waiting = std::thread::spawn(move || {
-        api(
-            addr,
-            "POST",
-            "/v1/agent",
-            Some(&json!({"input": "q", "background": false})),
-        )
-    });
-    let id = loop {
-        if let Some(r) = fake.runs().first() {
-            break r.id.clone();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let (waiting, id) =
+        common::create_in_background(&fake, json!({"input": "q", "background": false}));
     std::thread::sleep(Duration::from_millis(50));
     let r = api(addr, "POST", &format!("/v1/agent/{id}/cancel"), None);
     assert_eq!(r.status, 200);

@@ -50,6 +50,10 @@ pub async fn echo_call_details(
     fill(body, &run.function_calls());
 }
 
+fn is_output(item: &serde_json::Map<String, Value>) -> bool {
+    item.get("type").and_then(Value::as_str) == Some("function_call_output")
+}
+
 fn outputs(body: &FullRun) -> impl Iterator<Item = &serde_json::Map<String, Value>> {
     body.0
         .get("input")
@@ -57,7 +61,7 @@ fn outputs(body: &FullRun) -> impl Iterator<Item = &serde_json::Map<String, Valu
         .into_iter()
         .flatten()
         .filter_map(Value::as_object)
-        .filter(|item| item.get("type").and_then(Value::as_str) == Some("function_call_output"))
+        .filter(|item| is_output(item))
 }
 
 fn needs_details(body: &FullRun) -> bool {
@@ -68,10 +72,11 @@ fn fill(body: &mut FullRun, calls: &[FunctionCall]) {
     let Some(items) = body.0.get_mut("input").and_then(Value::as_array_mut) else {
         return;
     };
-    for item in items.iter_mut().filter_map(Value::as_object_mut) {
-        if item.get("type").and_then(Value::as_str) != Some("function_call_output") {
-            continue;
-        }
+    for item in items
+        .iter_mut()
+        .filter_map(Value::as_object_mut)
+        .filter(|item| is_output(item))
+    {
         let call_id = item.get("call_id").and_then(Value::as_str);
         let Some(call) = calls.iter().find(|c| Some(c.call_id.as_str()) == call_id) else {
             continue;

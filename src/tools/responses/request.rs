@@ -353,7 +353,7 @@ fn model_id<'a>(top: &Fields<'_>, key: &str, v: &'a Value) -> Result<&'a str, St
             (1..=MAX_MODEL_CHARS).contains(&m.len())
                 && m.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
-                && crate::tools::ask::is_provider_model(m)
+                && crate::perplexity::models::is_provider_model(m)
         })
         .ok_or_else(|| {
             format!(

@@ -264,18 +264,20 @@ pub fn send_until(
 pub fn stream_in_background(
     fake: &fake_perplexity::FakePerplexity,
 ) -> (std::thread::JoinHandle<Resp>, String) {
+    create_in_background(fake, serde_json::json!({"input": "q", "stream": true}))
+}
+
+/// Sends a create with `body` on its own thread (for answers that stay open: a stream,
+/// a foreground run) and returns it with the run's id, as soon as the fake lists it.
+pub fn create_in_background(
+    fake: &fake_perplexity::FakePerplexity,
+    body: Value,
+) -> (std::thread::JoinHandle<Resp>, String) {
     let addr = fake.addr();
-    let streamer = std::thread::spawn(move || {
-        api(
-            addr,
-            "POST",
-            "/v1/agent",
-            Some(&serde_json::json!({"input": "q", "stream": true})),
-        )
-    });
+    let request = std::thread::spawn(move || api(addr, "POST", "/v1/agent", Some(&body)));
     loop {
         if let Some(r) = fake.runs().first() {
-            return (streamer, r.id.clone());
+            return (request, r.id.clone());
         }
         std::thread::sleep(Duration::from_millis(5));
     }
