@@ -378,6 +378,11 @@ pub struct HttpConfig {
     pub max_in_flight: usize,
     /// After SIGTERM/SIGINT, how long in-flight calls may finish before their waits end.
     pub drain: Duration,
+    /// Open connections at once, authenticated or not; more wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers, or its body, or to send
+    /// anything at all on an idle keep-alive connection.
+    pub read_timeout: Duration,
 }
 
 impl fmt::Debug for HttpConfig {
@@ -474,6 +479,20 @@ impl HttpConfig {
                 10,
                 0,
                 600,
+            )?),
+            max_connections: bounded_int(
+                "PERPLEXITY_HTTP_MAX_CONNECTIONS",
+                env("PERPLEXITY_HTTP_MAX_CONNECTIONS").as_deref(),
+                2048,
+                2,
+                65_536,
+            )? as usize,
+            read_timeout: Duration::from_secs(bounded_int(
+                "PERPLEXITY_HTTP_READ_TIMEOUT_SECONDS",
+                env("PERPLEXITY_HTTP_READ_TIMEOUT_SECONDS").as_deref(),
+                30,
+                1,
+                3600,
             )?),
         })
     }

@@ -33,6 +33,30 @@ fn main() {
     std::process::exit(code);
 }
 
+/// One log event, scrubbed of credentials as a whole when the formatter is done with it
+/// (tracing writes an event in pieces; a key split across two would pass a per-write
+/// scrub).
+struct ScrubbedStderr(Vec<u8>);
+
+impl std::io::Write for ScrubbedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for ScrubbedStderr {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.0);
+        let scrubbed = perplexity_agent::guard::redact::scrub_outbound(&text);
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), scrubbed.as_bytes());
+    }
+}
+
 /// Diagnostics go to stderr only (stdout belongs to the protocol). `PERPLEXITY_LOG`
 /// sets the filter (default `warn`). Panics print where, never what: a payload could
 /// carry secrets.
@@ -41,7 +65,7 @@ fn init_diagnostics() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| ScrubbedStderr(Vec::new()))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();

@@ -7,6 +7,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 use crate::guard::spotlight::spotlight;
 use crate::tools::ToolOutput;
 
@@ -36,8 +38,17 @@ impl Offload {
     }
 
     /// Cuts `output` to the budget when it is longer, keeping the full text for
-    /// `retrieve`. Returns whether it was cut.
+    /// `retrieve`. Returns whether it was cut. `structuredContent` is held to the same
+    /// budget on its own (see [`fit_structured`]).
     pub fn apply(&self, output: &mut ToolOutput) -> bool {
+        let structured_cut = output
+            .structured
+            .as_mut()
+            .is_some_and(|s| fit_structured(s, self.max_chars));
+        self.apply_text(output) || structured_cut
+    }
+
+    fn apply_text(&self, output: &mut ToolOutput) -> bool {
         let total = output.text.chars().count();
         if total <= self.max_chars {
             return false;
@@ -132,6 +143,91 @@ fn cut_keeping_wrapper(text: &str, keep: usize) -> (String, usize) {
     (format!("{inner}{close}"), consumed)
 }
 
+/// Shrinks `value` until its JSON text has at most `max_chars` characters, keeping its
+/// shape (so it still matches the tool's `outputSchema`): the longest strings are cut
+/// first, to the longest length that fits, each ending in `…`; only if that is not
+/// enough are arrays cut from the end (results are ranked, so the best stay). The full
+/// data is in the text and its retrieve key. Returns whether anything was cut.
+pub fn fit_structured(value: &mut Value, max_chars: usize) -> bool {
+    let size = |v: &Value| v.to_string().chars().count();
+    if size(value) <= max_chars {
+        return false;
+    }
+    let longest = longest_string(value);
+    let fits = |cap: usize| {
+        let mut trial = value.clone();
+        cap_strings(&mut trial, cap);
+        size(&trial) <= max_chars
+    };
+    // The largest cap that fits: binary search over 0..=longest.
+    let (mut low, mut high) = (0usize, longest);
+    while low < high {
+        let mid = low + (high - low).div_ceil(2);
+        if fits(mid) {
+            low = mid;
+        } else {
+            high = mid - 1;
+        }
+    }
+    cap_strings(value, low);
+    while size(value) > max_chars && halve_longest_array(value) {}
+    true
+}
+
+fn longest_string(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.chars().count(),
+        Value::Array(items) => items.iter().map(longest_string).max().unwrap_or(0),
+        Value::Object(map) => map.values().map(longest_string).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn cap_strings(value: &mut Value, cap: usize) {
+    match value {
+        Value::String(s) if s.chars().count() > cap => {
+            let mut cut: String = s.chars().take(cap.saturating_sub(1)).collect();
+            cut.push('…');
+            *s = cut;
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| cap_strings(v, cap)),
+        Value::Object(map) => map.values_mut().for_each(|v| cap_strings(v, cap)),
+        _ => {}
+    }
+}
+
+/// Halves the longest array anywhere in `value`; false when none has two items left.
+fn halve_longest_array(value: &mut Value) -> bool {
+    fn longest(value: &Value, at: String, best: &mut (usize, String)) {
+        match value {
+            Value::Array(items) => {
+                if items.len() > best.0 {
+                    *best = (items.len(), at.clone());
+                }
+                for (i, v) in items.iter().enumerate() {
+                    longest(v, format!("{at}/{i}"), best);
+                }
+            }
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let k = k.replace('~', "~0").replace('/', "~1");
+                    longest(v, format!("{at}/{k}"), best);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut best = (1, String::new());
+    longest(value, String::new(), &mut best);
+    match value.pointer_mut(&best.1) {
+        Some(Value::Array(items)) if items.len() > 1 => {
+            items.truncate(items.len() / 2);
+            true
+        }
+        _ => false,
+    }
+}
+
 fn new_key() -> String {
     super::secure_hex::<12>()
 }
@@ -139,6 +235,40 @@ fn new_key() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn structured_content_is_cut_to_the_budget_in_its_shape() {
+        let results: Vec<Value> = (0..50)
+            .map(|i| serde_json::json!({"url": format!("https://e.org/{i}"), "snippet": "s".repeat(5000)}))
+            .collect();
+        let mut value = serde_json::json!({"results": results, "id": "search_1"});
+        assert!(fit_structured(&mut value, 20_000));
+        assert!(value.to_string().chars().count() <= 20_000);
+        assert_eq!(
+            value["results"].as_array().unwrap().len(),
+            50,
+            "strings first"
+        );
+        assert_eq!(value["results"][49]["url"], "https://e.org/49");
+        assert!(
+            value["results"][0]["snippet"]
+                .as_str()
+                .unwrap()
+                .ends_with('…')
+        );
+        // Too many items for any string cut: arrays shrink from the end.
+        let many: Vec<Value> = (0..10_000).map(|i| serde_json::json!({"n": i})).collect();
+        let mut value = serde_json::json!({"results": many});
+        assert!(fit_structured(&mut value, 5_000));
+        assert!(value.to_string().chars().count() <= 5_000);
+        assert_eq!(value["results"][0]["n"], 0);
+        let nested: Vec<Value> = (0..10_000).map(|i| serde_json::json!(i)).collect();
+        let mut value = serde_json::json!({"a": [[nested]]});
+        assert!(fit_structured(&mut value, 1_000));
+        assert!(value.to_string().chars().count() <= 1_000, "{value}");
+        let mut small = serde_json::json!({"a": "b"});
+        assert!(!fit_structured(&mut small, 5_000));
+    }
 
     #[test]
     fn cuts_keep_the_wrapper_and_the_rest_is_retrievable() {

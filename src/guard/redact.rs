@@ -2,6 +2,7 @@
 //! values, and bearer tokens, `pplx-` keys and the configured secrets are scrubbed from
 //! free text anywhere. The one place where redaction happens.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -40,7 +41,6 @@ const COUNT_FIELDS: [&str; 13] = [
 fn patterns() -> &'static [(Regex, &'static str); 2] {
     static PATTERNS: OnceLock<[(Regex, &'static str); 2]> = OnceLock::new();
     PATTERNS.get_or_init(|| {
-        let compile = |p: &str| Regex::new(p).unwrap_or_else(|_| unreachable!("constant pattern"));
         [
             (
                 compile(r"(?i)(bearer)[ \t]+[^ \t\r\n]+"),
@@ -73,6 +73,63 @@ pub fn scrub_text(text: &str, secrets: &[String]) -> String {
     out
 }
 
+/// The last line of defence, applied to every frame and log line as it is written
+/// (after JSON encoding, so nothing can hide behind an escape): the configured API key,
+/// anything shaped like a Perplexity key and bearer credentials become `REDACTED`,
+/// whoever put them there — the upstream, a downstream server, or a client whose input
+/// we echo. The patterns match only characters JSON text carries unescaped, so the
+/// result stays valid JSON. Borrowed (no copy) when there is nothing to scrub.
+pub fn scrub_outbound(text: &str) -> Cow<'_, str> {
+    let mut out = Cow::Borrowed(text);
+    if let Ok(key) = std::env::var("PERPLEXITY_API_KEY") {
+        let key = key.trim();
+        // The key as JSON text writes it (the same, unless it holds `"`, `\` or controls).
+        let encoded = serde_json::to_string(key).unwrap_or_default();
+        let encoded = encoded
+            .get(1..encoded.len().saturating_sub(1))
+            .unwrap_or(key);
+        for form in [key, encoded] {
+            if form.len() >= 8 && out.contains(form) {
+                out = Cow::Owned(out.replace(form, REDACTED));
+            }
+        }
+    }
+    // Cheap literal checks first: most frames hold neither, and the patterns are only
+    // compiled (memory at start-up) once one is seen.
+    if out.contains("pplx-") {
+        static PPLX: OnceLock<Regex> = OnceLock::new();
+        let pplx = PPLX.get_or_init(|| compile(r"pplx-[A-Za-z0-9]{8,}"));
+        if let Cow::Owned(replaced) = pplx.replace_all(&out, "pplx-***REDACTED***") {
+            out = Cow::Owned(replaced);
+        }
+    }
+    if out
+        .as_bytes()
+        .windows(6)
+        .any(|w| w.eq_ignore_ascii_case(b"bearer"))
+    {
+        static BEARER: OnceLock<Regex> = OnceLock::new();
+        let bearer =
+            BEARER.get_or_init(|| compile(r"(?i-u)\b(bearer)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)"));
+        // A credential, not prose ("the bearer of …"): it has a digit in it.
+        let replaced = bearer.replace_all(&out, |c: &regex::Captures| {
+            if c[2].bytes().any(|b| b.is_ascii_digit()) {
+                format!("{} {REDACTED}", &c[1])
+            } else {
+                c[0].to_owned()
+            }
+        });
+        if let Cow::Owned(replaced) = replaced {
+            out = Cow::Owned(replaced);
+        }
+    }
+    out
+}
+
+fn compile(pattern: &str) -> Regex {
+    Regex::new(pattern).unwrap_or_else(|_| unreachable!("constant pattern"))
+}
+
 /// A redacted copy of `value`, recursively.
 pub fn redact(value: &Value, secrets: &[String]) -> Value {
     match value {
@@ -98,6 +155,23 @@ pub fn redact(value: &Value, secrets: &[String]) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn outbound_text_loses_key_shapes_and_stays_json() {
+        let frame = json!({"error": {"message": "Unknown tool: pplx-ABCDEFGH12345678", "data": "Authorization: Bearer abcdef0123456789abcdef\"x"}}).to_string();
+        let out = scrub_outbound(&frame);
+        let parsed: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            parsed["error"]["message"],
+            "Unknown tool: pplx-***REDACTED***"
+        );
+        assert_eq!(
+            parsed["error"]["data"],
+            "Authorization: Bearer ***REDACTED***\"x"
+        );
+        let prose = "the bearer of responsibilities and a pplx-api tool";
+        assert!(matches!(scrub_outbound(prose), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn keys_and_strings() {

@@ -140,14 +140,9 @@ impl Dispatcher {
 
     /// Handles one stdio line (already stripped of surrounding whitespace, not blank).
     pub fn handle_line(&self, line: &[u8]) -> Action {
-        // serde_json rejects invalid UTF-8 and nesting deeper than 128 levels, so every
-        // such line gets -32700 and the read loop goes on.
-        match serde_json::from_slice::<Value>(line) {
+        match super::decode::decode(line) {
             Ok(message) => self.handle_message(message),
-            Err(_) => Action::Reply(error_frame(
-                &Value::Null,
-                &RpcError::new(code::PARSE_ERROR, "Parse error."),
-            )),
+            Err(undecodable) => Action::Reply(undecodable.frame()),
         }
     }
 

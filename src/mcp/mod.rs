@@ -6,6 +6,7 @@
 //!
 //! Touches: stdin/stdout (stdio.rs only), the tool catalogue. No network of its own.
 
+pub(crate) mod decode;
 pub mod dispatch;
 pub mod era;
 pub mod framing;

@@ -24,6 +24,7 @@ use super::progress::ProgressNotifier;
 use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame};
 use crate::config::MAX_CALLS_IN_FLIGHT;
 use crate::guard::FrontEnd;
+use crate::guard::redact::scrub_outbound;
 use crate::tools::{Admitted, CallContext, ToolOutput};
 
 /// Frames waiting for the writer. Progress notifications are dropped rather than
@@ -241,14 +242,17 @@ async fn write_frames(mut frames: mpsc::Receiver<Value>) {
     const BATCH_BYTES: usize = 1 << 20;
     let mut stdout = tokio::io::stdout();
     let mut buffer = String::new();
+    // Every frame's text passes the scrub on its way out: no credential leaves in one.
+    let push = |buffer: &mut String, frame: Value| {
+        buffer.push_str(&scrub_outbound(&frame.to_string()));
+        buffer.push('\n');
+    };
     while let Some(frame) = frames.recv().await {
         buffer.clear();
-        buffer.push_str(&frame.to_string());
-        buffer.push('\n');
+        push(&mut buffer, frame);
         while buffer.len() < BATCH_BYTES {
             let Ok(next) = frames.try_recv() else { break };
-            buffer.push_str(&next.to_string());
-            buffer.push('\n');
+            push(&mut buffer, next);
         }
         if stdout.write_all(buffer.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
             // EPIPE: the client is gone. Nothing left to serve; end quietly.

@@ -30,8 +30,8 @@ fn unparsable_lines_get_parse_errors_and_the_loop_goes_on() {
         b"\xff\xfe{}\n".to_vec(),
         b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xc3\x28\"}}\n"
             .to_vec(),
-        // Nesting far deeper than any parser allows.
-        [vec![b'['; 500_000], b"\n".to_vec()].concat(),
+        // Nesting deeper than the parser allows (128).
+        [vec![b'['; 200], b"\n".to_vec()].concat(),
     ];
     for (i, bytes) in cases.into_iter().enumerate() {
         s.send_raw(&bytes);
@@ -44,6 +44,38 @@ fn unparsable_lines_get_parse_errors_and_the_loop_goes_on() {
         assert_frame(Era::Legacy, "", &frame);
         assert_alive(&mut s, i as i64 + 100);
     }
+}
+
+#[test]
+fn dense_lines_are_refused_before_they_are_built() {
+    // 8 MB of zeros would cost ~400 MiB as JSON values; every element is counted on the
+    // bytes first, and the refusal still names the request.
+    let mut s = server();
+    let zeros = vec!["0"; 150_000].join(",");
+    let empties = vec!["{}"; 150_000].join(",");
+    for (i, dense) in [zeros, empties].iter().enumerate() {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":"d{i}","method":"tools/call","params":{{"name":"search","arguments":{{"query":"q","x":[{dense}]}}}}}}"#
+        );
+        s.send_raw(format!("{line}\n").as_bytes());
+        let frame = s.recv();
+        assert_eq!(frame["id"], format!("d{i}"), "{frame}");
+        assert_eq!(frame["error"]["code"], -32600, "{frame}");
+        assert_frame(Era::Legacy, "", &frame);
+        assert_alive(&mut s, i as i64 + 1);
+    }
+    // Nesting counts too, and the id is found however deep the rest goes.
+    let deep = format!(
+        r#"{{"id":7,"jsonrpc":"2.0","method":"ping","params":{{"x":{}}}}}"#,
+        "[".repeat(150_000)
+    );
+    s.send_raw(format!("{deep}\n").as_bytes());
+    let frame = s.recv();
+    assert_eq!(
+        (frame["id"].clone(), frame["error"]["code"].clone()),
+        (json!(7), json!(-32600))
+    );
+    assert_alive(&mut s, 9);
 }
 
 #[test]

@@ -136,6 +136,17 @@ impl Client {
         self.send("POST", "/mcp", &all, message.to_string().as_bytes())
     }
 
+    /// A modern request of raw body text, with the token and the method header.
+    pub fn modern_raw(&self, method: &str, body: &[u8]) -> Reply {
+        let auth = format!("Bearer {TOKEN}");
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("MCP-Protocol-Version", V_MODERN),
+            ("Mcp-Method", method),
+        ];
+        self.send("POST", "/mcp", &headers, body)
+    }
+
     /// A modern request with the headers its body implies.
     pub fn modern(&self, message: &Value) -> Reply {
         let method = message["method"].as_str().unwrap().to_owned();
@@ -169,7 +180,7 @@ impl Client {
     }
 }
 
-fn parse(raw: &[u8]) -> Reply {
+pub fn parse(raw: &[u8]) -> Reply {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -221,7 +232,7 @@ fn tools_list(id: i64) -> Value {
     request(id, "tools/list", json!({}))
 }
 
-fn modern_tools_list(id: i64) -> Value {
+pub fn modern_tools_list(id: i64) -> Value {
     request(id, "tools/list", json!({"_meta": modern_meta()}))
 }
 

@@ -180,3 +180,40 @@ fn never_more_results_than_asked_for_whatever_the_upstream_sends() {
         r.to_string().len()
     );
 }
+
+#[test]
+fn structured_content_stays_within_the_output_budget() {
+    // Three results as asked, but each snippet half a megabyte: the text is cut and
+    // offloaded, and structuredContent is cut to the same budget in its own shape.
+    let fake = FakePerplexity::start();
+    let huge: Vec<Value> = (0..3)
+        .map(|i| json!({"title": format!("T{i}"), "url": format!("https://r.example/{i}"), "snippet": "s".repeat(500_000)}))
+        .collect();
+    fake.push_fault(
+        json!({"route": "search", "status": 200, "json": {"id": "s", "results": huge}}),
+    );
+    let mut env = env_for(&fake);
+    env.push(("PERPLEXITY_MAX_OUTPUT_CHARS".into(), "20000".into()));
+    let mut s = Server::start(&env);
+    let r = s.request(&call(
+        1,
+        "perplexity_search",
+        json!({"query": "q", "max_results": 3}),
+    ));
+    let structured = &r["result"]["structuredContent"];
+    assert!(
+        structured.to_string().chars().count() <= 20_000,
+        "{} characters",
+        structured.to_string().chars().count()
+    );
+    let results = structured["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3, "the shape is kept");
+    assert_eq!(results[2]["url"], "https://r.example/2");
+    assert!(results[0]["snippet"].as_str().unwrap().ends_with('…'));
+    let (text, is_error) = tool_text(&r);
+    assert!(
+        !is_error && text.contains("retrieve_key"),
+        "{}",
+        &text[..200]
+    );
+}

@@ -107,3 +107,76 @@ fn a_key_the_upstream_echoes_json_escaped_is_scrubbed_after_decoding() {
     );
     assert!(!s.stderr().contains(KEY));
 }
+
+#[test]
+fn key_shaped_strings_from_clients_are_never_reflected() {
+    let fake = FakePerplexity::start();
+    let mut env = env_for(&fake);
+    env.push(("PERPLEXITY_LOG".into(), "debug".into()));
+    env.push(("PERPLEXITY_AGENT_WAIT_SECONDS".into(), "2".into()));
+    env.push(("PERPLEXITY_TOOLS".into(), "all".into()));
+    let mut s = Server::start(&env);
+    let pplx = "pplx-ClientShaped0123456";
+    let token = "c1ient5upplied0token0abcdefghij";
+    let bearer = format!("Bearer {token}");
+    let planted = [pplx, token, KEY];
+    let requests = [
+        // Unknown argument names (the configured key among them).
+        call(
+            1,
+            "perplexity_agent",
+            json!({"query": "q", pplx: 1, KEY: 2}),
+        ),
+        // Run ids, in every lifecycle text that names the run.
+        call(2, "perplexity_agent_result", json!({"response_id": pplx})),
+        call(3, "perplexity_agent_cancel", json!({"response_id": pplx})),
+        call(4, "perplexity_agent_result", json!({"response_id": bearer})),
+        // Fetch errors name the URL.
+        call(
+            5,
+            "fetch_url",
+            json!({"url": format!("http://127.0.0.1:9/{pplx}")}),
+        ),
+        call(
+            6,
+            "fetch_url",
+            json!({"url": format!("http://{pplx}.invalid/")}),
+        ),
+        // Method and tool names, resource URIs.
+        request(7, pplx, json!({})),
+        call(8, pplx, json!({})),
+        call(9, &bearer, json!({})),
+        request(
+            10,
+            "resources/read",
+            json!({"uri": format!("perplexity://runs/{pplx}")}),
+        ),
+        request(
+            11,
+            "resources/read",
+            json!({"uri": format!("perplexity://{bearer}")}),
+        ),
+        // An answer that quotes the query back.
+        call(
+            12,
+            "perplexity_ask",
+            json!({"query": format!("say {pplx} and {bearer}")}),
+        ),
+    ];
+    for message in &requests {
+        s.request(message);
+    }
+    for line in &s.seen {
+        for secret in planted {
+            assert!(!line.contains(secret), "{secret} reflected in {line}");
+        }
+    }
+    let stderr = s.stderr();
+    for secret in planted {
+        assert!(!stderr.contains(secret), "{secret} in stderr: {stderr}");
+    }
+    assert!(
+        s.seen.iter().any(|l| l.contains("pplx-***REDACTED***")),
+        "the scrub ran (and the test can see it)"
+    );
+}

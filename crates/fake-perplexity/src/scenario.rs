@@ -45,6 +45,8 @@ pub(crate) struct Scenario {
     pub finance_results: Option<Vec<Value>>,
     /// SSE frames carry an `event: <type>` line before their `data:` line.
     pub sse_event_lines: bool,
+    /// `: keep-alive` comment lines written before every SSE frame.
+    pub sse_comment_lines: usize,
     /// `response.failed` carries the old `response` instead of the official `error`.
     pub failed_event_response: bool,
     /// What a JSON-mode GET of a non-terminal run shows in `output`.
@@ -118,6 +120,7 @@ impl Default for Scenario {
             function_call_status: "completed".to_owned(),
             finance_results: None,
             sse_event_lines: false,
+            sse_comment_lines: 0,
             failed_event_response: false,
             running_output: RunningOutput::Progressive,
             finance_item: FinanceItem::Unknown,
@@ -219,6 +222,7 @@ impl Scenario {
                 "function_call_status" => s.function_call_status = string(key, v)?,
                 "finance_results" => s.finance_results = Some(array(key, v)?.clone()),
                 "sse_event_lines" => s.sse_event_lines = boolean(key, v)?,
+                "sse_comment_lines" => s.sse_comment_lines = count(key, v)?,
                 "failed_event_response" => s.failed_event_response = boolean(key, v)?,
                 "running_output" => {
                     s.running_output = match string(key, v)?.as_str() {
@@ -297,6 +301,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "function_call_status",
     "finance_results",
     "sse_event_lines",
+    "sse_comment_lines",
     "failed_event_response",
     "running_output",
     "finance_item",
@@ -474,6 +479,9 @@ mod tests {
             json!({"function_call_status": 1}),
             json!({"finance_results": {"a": 1}}),
             json!({"sse_event_lines": "yes"}),
+            json!({"sse_comment_lines": -1}),
+            json!({"sse_comment_lines": "5"}),
+            json!({"sse_comment_lines": 100_001}),
             json!({"failed_event_response": 1}),
             json!({"running_output": "partial"}),
             json!({"running_output": true}),
@@ -496,26 +504,28 @@ mod tests {
     fn official_shape_switches_parse() {
         let d = Scenario::default();
         assert!(!d.sse_event_lines && !d.failed_event_response && d.strict_fields);
+        assert_eq!(d.sse_comment_lines, 0);
         assert_eq!(d.running_output, RunningOutput::Progressive);
         assert_eq!(d.finance_item, FinanceItem::Unknown);
         assert_eq!(d.cancel_unknown_status, 404);
         assert_eq!(d.cancelling_status, "in_progress");
         assert!(d.extra_items.is_empty() && d.models.is_none());
         let s = Scenario::from_json(&json!({
-            "sse_event_lines": true, "failed_event_response": true,
+            "sse_event_lines": true, "failed_event_response": true, "sse_comment_lines": 3,
             "running_output": "empty", "finance_item": "finance_results",
             "extra_items": [{"type": "skill_loaded", "name": "office/xlsx"}],
             "models": ["a/b", "c"], "strict_fields": false, "cancelling_status": "cancelling"
         }))
         .unwrap();
         assert!(s.sse_event_lines && s.failed_event_response && !s.strict_fields);
+        assert_eq!(s.sse_comment_lines, 3);
         assert_eq!(s.running_output, RunningOutput::Empty);
         assert_eq!(s.finance_item, FinanceItem::FinanceResults);
         assert_eq!(s.extra_items.len(), 1);
         assert_eq!(s.models, Some(vec!["a/b".to_owned(), "c".to_owned()]));
         assert_eq!(s.cancelling_status, "cancelling");
         let n = Scenario::from_json(&json!({
-            "sse_event_lines": null, "running_output": null, "finance_item": null,
+            "sse_event_lines": null, "sse_comment_lines": null, "running_output": null, "finance_item": null,
             "extra_items": null, "models": null, "strict_fields": null,
             "failed_event_response": null, "cancelling_status": null
         }))

@@ -716,6 +716,8 @@ struct Cursor {
     failed: bool,
     /// Frames carry an `event:` line (scenario `sse_event_lines`).
     event_lines: bool,
+    /// Comment lines before every frame (scenario `sse_comment_lines`).
+    comment_lines: usize,
 }
 
 enum Wait {
@@ -725,16 +727,19 @@ enum Wait {
 }
 
 /// One SSE frame: `data: <json>` (the official framing), preceded by `event: <type>`
-/// when `event_lines`.
-fn frame(event: &Value, event_lines: bool) -> Bytes {
-    if !event_lines {
-        return Bytes::from(format!("data: {event}\n\n"));
+/// when `event_lines`, and by `comment_lines` `: keep-alive` comment lines (what proxies
+/// and servers send to keep a quiet connection open; clients must skip them).
+fn frame(event: &Value, event_lines: bool, comment_lines: usize) -> Bytes {
+    let mut out = ": keep-alive\n".repeat(comment_lines);
+    if event_lines {
+        let ty = event
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
+        out.push_str(&format!("event: {ty}\n"));
     }
-    let ty = event
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("message");
-    Bytes::from(format!("event: {ty}\ndata: {event}\n\n"))
+    out.push_str(&format!("data: {event}\n\n"));
+    Bytes::from(out)
 }
 
 impl Cursor {
@@ -748,8 +753,11 @@ impl Cursor {
         let eff = run.effective();
         let k = Run::applied(&eff, run.elapsed(now));
         while self.next_seq < k {
-            self.pending
-                .push_back(frame(&run.event(&eff, self.next_seq), self.event_lines));
+            self.pending.push_back(frame(
+                &run.event(&eff, self.next_seq),
+                self.event_lines,
+                self.comment_lines,
+            ));
             self.next_seq += 1;
         }
         if self.next_seq >= eff.len() {
@@ -805,7 +813,10 @@ fn sse_response(
     next_seq: usize,
     drop_after: Option<u64>,
 ) -> Response {
-    let event_lines = shared.lock().scenario.sse_event_lines;
+    let (event_lines, comment_lines) = {
+        let st = shared.lock();
+        (st.scenario.sse_event_lines, st.scenario.sse_comment_lines)
+    };
     let cursor = Cursor {
         shared,
         id,
@@ -816,6 +827,7 @@ fn sse_response(
         finished: false,
         failed: false,
         event_lines,
+        comment_lines,
     };
     let mut r = Response::new(Body::from_stream(futures_util::stream::unfold(
         cursor, step,
@@ -898,5 +910,25 @@ mod tests {
         assert_eq!(id.len(), 5 + 24);
         assert!(id[5..].chars().all(|c| c.is_ascii_alphanumeric()));
         assert_ne!(id, random_id("resp_"));
+    }
+
+    #[test]
+    fn frames_with_event_and_comment_lines() {
+        let event = serde_json::json!({"type": "response.created", "sequence_number": 0});
+        let data = format!("data: {event}\n\n");
+        assert_eq!(frame(&event, false, 0), Bytes::from(data.clone()));
+        assert_eq!(
+            frame(&event, true, 0),
+            Bytes::from(format!("event: response.created\n{data}"))
+        );
+        assert_eq!(
+            frame(&event, true, 2),
+            Bytes::from(format!(
+                ": keep-alive\n: keep-alive\nevent: response.created\n{data}"
+            ))
+        );
+        let flood = frame(&event, false, 10_000);
+        assert_eq!(flood.len(), 10_000 * ": keep-alive\n".len() + data.len());
+        assert!(flood.ends_with(data.as_bytes()));
     }
 }

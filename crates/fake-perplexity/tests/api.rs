@@ -320,6 +320,23 @@ fn sse_event_lines_add_an_event_line_to_every_frame() {
 }
 
 #[test]
+fn sse_comment_lines_precede_every_frame() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60, "sse_comment_lines": 3}));
+    let r = create_with(&fake, json!({"input": "q", "stream": true}));
+    let text = r.text();
+    let comments = ": keep-alive\n".repeat(3);
+    assert!(
+        text.starts_with(&format!("{comments}data: {{")),
+        "{text:.200}"
+    );
+    assert_eq!(text.matches(": keep-alive\n").count(), 3 * FULL.len());
+    // Without the comments, the very same frames as usual.
+    let frames = common::parse_frames(&text.replace(": keep-alive\n", ""));
+    assert_eq!(frames.len(), FULL.len());
+    assert!(frames.iter().all(|(e, _)| e.is_none()));
+}
+
+#[test]
 fn sse_first_event_arrives_before_the_run_ends() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 800}));
     let (_s, raw, took) = send_until(

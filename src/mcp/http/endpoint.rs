@@ -21,8 +21,9 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::handler::{Handled, Handler, Incoming, Outbound};
-use super::policy::Slot;
+use super::policy::{BodyShare, Slot};
 use super::sessions::Sessions;
+use crate::mcp::decode::decode;
 use crate::mcp::dispatch::{Action, Envelope, envelope};
 use crate::mcp::era::{Era, request_meta, validate_modern_meta};
 use crate::mcp::protocol::{
@@ -62,16 +63,18 @@ pub struct Endpoint {
 pub async fn post(
     State(endpoint): State<Arc<Endpoint>>,
     slot: Option<Extension<Slot>>,
+    budget: Option<Extension<BodyShare>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Ok(message) = serde_json::from_slice::<Value>(&body) else {
-        return rpc_error(
-            StatusCode::BAD_REQUEST,
-            &Value::Null,
-            RpcError::new(code::PARSE_ERROR, "Parse error."),
-        );
+    let budget = budget.and_then(|Extension(BodyShare(held))| held.take());
+    let message = match decode(&body) {
+        Ok(message) => message,
+        Err(undecodable) => return json(StatusCode::BAD_REQUEST, undecodable.frame()),
     };
+    // The bytes and their share of the body budget are released before the call runs.
+    drop(body);
+    drop(budget);
     let session = header(&headers, SESSION_HEADER);
     // A response from the client: to a request we asked in its session (else ignored).
     if message.get("method").is_none()
@@ -103,7 +106,7 @@ pub async fn post(
         request_meta(&params).is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
     let modern_header =
         header(&headers, VERSION_HEADER).is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&v.as_str()));
-    let slot = slot.and_then(|Extension(slot)| slot.take());
+    let slot = slot.and_then(|Extension(Slot(held))| held.take());
     if session.is_none() && (has_version_meta || modern_header) {
         modern(&endpoint, &headers, id, &method, params, slot).await
     } else if session.is_none() && method == "server/discover" {
@@ -302,7 +305,7 @@ async fn dispatch(
             return (
                 StatusCode::OK,
                 [(CONTENT_TYPE, "application/json")],
-                Bytes::from(frame),
+                Bytes::from(outbound(&frame)),
             )
                 .into_response();
         }
@@ -357,7 +360,9 @@ fn stream(
     let state = (rx, cancel_on_close, slot);
     let events = futures_util::stream::unfold(state, |(mut rx, guard, slot)| async move {
         let frame = rx.recv().await?;
-        let event = Event::default().event("message").data(frame.to_string());
+        let event = Event::default()
+            .event("message")
+            .data(outbound(&frame.to_string()));
         Some((Ok::<_, Infallible>(event), (rx, guard, slot)))
     });
     let mut response = Sse::new(events)
@@ -448,9 +453,14 @@ fn json(status: StatusCode, frame: Value) -> Response {
     (
         status,
         [(CONTENT_TYPE, "application/json")],
-        Bytes::from(frame.to_string()),
+        Bytes::from(outbound(&frame.to_string())),
     )
         .into_response()
+}
+
+/// Every frame's text passes here on its way out: no credential leaves in one.
+fn outbound(text: &str) -> String {
+    crate::guard::redact::scrub_outbound(text).into_owned()
 }
 
 fn rpc_error(status: StatusCode, id: &Value, error: RpcError) -> Response {

@@ -1,14 +1,18 @@
 //! Streamable HTTP transport (`serve --http`): `/mcp` for both protocol eras, and an
 //! unauthenticated `/healthz` that reports liveness only.
 //!
-//! Policy is layers around the endpoint (`policy.rs`), so no handler can forget one:
-//! admission (in-flight cap → 503, time limit) → body cap (413) → `Host`/`Origin` (403)
-//! → bearer token (401) → `endpoint.rs`. On SIGTERM/SIGINT the listener closes, calls in
-//! flight get the drain period to finish, then their waits end (never the upstream runs)
-//! and each caller is told which run to collect later.
+//! Connections are capped and their heads bounded in size and time (`accept.rs`). Policy
+//! is layers around the endpoint (`policy.rs`), so no handler can forget one, ordered so
+//! that a client without the token costs nothing but its headers: `Host`/`Origin` (400,
+//! 403) → bearer token (401) → admission (in-flight cap → 503, time limit) → body (413,
+//! budget → 503, deadline → 408) → `endpoint.rs`. `/healthz` sits outside all of them.
+//! On SIGTERM/SIGINT the listener closes, calls in flight get the drain period to
+//! finish, then their waits end (never the upstream runs) and each caller is told which
+//! run to collect later.
 //!
 //! Touches: one TCP listener; the tools through the guard. No outbound network of its own.
 
+mod accept;
 mod endpoint;
 mod handler;
 mod policy;
@@ -76,7 +80,11 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
 
     let stop = CancellationToken::new();
     super::stdio::watch_signals(stop.clone());
-    let server = axum::serve(listener, app).with_graceful_shutdown(stop.clone().cancelled_owned());
+    let limits = accept::Limits {
+        max_connections: config.max_connections,
+        header_timeout: config.read_timeout,
+    };
+    let server = accept::serve(listener, app, limits, stop.clone());
     let drain = async {
         stop.cancelled().await;
         tokio::time::sleep(config.drain).await;
@@ -84,11 +92,7 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
         tokio::time::sleep(FINAL_GRACE).await;
     };
     tokio::select! {
-        result = server => {
-            if let Err(e) = result {
-                tracing::error!(kind = ?e.kind(), "HTTP server failed");
-            }
-        }
+        () = server => {}
         () = drain => {}
     }
     0
@@ -106,13 +110,15 @@ fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>) -> Router {
         .with_state(endpoint)
         // The cap is ours (read_body); axum's own 2 MB default would cut it short.
         .layer(DefaultBodyLimit::max(policy::MAX_BODY_BYTES))
+        .layer(from_fn_with_state(policy.clone(), policy::read_body))
+        .layer(from_fn_with_state(policy.clone(), policy::admit))
         .layer(from_fn_with_state(policy.clone(), policy::authenticate))
         .layer(from_fn_with_state(
             policy.clone(),
             policy::check_host_and_origin,
-        ))
-        .layer(axum::middleware::from_fn(policy::read_body));
+        ));
     Router::new()
+        // Liveness only, outside every limit: it answers however busy `/mcp` is.
         .route("/healthz", get(|| async { "ok\n" }))
         .merge(mcp)
         .fallback(|| async {
@@ -121,5 +127,4 @@ fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>) -> Router {
                 "Not found. The MCP endpoint is /mcp.",
             )
         })
-        .layer(from_fn_with_state(policy, policy::admit))
 }

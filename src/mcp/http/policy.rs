@@ -1,8 +1,10 @@
 //! The HTTP transport's security policy, as layers around the MCP endpoint (outermost
-//! first): admission (in-flight cap, time limit), the body cap, `Host` and `Origin`
-//! checks, then the bearer token. An auditor reads this file to know who can reach a
-//! tool over HTTP.
+//! first): `Host` and `Origin`, the bearer token, admission (in-flight cap, time limit),
+//! then the body (cap, shared budget, deadline). Everything before the token looks at
+//! headers only, so a client without it never takes a slot or has a body byte read. An
+//! auditor reads this file to know who can reach a tool over HTTP.
 
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ use axum::http::header::{
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use sha2::Digest;
 use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -25,16 +28,25 @@ use crate::mcp::protocol::MAX_LINE_CHARS;
 
 /// Loopback names every deployment accepts, on any port (a loopback reverse proxy in
 /// front forwards its own port).
-const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
-/// The body cap: the stdio line cap, in bytes.
+const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+/// The body cap: the stdio line cap, in bytes. MCP sends one JSON-RPC message per POST,
+/// and the largest a tool accepts (a 16 Ki-character query, a `responses_create`
+/// conversation) is far below it; the same number on both transports means a message
+/// that works on one works on the other.
 pub const MAX_BODY_BYTES: usize = MAX_LINE_CHARS;
+/// Body bytes held at once by all requests together, from the first byte read until the
+/// message is decoded: eight bodies at the cap. Past it, 503 — memory stays bounded
+/// however many authenticated clients upload at once.
+const BODY_BUDGET_BYTES: usize = 8 * MAX_BODY_BYTES;
 
 pub struct Policy {
     token_digest: [u8; 32],
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
     slots: Arc<Semaphore>,
+    body_budget: Arc<Semaphore>,
     request_timeout: Duration,
+    read_timeout: Duration,
 }
 
 impl Policy {
@@ -45,21 +57,35 @@ impl Policy {
             allowed_hosts: config.allowed_hosts.clone(),
             allowed_origins: config.allowed_origins.clone(),
             slots: Arc::new(Semaphore::new(config.max_in_flight)),
+            body_budget: Arc::new(Semaphore::new(BODY_BUDGET_BYTES)),
             request_timeout: longest + Duration::from_secs(60),
+            read_timeout: config.read_timeout,
         }
+    }
+}
+
+/// A permit a later stage gives back early (the handler moves it where it belongs).
+#[derive(Clone)]
+pub struct Held(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
+
+impl Held {
+    fn new(permit: OwnedSemaphorePermit) -> Self {
+        Held(Arc::new(Mutex::new(Some(permit))))
+    }
+
+    pub fn take(&self) -> Option<OwnedSemaphorePermit> {
+        self.0.lock().ok().and_then(|mut p| p.take())
     }
 }
 
 /// The in-flight slot of one request. The endpoint moves it into a streamed response
 /// body, so a long SSE answer keeps holding its slot until the stream ends.
 #[derive(Clone)]
-pub struct Slot(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
+pub struct Slot(pub Held);
 
-impl Slot {
-    pub fn take(&self) -> Option<OwnedSemaphorePermit> {
-        self.0.lock().ok().and_then(|mut p| p.take())
-    }
-}
+/// The request body's share of the body budget, given back once it is decoded.
+#[derive(Clone)]
+pub struct BodyShare(pub Held);
 
 /// Admission: a saturated server answers 503 at once (with `Retry-After`) instead of
 /// queueing without bound; a request that outlives any legitimate wait is cut off.
@@ -69,41 +95,23 @@ pub async fn admit(
     next: Next,
 ) -> Response {
     let Ok(permit) = policy.slots.clone().try_acquire_owned() else {
-        let mut response = plain(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The server is at its limit of requests in flight. Retry shortly.",
-        );
-        response
-            .headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from_static("1"));
-        // The body was not read: do not let the client reuse this connection.
-        response
-            .headers_mut()
-            .insert(CONNECTION, HeaderValue::from_static("close"));
-        return response;
+        return busy("The server is at its limit of requests in flight. Retry shortly.");
     };
-    request
-        .extensions_mut()
-        .insert(Slot(Arc::new(Mutex::new(Some(permit)))));
+    request.extensions_mut().insert(Slot(Held::new(permit)));
     match tokio::time::timeout(policy.request_timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => plain(StatusCode::GATEWAY_TIMEOUT, "The request took too long."),
     }
 }
 
-/// Reads the whole body (bounded) before any other check: a keep-alive client reuses the
-/// socket, and an unread body would corrupt its next request.
-pub async fn read_body(request: Request, next: Next) -> Response {
-    let too_large = || {
-        let mut response = plain(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!("The request body exceeds {MAX_BODY_BYTES} bytes."),
-        );
-        response
-            .headers_mut()
-            .insert(CONNECTION, HeaderValue::from_static("close"));
-        response
-    };
+/// Reads the whole body (bounded in size, in time and against the shared budget) before
+/// the endpoint sees it: a keep-alive client reuses the socket, and an unread body would
+/// corrupt its next request.
+pub async fn read_body(
+    State(policy): State<Arc<Policy>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let declared = request
         .headers()
         .get(CONTENT_LENGTH)
@@ -112,38 +120,132 @@ pub async fn read_body(request: Request, next: Next) -> Response {
     if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
         return too_large();
     }
-    let (parts, body) = request.into_parts();
-    match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(bytes) => {
-            next.run(Request::from_parts(parts, Body::from(bytes)))
+    let declared = declared.map_or(0, |len| len as usize);
+    let (mut parts, body) = request.into_parts();
+    let budget = policy.body_budget.clone();
+    let read = async move {
+        // Reserved up front for a declared length; a chunked body reserves as it comes.
+        let mut share = reserve(&budget, declared)?;
+        let mut bytes = Vec::with_capacity(declared);
+        let mut chunks = body.into_data_stream();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|_| BodyError::Broken)?;
+            let total = bytes.len() + chunk.len();
+            if total > MAX_BODY_BYTES {
+                return Err(BodyError::TooLarge);
+            }
+            if total > share.num_permits() {
+                share.merge(reserve(&budget, total - share.num_permits())?);
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok((bytes, share))
+    };
+    // Slow senders are cut: a body that trickles in holds its budget and its slot.
+    match tokio::time::timeout(policy.read_timeout, read).await {
+        Ok(Ok((bytes, share))) => {
+            parts.extensions.insert(BodyShare(Held::new(share)));
+            next.run(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
                 .await
         }
-        Err(_) => too_large(),
+        Ok(Err(BodyError::TooLarge)) => too_large(),
+        Ok(Err(BodyError::OverBudget)) => {
+            busy("The server is reading as much request data as it allows at once. Retry shortly.")
+        }
+        Ok(Err(BodyError::Broken)) => closing(plain(
+            StatusCode::BAD_REQUEST,
+            "The request body could not be read.",
+        )),
+        Err(_) => closing(plain(
+            StatusCode::REQUEST_TIMEOUT,
+            &format!(
+                "The request body did not arrive within {} s.",
+                policy.read_timeout.as_secs()
+            ),
+        )),
     }
+}
+
+enum BodyError {
+    TooLarge,
+    OverBudget,
+    Broken,
+}
+
+fn reserve(budget: &Arc<Semaphore>, bytes: usize) -> Result<OwnedSemaphorePermit, BodyError> {
+    let bytes = u32::try_from(bytes).map_err(|_| BodyError::TooLarge)?;
+    budget
+        .clone()
+        .try_acquire_many_owned(bytes)
+        .map_err(|_| BodyError::OverBudget)
+}
+
+fn too_large() -> Response {
+    closing(plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("The request body exceeds {MAX_BODY_BYTES} bytes."),
+    ))
+}
+
+fn busy(message: &str) -> Response {
+    let mut response = closing(plain(StatusCode::SERVICE_UNAVAILABLE, message));
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// For answers given before the body was read: the connection cannot be reused.
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// DNS-rebinding protection (an MCP MUST): a web page that makes a browser talk to
 /// `localhost` under an attacker's host name, or from the attacker's origin, is refused
-/// before the token is even looked at.
+/// before the token is even looked at. Every claim of who the request is for must be
+/// ours: the one `Host` header and, in absolute form, the request line's authority
+/// (which RFC 9112 §3.2.2 makes the one that counts) — parsed strictly, so
+/// `[::1].evil.com` or `localhost@evil.com` is not "loopback with a suffix".
 pub async fn check_host_and_origin(
     State(policy): State<Arc<Policy>>,
     request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
-    if !host_allowed(headers, &policy.allowed_hosts) {
-        return plain(StatusCode::FORBIDDEN, "Host not allowed.");
+    let mut hosts = headers.get_all(HOST).iter();
+    let (Some(host), None) = (hosts.next(), hosts.next()) else {
+        return closing(plain(
+            StatusCode::BAD_REQUEST,
+            "Bad request: send exactly one Host header.",
+        ));
+    };
+    let target = request.uri().authority().map(|a| a.as_str().as_bytes());
+    let ours = |authority: &[u8]| {
+        host_name(authority).is_some_and(|name| {
+            LOOPBACK_NAMES.contains(&name.as_str()) || policy.allowed_hosts.contains(&name)
+        })
+    };
+    if !ours(host.as_bytes()) || target.is_some_and(|t| !ours(t)) {
+        return closing(plain(StatusCode::FORBIDDEN, "Host not allowed."));
     }
-    if let Some(origin) = headers.get(ORIGIN)
-        && !origin_allowed(origin, &policy.allowed_origins)
+    // Every Origin value: a second header must not smuggle a foreign one past the first.
+    if !headers
+        .get_all(ORIGIN)
+        .iter()
+        .all(|origin| origin_allowed(origin, &policy.allowed_origins))
     {
-        return plain(StatusCode::FORBIDDEN, "Origin not allowed.");
+        return closing(plain(StatusCode::FORBIDDEN, "Origin not allowed."));
     }
     next.run(request).await
 }
 
 /// Exactly one `Authorization: Bearer <token>`. Digests are compared in constant time,
-/// so neither the token's bytes nor its length leak through timing.
+/// so neither the token's bytes nor its length leak through timing. Answered from the
+/// headers alone, before admission: a client without the token holds no slot and has
+/// no body byte read.
 pub async fn authenticate(
     State(policy): State<Arc<Policy>>,
     request: Request,
@@ -153,7 +255,10 @@ pub async fn authenticate(
         return next.run(request).await;
     }
     tracing::info!("refused an HTTP request without a valid bearer token");
-    let mut response = plain(StatusCode::UNAUTHORIZED, "Missing or invalid bearer token.");
+    let mut response = closing(plain(
+        StatusCode::UNAUTHORIZED,
+        "Missing or invalid bearer token.",
+    ));
     response.headers_mut().insert(
         WWW_AUTHENTICATE,
         HeaderValue::from_static("Bearer realm=\"perplexity-agent\""),
@@ -179,37 +284,62 @@ fn bearer_matches(headers: &HeaderMap, expected: &[u8; 32]) -> bool {
     presented.ct_eq(expected).into()
 }
 
-fn host_allowed(headers: &HeaderMap, extra: &[String]) -> bool {
-    let Some(host) = headers.get(HOST).and_then(|h| h.to_str().ok()) else {
+/// The host of an RFC 3986 authority without userinfo — `name[:port]` or
+/// `[IPv6][:port]` — lowercased, IPv6 in canonical form; `None` for anything else.
+fn host_name(authority: &[u8]) -> Option<String> {
+    let authority = std::str::from_utf8(authority).ok()?;
+    let (name, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (inside, after) = rest.split_once(']')?;
+        let ip: Ipv6Addr = inside.parse().ok()?;
+        let port = if after.is_empty() {
+            None
+        } else {
+            Some(after.strip_prefix(':')?)
+        };
+        (format!("[{ip}]"), port)
+    } else {
+        let (name, port) = match authority.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (authority, None),
+        };
+        let name_ok = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+        if !name_ok {
+            return None;
+        }
+        (name.to_ascii_lowercase(), port)
+    };
+    let port_ok = port.is_none_or(|p| {
+        (1..=5).contains(&p.len())
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && p.parse::<u32>().is_ok_and(|n| n <= 65_535)
+    });
+    port_ok.then_some(name)
+}
+
+/// An `Origin` is a serialized origin and nothing more (no path, no userinfo: a browser
+/// never sends them), from loopback or from the configured list.
+fn origin_allowed(origin: &HeaderValue, extra: &[String]) -> bool {
+    let Some(text) = origin.to_str().ok() else {
         return false;
     };
-    let name = strip_port(host.trim()).to_ascii_lowercase();
-    LOOPBACK_HOSTS.contains(&name.as_str()) || extra.contains(&name)
-}
-
-/// `example.com:8080` → `example.com`; `[::1]:8080` → `[::1]`.
-fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        return host.find(']').map_or(host, |end| &host[..=end]);
-    }
-    match host.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => host,
-    }
-}
-
-fn origin_allowed(origin: &HeaderValue, extra: &[String]) -> bool {
-    let Some(url) = origin.to_str().ok().and_then(|o| Url::parse(o).ok()) else {
+    let Some(url) = Url::parse(text).ok() else {
         // Includes `Origin: null` (sandboxed frames, file: pages).
         return false;
     };
-    if !matches!(url.scheme(), "http" | "https") {
+    let serialized = url.origin().ascii_serialization();
+    if !matches!(url.scheme(), "http" | "https") || serialized != text {
         return false;
     }
-    let loopback = url
-        .host_str()
-        .is_some_and(|h| LOOPBACK_HOSTS.contains(&h) || h.eq_ignore_ascii_case("localhost"));
-    loopback || extra.contains(&url.origin().ascii_serialization())
+    let loopback = match url.host() {
+        Some(url::Host::Domain(name)) => name == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip == Ipv4Addr::LOCALHOST,
+        Some(url::Host::Ipv6(ip)) => ip == Ipv6Addr::LOCALHOST,
+        None => false,
+    };
+    loopback || extra.contains(&serialized)
 }
 
 pub fn plain(status: StatusCode, message: &str) -> Response {
@@ -258,14 +388,18 @@ mod tests {
 
     #[test]
     fn hosts_and_origins() {
-        let extra = vec!["mcp.example.com".to_owned()];
-        let host = |h: &str| host_allowed(&headers(&[("host", h)]), &extra);
+        let extra = ["mcp.example.com".to_owned()];
+        let host = |h: &str| {
+            host_name(h.as_bytes())
+                .is_some_and(|n| LOOPBACK_NAMES.contains(&n.as_str()) || extra.contains(&n))
+        };
         for h in [
             "localhost",
             "localhost:8080",
             "127.0.0.1:1",
             "[::1]:8080",
             "[::1]",
+            "[0:0:0:0:0:0:0:1]:80",
             "MCP.example.com:443",
         ] {
             assert!(host(h), "{h}");
@@ -276,10 +410,20 @@ mod tests {
             "localhost.evil.com:80",
             "[::2]:80",
             "10.0.0.1",
+            "[::1].evil.com",
+            "[::1]evil.com",
+            "[::1]@evil.com",
+            "localhost@evil.com",
+            "evil.com@localhost",
+            "localhost:80:80",
+            "localhost:99999",
+            "localhost:8080x",
+            "localhost, evil.com",
+            "[::1",
+            "",
         ] {
             assert!(!host(h), "{h}");
         }
-        assert!(!host_allowed(&headers(&[]), &extra));
 
         let origins = vec!["https://app.example.com".to_owned()];
         let origin = |o: &str| origin_allowed(&HeaderValue::from_str(o).unwrap(), &origins);
@@ -298,6 +442,9 @@ mod tests {
             "http://app.example.com",
             "file://localhost",
             "http://localhost.evil.com",
+            "http://evil.com@localhost",
+            "http://localhost/path",
+            "http://localhost:3000/",
         ] {
             assert!(!origin(o), "{o}");
         }
