@@ -4,9 +4,8 @@
 
 use std::time::Instant;
 
-use perplexity_agent::config::GuardConfig;
-use perplexity_agent::guard::{CallFacts, FrontEnd, Guard};
-use perplexity_agent::tools::ToolOutput;
+use perplexity_agent::call::{CallFacts, FrontEnd, ToolOutput};
+use perplexity_agent::guard::{Guard, GuardConfig};
 use perplexity_agent::tools::{args, research};
 use serde_json::{Value, json};
 
@@ -15,12 +14,15 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let log = dir.join("audit.jsonl");
     let guard = std::sync::Arc::new(
-        Guard::new(&GuardConfig {
-            rate_per_minute: 1_000_000,
-            rate_burst: 1_000_000,
-            audit_log_path: Some(log.display().to_string()),
-            max_output_chars: 100_000,
-        })
+        Guard::new(
+            &GuardConfig {
+                rate_per_minute: 1_000_000,
+                rate_burst: 1_000_000,
+                audit_log_path: Some(log.display().to_string()),
+                max_output_chars: 100_000,
+            },
+            Vec::new,
+        )
         .expect("guard"),
     );
     let params = json!({"query": "How did the Artemis II schedule change this year?", "preset": "medium",

@@ -3,6 +3,11 @@
 //! Touches: the process environment (read once at startup, except the API key, which
 //! `perplexity::key` reads at call time and this module never sees).
 
+use crate::guard::GuardConfig;
+use crate::perplexity::config::{
+    ApiConfig, DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CIRCUIT_COOLDOWN, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_RESPONSE_BYTES, PERPLEXITY_BASE, default_base,
+};
 use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -16,18 +21,11 @@ use crate::tools::catalogue::ToolSelection;
 pub const DEFAULT_WAIT_SECONDS: u64 = 55;
 /// Ceiling for the wait budget, so an extra zero cannot make a call hang for hours.
 pub const MAX_WAIT_SECONDS: u64 = 1800;
-/// The only host the API key may ever be sent to.
-pub const PERPLEXITY_BASE: &str = "https://api.perplexity.ai";
 /// CLI `ask` waits this long by default: a person at a terminal has no 60 s limit.
 pub const DEFAULT_CLI_TIMEOUT_SECONDS: u64 = 300;
 /// Tool calls handled at once on one connection; more get an `isError` "busy" result
 /// instead of queueing behind the reader (which must stay free for cancellations).
 pub const MAX_CALLS_IN_FLIGHT: usize = 64;
-
-const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
-const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 * 1024 * 1024;
-const DEFAULT_MAX_ATTEMPTS: u32 = 3;
-const DEFAULT_CIRCUIT_COOLDOWN: Duration = Duration::from_secs(30);
 
 /// Everything the front ends need, resolved once at startup.
 #[derive(Debug, Clone)]
@@ -48,65 +46,6 @@ pub struct Config {
     /// Downstream servers from the config file (`PERPLEXITY_CONFIG_PATH`, else
     /// `$XDG_CONFIG_HOME` or `~/.config`, then `perplexity-agent/config.toml`).
     pub file_servers: Vec<crate::gateway::definition::ServerDef>,
-}
-
-/// The controls every call passes through.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuardConfig {
-    /// Token-bucket refill per minute (`PERPLEXITY_RATE_PER_MINUTE`).
-    pub rate_per_minute: u32,
-    /// Bucket size (`PERPLEXITY_RATE_BURST`).
-    pub rate_burst: u32,
-    /// `PERPLEXITY_AUDIT_LOG_PATH`: a file, or `-` for stderr; `None` = no audit log.
-    pub audit_log_path: Option<String>,
-    /// `PERPLEXITY_MAX_OUTPUT_CHARS`: longer results are cut and offloaded.
-    pub max_output_chars: usize,
-}
-
-impl Default for GuardConfig {
-    fn default() -> Self {
-        GuardConfig {
-            rate_per_minute: 60,
-            rate_burst: 10,
-            audit_log_path: None,
-            max_output_chars: 100_000,
-        }
-    }
-}
-
-/// How we talk to the Perplexity API. The key is deliberately not here (read per call).
-#[derive(Debug, Clone)]
-pub struct ApiConfig {
-    pub base: Url,
-    pub attempt_timeout: Duration,
-    pub max_response_bytes: u64,
-    pub max_attempts: u32,
-    /// Explicit proxy for the Perplexity API only; `HTTP(S)_PROXY` are never used.
-    pub proxy: Option<Url>,
-    /// How long the circuit breaker stays open before one probe
-    /// (`PERPLEXITY_CIRCUIT_COOLDOWN_SECONDS`).
-    pub circuit_cooldown: Duration,
-    /// Event streams followed at once (`PERPLEXITY_MAX_EVENT_STREAMS`); more waits poll.
-    pub max_event_streams: usize,
-}
-
-impl Default for ApiConfig {
-    fn default() -> Self {
-        ApiConfig {
-            base: default_base(),
-            attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
-            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-            max_attempts: DEFAULT_MAX_ATTEMPTS,
-            proxy: None,
-            circuit_cooldown: DEFAULT_CIRCUIT_COOLDOWN,
-            max_event_streams: 128,
-        }
-    }
-}
-
-fn default_base() -> Url {
-    // A constant that parses; a failure here is a programming error caught by every test.
-    Url::parse(PERPLEXITY_BASE).unwrap_or_else(|_| unreachable!("constant base URL parses"))
 }
 
 /// A setting that cannot be used. The process refuses to start rather than guess,
@@ -642,14 +581,6 @@ fn bounded_int(
             variable,
             problem: format!("must be a whole number from {min} to {max}"),
         })
-}
-
-/// Strips credentials from a proxy URL so it can be logged.
-pub fn redacted_proxy(url: &Url) -> String {
-    let mut shown = url.clone();
-    let _ = shown.set_username("");
-    let _ = shown.set_password(None);
-    shown.to_string()
 }
 
 #[cfg(test)]

@@ -1,27 +1,34 @@
 //! perplexity-agent: Perplexity's research APIs for AI agents and people, safely.
 //!
-//! Where things live (each module's header says what it may touch):
-//! - [`config`]: environment and flags → one typed config; every default.
-//! - [`perplexity`]: the only code that holds the API key or talks to Perplexity.
-//! - [`fetch`]: the SSRF-guarded page fetcher, the only other egress.
-//! - [`tools`]: the tool catalogue, shared by every front end.
-//! - [`store`]: the local SQLite store (snapshots; spaces, tabs, history).
-//! - [`guard`]: controls every call passes through (rate limit, audit, spotlighting, budget).
-//! - [`mcp`]: the MCP server (both eras; stdio and Streamable HTTP).
-//! - [`cli`]: the human command line.
+//! Where things live, floor by floor (each module's header says what it may touch;
+//! [`layering`](self) checks who may import whom):
+//! - ground: [`call`] (what front ends, guard and tools say about one call), [`random`]
+//!   (CSPRNG values), [`net`] (egress helpers), [`text`] (untrusted-text helpers).
+//! - [`guard`]: controls every call passes through (rate limit, audit, spotlighting,
+//!   budget); [`store`]: the local SQLite store (snapshots; spaces, tabs, history).
+//! - egress: [`perplexity`] (the only code that holds the API key or talks to Perplexity),
+//!   [`fetch`] (the SSRF-guarded page fetcher).
+//! - [`tools`]: the tool catalogue, shared by every front end; [`gateway`]: the policed MCP
+//!   client to downstream servers, whose tools are offered beside ours.
+//! - [`config`]: environment, flags and file → each module's own config type.
+//! - front ends: [`mcp`] (both eras; stdio and Streamable HTTP), [`cli`], [`tui`].
 //!
 //! stdout belongs to the MCP protocol writer in `serve` mode: `print!` is denied in the
 //! whole crate except the CLI's output module.
 
 #![deny(clippy::print_stdout)]
 
+pub mod call;
 pub mod cli;
 pub mod config;
 pub mod fetch;
 pub mod gateway;
 pub mod guard;
+mod layering;
 pub mod mcp;
+pub mod net;
 pub mod perplexity;
+pub mod random;
 pub mod store;
 pub mod text;
 pub mod tools;

@@ -19,9 +19,10 @@ use serde_json::{Value, json};
 
 use super::install::{self, CLIENTS, Client, Platform};
 use super::output::{self, Exit};
-use crate::config::{Config, PERPLEXITY_BASE, wait_seconds_from};
+use crate::config::{Config, wait_seconds_from};
 use crate::gateway::definition::{self, ServerDef, TransportDef};
 use crate::mcp::protocol::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
+use crate::perplexity::config::PERPLEXITY_BASE;
 use crate::store::Store;
 
 /// How long each handshake may take, start-up included.
@@ -80,7 +81,11 @@ impl Check {
 /// Runs every check; returns the process exit code.
 pub async fn run(args: DoctorArgs, config: &Config) -> i32 {
     let mut checks = vec![
-        api_key(std::env::var("PERPLEXITY_API_KEY").ok().as_deref()),
+        api_key(
+            crate::perplexity::key::from_env()
+                .as_ref()
+                .map(secrecy::ExposeSecret::expose_secret),
+        ),
         configuration(config),
     ];
     let store = store_checks(config, &mut checks);
@@ -172,7 +177,10 @@ fn configuration(config: &Config) -> Check {
         detail.push_str(&format!(", API base {} (not the default)", config.api.base));
     }
     if let Some(proxy) = &config.api.proxy {
-        detail.push_str(&format!(", proxy {}", crate::config::redacted_proxy(proxy)));
+        detail.push_str(&format!(
+            ", proxy {}",
+            crate::perplexity::config::redacted_proxy(proxy)
+        ));
     }
     Check::new(Status::Ok, "Configuration", detail)
 }
@@ -603,6 +611,8 @@ struct Session {
 
 impl Session {
     fn start(exe: &Path) -> Result<Session, String> {
+        // Sanctioned: doctor's self-check runs this very binary's stdio server.
+        #[allow(clippy::disallowed_methods)]
         let mut child = std::process::Command::new(exe)
             .arg("serve")
             .env("PERPLEXITY_GATEWAY", "off")

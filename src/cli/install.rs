@@ -347,10 +347,8 @@ pub fn run(args: InstallArgs) -> i32 {
 }
 
 fn key_from_env() -> Result<String, String> {
-    std::env::var(KEY_VARIABLE)
-        .ok()
-        .map(|k| k.trim().to_owned())
-        .filter(|k| !k.is_empty())
+    crate::perplexity::key::from_env()
+        .map(|k| secrecy::ExposeSecret::expose_secret(&k).to_owned())
         .ok_or_else(|| {
             format!(
                 "--with-key-from-env: {KEY_VARIABLE} is not set. Export it first (export {KEY_VARIABLE}=pplx-…), or leave the flag out and give the client the key another way."

@@ -16,15 +16,16 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::call::ToolOutput;
+use crate::call::{CallFacts, FrontEnd};
 use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, HttpConfig, MAX_WAIT_SECONDS};
-use crate::guard::{CallFacts, FrontEnd, Guard};
+use crate::guard::Guard;
 use crate::perplexity::PerplexityClient;
-use crate::perplexity::agent::RECENCY_VALUES;
 use crate::text::py_strip;
-use crate::tools::research::{self, MAX_DOMAINS, ResearchRequest, check_run_id, keep_domains};
-use crate::tools::{RunIds, ToolOutput, Tools};
+use crate::tools::research::{self, ResearchRequest, check_run_id};
+use crate::tools::{RunIds, Tools};
 use output::{CliProgress, Exit, Style};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -204,7 +205,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Ok(c) => Arc::new(c),
         Err(e) => return output::fail(Exit::Config, &e),
     };
-    let guard = match Guard::new(&config.guard) {
+    let guard = match Guard::new(&config.guard, crate::perplexity::key::secrets_to_scrub) {
         Ok(g) => Arc::new(g),
         Err(e) => return output::fail(Exit::Config, &e),
     };
@@ -284,27 +285,28 @@ fn progress_for(json: bool) -> CliProgress {
 }
 
 async fn ask(args: AskArgs, client: &PerplexityClient, guard: &Arc<Guard>) -> i32 {
-    let params = json!({
-        "query": args.question.join(" "), "preset": args.preset, "recency": args.recency,
-        "domains": args.domains, "timeout": args.timeout, "wait": !args.no_wait,
-    });
-    let request = match ask_request(&args) {
+    // The arguments an MCP client would send `perplexity_agent`, validated by the same
+    // code: one set of bounds, one set of messages (in the CLI's own names), and one tool
+    // name in the audit log whichever front end asked.
+    let params = ask_arguments(&args);
+    let request = match ResearchRequest::from_args(&params) {
         Ok(r) => r,
-        Err(message) => return rejected(guard, "ask", &params, &message),
+        Err(message) => return rejected(guard, ASK_TOOL, &params.into(), &cli_names(&message)),
     };
+    let params = Value::Object(params);
     let timeout = match args.timeout {
         None => DEFAULT_CLI_TIMEOUT_SECONDS,
         Some(t) if t <= 0 => {
             return rejected(
                 guard,
-                "ask",
+                ASK_TOOL,
                 &params,
                 "--timeout must be a positive number of seconds.",
             );
         }
         Some(t) => (t as u64).min(MAX_WAIT_SECONDS),
     };
-    let pass = match guard.admit(FrontEnd::Cli, "ask", &params, 1) {
+    let pass = match guard.admit(FrontEnd::Cli, ASK_TOOL, &params, 1) {
         Ok(pass) => pass,
         Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
     };
@@ -323,49 +325,44 @@ async fn ask(args: AskArgs, client: &PerplexityClient, guard: &Arc<Guard>) -> i3
     output::outcome(&outcome, Style::new(args.json, args.spotlight), timeout)
 }
 
-/// The `ask` flags as a research request: absent preset → the default, a blank one is
-/// an error (never silently a billed `medium` run).
-fn ask_request(args: &AskArgs) -> Result<ResearchRequest, String> {
-    let query = args.question.join(" ");
-    let query = py_strip(&query);
-    if query.is_empty() {
-        return Err("A query is required.".to_owned());
+/// `ask` is `perplexity_agent` run from a terminal.
+const ASK_TOOL: &str = "perplexity_agent";
+
+/// The `ask` flags as `perplexity_agent` arguments (flags left out are left out).
+fn ask_arguments(args: &AskArgs) -> Map<String, Value> {
+    let mut arguments = Map::new();
+    arguments.insert("query".into(), json!(args.question.join(" ")));
+    if let Some(preset) = &args.preset {
+        arguments.insert("preset".into(), json!(preset));
     }
-    let preset = match &args.preset {
-        None => research::DEFAULT_PRESET.to_owned(),
-        Some(p) if py_strip(p).is_empty() => return Err("--preset must not be empty.".to_owned()),
-        Some(p) => py_strip(p).to_owned(),
-    };
-    let recency = match &args.recency {
-        None => None,
-        Some(r) => {
-            let r = py_strip(r);
-            if !RECENCY_VALUES.contains(&r) {
-                return Err("--recency must be one of: day, hour, month, week, year.".to_owned());
-            }
-            Some(r.to_owned())
-        }
-    };
-    let domains = keep_domains(
-        args.domains
-            .as_deref()
-            .unwrap_or("")
+    if let Some(recency) = &args.recency {
+        arguments.insert("recency".into(), json!(py_strip(recency)));
+    }
+    if let Some(domains) = &args.domains {
+        let list: Vec<&str> = domains
             .split(',')
-            .map(py_strip),
-    );
-    if domains.len() > MAX_DOMAINS {
-        return Err(format!("--domains accepts at most {MAX_DOMAINS} entries."));
+            .map(py_strip)
+            .filter(|d| !d.is_empty())
+            .collect();
+        arguments.insert("domains".into(), json!(list));
     }
-    research::one_domain_mode(&domains, "--domains")?;
-    Ok(ResearchRequest {
-        query: query.to_owned(),
-        preset,
-        model: None,
-        finance: false,
-        recency,
-        domains,
-        wait: !args.no_wait,
-    })
+    arguments.insert("wait".into(), json!(!args.no_wait));
+    arguments
+}
+
+/// A validation message in the names a person typed: `'preset'` is `--preset` here.
+fn cli_names(message: &str) -> String {
+    let named = message
+        .replace("'query'", "the question")
+        .replace("'preset'", "--preset")
+        .replace("'recency'", "--recency")
+        .replace("'domains'", "--domains")
+        .replace("'wait'", "--no-wait");
+    let mut chars = named.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 async fn result(args: ResultArgs, client: &PerplexityClient, guard: &Arc<Guard>) -> i32 {

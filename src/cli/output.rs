@@ -291,7 +291,7 @@ pub fn models(
 /// exit 0 when at least one page was read.
 pub fn fetched(
     fetched: &[crate::tools::fetch::Fetched],
-    rendered: &crate::tools::ToolOutput,
+    rendered: &crate::call::ToolOutput,
     json: bool,
 ) -> i32 {
     if json {
@@ -332,7 +332,7 @@ pub fn fetched(
 /// on stderr.
 pub fn searched(
     outcome: &Result<crate::perplexity::search::SearchResults, ApiError>,
-    rendered: &crate::tools::ToolOutput,
+    rendered: &crate::call::ToolOutput,
     json: bool,
 ) -> i32 {
     let results = match outcome {
@@ -378,7 +378,7 @@ pub fn searched(
 
 /// `research`: the report for people (answer, findings, claims with their confidence,
 /// sources, the validation verdict) on stdout; `--json` prints the structured result.
-pub fn report(rendered: &crate::tools::ToolOutput, json: bool) -> i32 {
+pub fn report(rendered: &crate::call::ToolOutput, json: bool) -> i32 {
     let Some(report) = rendered.structured.as_ref().filter(|_| !rendered.is_error) else {
         return fail(Exit::Failed, &rendered.text);
     };

@@ -283,14 +283,10 @@ impl Fetcher {
     async fn request(&self, url: &Url, addrs: &[IpAddr]) -> Result<reqwest::Response, FetchError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let port = url.port_or_known_default().unwrap_or(80);
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .retry(reqwest::retry::never())
-            // HTTP(S)_PROXY would send the request to a proxy that resolves the name
-            // itself, past every check above.
-            .no_proxy()
-            .referer(false)
-            .http1_only()
+        // The shared policy (no redirects, retries or ambient proxy: HTTP(S)_PROXY would
+        // send the request to a proxy that resolves the name itself, past every check
+        // above), pinned to the addresses just checked.
+        let mut builder = crate::net::client_builder()
             .user_agent(USER_AGENT)
             .connect_timeout(Duration::from_secs(10));
         if let Some(url::Host::Domain(name)) = url.host() {
@@ -321,7 +317,7 @@ impl Fetcher {
                 let host = url.host_str().unwrap_or("?");
                 // Verification is always on: an untrusted or mismatched certificate is a
                 // refusal, never something to retry without checks.
-                if crate::perplexity::client::is_tls(&e) {
+                if crate::net::is_tls(&e) {
                     return FetchError::new(
                         "tls",
                         format!("{host}: the TLS certificate could not be verified for this name"),

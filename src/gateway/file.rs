@@ -200,7 +200,7 @@ mod tests {
         let path = std::env::temp_dir().join(format!(
             "pa-gw-file-{}-{}.toml",
             std::process::id(),
-            crate::guard::secure_hex::<4>()
+            crate::random::secure_hex::<4>()
         ));
         std::fs::write(&path, text).unwrap();
         path

@@ -33,6 +33,10 @@ enum Message {
     Flush(SyncSender<()>),
 }
 
+/// Where the secret values to scrub come from: the guard sits below the module that holds
+/// the key, so the composition root hands it this function.
+pub type Secrets = fn() -> Vec<String>;
+
 pub struct AuditLog {
     tx: Sender<Message>,
     /// Records queued and not yet written: the queue is bounded by this count rather
@@ -42,8 +46,9 @@ pub struct AuditLog {
 }
 
 impl AuditLog {
-    /// Opens `destination`: a file path, or `-` for stderr.
-    pub fn open(destination: &str) -> Result<AuditLog, String> {
+    /// Opens `destination`: a file path, or `-` for stderr. `secrets` gives the values
+    /// to scrub from every record, asked again per record (the key may change).
+    pub fn open(destination: &str, secrets: Secrets) -> Result<AuditLog, String> {
         let mut sink: Box<dyn Write + Send> = if destination == "-" {
             Box::new(std::io::stderr())
         } else {
@@ -69,7 +74,7 @@ impl AuditLog {
         let written = pending.clone();
         std::thread::Builder::new()
             .name("audit-log".into())
-            .spawn(move || write_loop(rx, &mut *sink, &written))
+            .spawn(move || write_loop(rx, &mut *sink, &written, secrets))
             .map_err(|_| "cannot start the audit log writer".to_owned())?;
         Ok(AuditLog {
             tx,
@@ -108,13 +113,18 @@ impl AuditLog {
     }
 }
 
-fn write_loop(rx: Receiver<Message>, sink: &mut dyn Write, pending: &AtomicUsize) {
+fn write_loop(
+    rx: Receiver<Message>,
+    sink: &mut dyn Write,
+    pending: &AtomicUsize,
+    secrets: Secrets,
+) {
     let mut failed = false;
     for message in rx {
         match message {
             Message::Record { event, ts, fields } => {
                 pending.fetch_sub(1, Ordering::Relaxed);
-                let mut line = render(&event, &ts, fields);
+                let mut line = render(&event, &ts, fields, &secrets());
                 line.push('\n');
                 let result = sink.write_all(line.as_bytes()).and_then(|()| sink.flush());
                 if let Err(e) = result
@@ -139,9 +149,8 @@ fn write_loop(rx: Receiver<Message>, sink: &mut dyn Write, pending: &AtomicUsize
 
 /// One record as a line: redacted, `event` and `ts` set last (no caller-supplied field
 /// can overwrite them), keys sorted, and a stub when it is too large.
-fn render(event: &str, ts: &str, fields: Map<String, Value>) -> String {
-    let secrets = configured_secrets();
-    let mut record = match redact(&Value::Object(fields), &secrets) {
+fn render(event: &str, ts: &str, fields: Map<String, Value>, secrets: &[String]) -> String {
+    let mut record = match redact(&Value::Object(fields), secrets) {
         Value::Object(map) => map,
         _ => Map::new(),
     };
@@ -159,17 +168,6 @@ fn render(event: &str, ts: &str, fields: Map<String, Value>) -> String {
         "ts": ts,
     }))
     .to_string()
-}
-
-/// The secret values to scrub: the API key as it is now (read per record, like every
-/// other use of the key).
-fn configured_secrets() -> Vec<String> {
-    std::env::var("PERPLEXITY_API_KEY")
-        .ok()
-        .map(|k| k.trim().to_owned())
-        .filter(|k| !k.is_empty())
-        .into_iter()
-        .collect()
 }
 
 /// A copy with every object's keys in sorted order.

@@ -22,29 +22,33 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::config::GuardConfig;
-use crate::tools::ToolOutput;
+use crate::call::{CallFacts, FrontEnd, ToolOutput};
+use crate::random::secure_hex;
 use audit::{AuditLog, sha256_hex, sorted};
 use metrics::{Metrics, Outcome};
 use offload::Offload;
 use rate::{SystemClock, TokenBucket, refusal_text};
 
-/// Which front end a call came from (recorded in the audit log).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FrontEnd {
-    McpStdio,
-    McpHttp,
-    Cli,
-    Tui,
+/// The controls every call passes through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardConfig {
+    /// Token-bucket refill per minute (`PERPLEXITY_RATE_PER_MINUTE`).
+    pub rate_per_minute: u32,
+    /// Bucket size (`PERPLEXITY_RATE_BURST`).
+    pub rate_burst: u32,
+    /// `PERPLEXITY_AUDIT_LOG_PATH`: a file, or `-` for stderr; `None` = no audit log.
+    pub audit_log_path: Option<String>,
+    /// `PERPLEXITY_MAX_OUTPUT_CHARS`: longer results are cut and offloaded.
+    pub max_output_chars: usize,
 }
 
-impl FrontEnd {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FrontEnd::McpStdio => "mcp-stdio",
-            FrontEnd::McpHttp => "mcp-http",
-            FrontEnd::Cli => "cli",
-            FrontEnd::Tui => "tui",
+impl Default for GuardConfig {
+    fn default() -> Self {
+        GuardConfig {
+            rate_per_minute: 60,
+            rate_burst: 10,
+            audit_log_path: None,
+            max_output_chars: 100_000,
         }
     }
 }
@@ -66,22 +70,11 @@ pub struct Pass {
     started: Instant,
 }
 
-/// What a finished call reports besides its output.
-#[derive(Debug, Default, Clone)]
-pub struct CallFacts {
-    pub run_id: Option<String>,
-    /// Token usage and cost, as the API reported them.
-    pub usage: Option<Value>,
-    /// Injection-pattern labels found in the retrieved text the call returned.
-    pub security_flags: Vec<&'static str>,
-    /// `PERPLEXITY_FETCH_ALLOW_PRIVATE` when it lifted the fetcher's address check.
-    pub fetch_allow_private: Option<String>,
-}
-
 impl Guard {
-    pub fn new(config: &GuardConfig) -> Result<Guard, String> {
+    /// `secrets` names the values the audit log scrubs (`perplexity::key::secrets_to_scrub`).
+    pub fn new(config: &GuardConfig, secrets: audit::Secrets) -> Result<Guard, String> {
         let audit = match &config.audit_log_path {
-            Some(path) => Some(AuditLog::open(path)?),
+            Some(path) => Some(AuditLog::open(path, secrets)?),
             None => None,
         };
         Ok(Guard {
@@ -270,16 +263,4 @@ pub fn result_hash(output: &ToolOutput) -> String {
 /// A random 128-bit correlation id shared by a call's records.
 fn new_call_id() -> String {
     secure_hex::<16>()
-}
-
-/// `N` bytes from the OS CSPRNG, as lowercase hex. Spotlight nonces, retrieve keys and
-/// call ids all depend on being unguessable: without the CSPRNG a process has bigger
-/// problems, and a predictable value would silently weaken those controls, so this
-/// fails loudly instead (a panic in a tool becomes an `isError` result).
-pub(crate) fn secure_hex<const N: usize>() -> String {
-    let mut bytes = [0u8; N];
-    if let Err(e) = getrandom::fill(&mut bytes) {
-        panic!("the OS random number generator failed: {e}");
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

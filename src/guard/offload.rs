@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::call::ToolOutput;
 use crate::guard::spotlight::spotlight;
-use crate::tools::ToolOutput;
 
 pub const CACHE_ENTRIES: usize = 128;
 pub const TTL: Duration = Duration::from_secs(3600);
@@ -229,7 +229,7 @@ fn halve_longest_array(value: &mut Value) -> bool {
 }
 
 fn new_key() -> String {
-    super::secure_hex::<12>()
+    crate::random::secure_hex::<12>()
 }
 
 #[cfg(test)]

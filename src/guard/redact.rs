@@ -74,22 +74,22 @@ pub fn scrub_text(text: &str, secrets: &[String]) -> String {
 }
 
 /// The last line of defence, applied to every frame and log line as it is written
-/// (after JSON encoding, so nothing can hide behind an escape): the configured API key,
+/// (after JSON encoding, so nothing can hide behind an escape): the configured `secrets`
+/// (the API key, from `perplexity::key::secrets_to_scrub`),
 /// anything shaped like a Perplexity key and bearer credentials become `REDACTED`,
 /// whoever put them there — the upstream, a downstream server, or a client whose input
 /// we echo. The patterns match only characters JSON text carries unescaped, so the
 /// result stays valid JSON. Borrowed (no copy) when there is nothing to scrub.
-pub fn scrub_outbound(text: &str) -> Cow<'_, str> {
+pub fn scrub_outbound<'a>(text: &'a str, secrets: &[String]) -> Cow<'a, str> {
     let mut out = Cow::Borrowed(text);
-    if let Ok(key) = std::env::var("PERPLEXITY_API_KEY") {
-        let key = key.trim();
-        // The key as JSON text writes it (the same, unless it holds `"`, `\` or controls).
-        let encoded = serde_json::to_string(key).unwrap_or_default();
+    for secret in secrets.iter().filter(|s| s.len() >= 8) {
+        // The secret as JSON text writes it (the same, unless it holds `"`, `\` or controls).
+        let encoded = serde_json::to_string(secret).unwrap_or_default();
         let encoded = encoded
             .get(1..encoded.len().saturating_sub(1))
-            .unwrap_or(key);
-        for form in [key, encoded] {
-            if form.len() >= 8 && out.contains(form) {
+            .unwrap_or(secret);
+        for form in [secret.as_str(), encoded] {
+            if out.contains(form) {
                 out = Cow::Owned(out.replace(form, REDACTED));
             }
         }
@@ -159,7 +159,7 @@ mod tests {
     #[test]
     fn outbound_text_loses_key_shapes_and_stays_json() {
         let frame = json!({"error": {"message": "Unknown tool: pplx-ABCDEFGH12345678", "data": "Authorization: Bearer abcdef0123456789abcdef\"x"}}).to_string();
-        let out = scrub_outbound(&frame);
+        let out = scrub_outbound(&frame, &[]);
         let parsed: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(
             parsed["error"]["message"],
@@ -170,7 +170,12 @@ mod tests {
             "Authorization: Bearer ***REDACTED***\"x"
         );
         let prose = "the bearer of responsibilities and a pplx-api tool";
-        assert!(matches!(scrub_outbound(prose), Cow::Borrowed(_)));
+        assert!(matches!(scrub_outbound(prose, &[]), Cow::Borrowed(_)));
+        let secret = ["planted-secret-value".to_owned()];
+        assert_eq!(
+            scrub_outbound("a planted-secret-value", &secret),
+            format!("a {REDACTED}")
+        );
     }
 
     #[test]

@@ -52,7 +52,7 @@ fn wrap(body: &str, nonce: &str, preamble: &str) -> String {
 }
 
 fn nonce() -> String {
-    super::secure_hex::<8>()
+    crate::random::secure_hex::<8>()
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@ use super::protocol::{
     result_frame, server_info,
 };
 use super::{prompts, resources};
-use crate::tools::{ToolOutput, Tools};
+use crate::call::ToolOutput;
+use crate::tools::Tools;
 
 /// Methods we know in some era; anything else is -32601 before any era check.
 const KNOWN_METHODS: [&str; 12] = [
@@ -485,7 +486,7 @@ mod tests {
     fn the_cached_tool_list_is_the_same_reply() {
         let config = crate::config::Config::from_lookup(|_| None, None).unwrap();
         let client = Arc::new(crate::perplexity::PerplexityClient::new(&config.api).unwrap());
-        let guard = Arc::new(crate::guard::Guard::new(&config.guard).unwrap());
+        let guard = Arc::new(crate::guard::Guard::new(&config.guard, Vec::new).unwrap());
         let dispatcher = Dispatcher::new(Arc::new(Tools::new(&config, client, guard)));
         for (era, id) in [
             (Era::Legacy, json!(7)),

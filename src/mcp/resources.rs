@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use super::protocol::{RpcError, code};
-use crate::tools::ToolOutput;
+use crate::call::ToolOutput;
 use crate::tools::research::check_run_id;
 
 const PREFIX: &str = "perplexity://runs/";

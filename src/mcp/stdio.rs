@@ -22,10 +22,12 @@ use super::dispatch::{Action, CallJob, Dispatcher};
 use super::framing::{Line, LineReader};
 use super::progress::ProgressNotifier;
 use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame};
+use crate::call::FrontEnd;
+use crate::call::ToolOutput;
 use crate::config::MAX_CALLS_IN_FLIGHT;
-use crate::guard::FrontEnd;
 use crate::guard::redact::scrub_outbound;
-use crate::tools::{Admitted, CallContext, ToolOutput};
+use crate::perplexity::key::secrets_to_scrub;
+use crate::tools::{Admitted, CallContext};
 
 /// Frames waiting for the writer. Progress notifications are dropped rather than
 /// block when it is full; replies wait.
@@ -244,7 +246,7 @@ async fn write_frames(mut frames: mpsc::Receiver<Value>) {
     let mut buffer = String::new();
     // Every frame's text passes the scrub on its way out: no credential leaves in one.
     let push = |buffer: &mut String, frame: Value| {
-        buffer.push_str(&scrub_outbound(&frame.to_string()));
+        buffer.push_str(&scrub_outbound(&frame.to_string(), &secrets_to_scrub()));
         buffer.push('\n');
     };
     while let Some(frame) = frames.recv().await {

@@ -32,9 +32,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::breaker::{CircuitBreaker, Outcome};
+use super::config::{ApiConfig, redacted_proxy};
 use super::error::{ApiError, MAX_ERROR_MESSAGE_CHARS, NetworkKind};
 use super::key::{self, Scrubber};
-use crate::config::{ApiConfig, redacted_proxy};
 use crate::text::cap_chars;
 
 /// Every attempt gets at least this long, even past the deadline, so a call whose
@@ -198,16 +198,10 @@ impl PerplexityClient {
     }
 }
 
-/// The reqwest client with our policy: no redirects, no transport retries, no ambient
-/// proxy, HTTP/1.1, ring as the TLS crypto provider.
+/// The reqwest client: the shared egress policy (`net::client_builder`: no redirects,
+/// no transport retries, no ambient proxy) plus only an explicit `PERPLEXITY_PROXY`.
 fn build_http(config: &ApiConfig) -> Result<reqwest::Client, ApiError> {
-    // Installing the provider twice is harmless.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .retry(reqwest::retry::never())
-        .referer(false)
-        .http1_only()
+    let mut builder = crate::net::client_builder()
         .pool_idle_timeout(Duration::from_secs(60))
         // Polling waits reuse a few connections; more idle ones would only cost memory.
         .pool_max_idle_per_host(32);
@@ -218,7 +212,7 @@ fn build_http(config: &ApiConfig) -> Result<reqwest::Client, ApiError> {
     {
         Some(Ok(proxy)) => builder.proxy(proxy),
         Some(Err(_)) => return Err(ApiError::ClientSetup),
-        None => builder.no_proxy(),
+        None => builder,
     };
     if config.base.scheme() == "http" {
         // A loopback test base never uses TLS: do not require a certificate store.
@@ -507,7 +501,7 @@ fn network_error(error: reqwest::Error) -> Failure {
 pub(crate) fn network_kind(error: reqwest::Error) -> ApiError {
     let kind = if error.is_timeout() {
         NetworkKind::Timeout
-    } else if is_tls(&error) {
+    } else if crate::net::is_tls(&error) {
         NetworkKind::Tls
     } else if error.is_connect() {
         NetworkKind::Connect
@@ -515,30 +509,6 @@ pub(crate) fn network_kind(error: reqwest::Error) -> ApiError {
         NetworkKind::Io
     };
     ApiError::Network(kind)
-}
-
-pub(crate) fn is_tls(error: &reqwest::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if e.is::<rustls::Error>() {
-            return true;
-        }
-        // An io::Error's `source()` skips the error it wraps (hyper nests them): look
-        // inside, however deep.
-        let mut wrapped = e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref());
-        while let Some(inner) = wrapped {
-            if inner.is::<rustls::Error>() {
-                return true;
-            }
-            wrapped = inner
-                .downcast_ref::<std::io::Error>()
-                .and_then(|io| io.get_ref());
-        }
-        source = e.source();
-    }
-    false
 }
 
 #[cfg(test)]

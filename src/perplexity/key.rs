@@ -23,6 +23,25 @@ pub(super) fn read() -> Result<SecretString, ApiError> {
     Ok(SecretString::from(trimmed.to_owned()))
 }
 
+/// The key as the environment holds it now, for the two callers outside this module that
+/// must look at it: `doctor` (judges its shape, never shows it) and `install
+/// --with-key-from-env` (an export the user asked for). `None` when unset or blank.
+pub fn from_env() -> Option<SecretString> {
+    read().ok()
+}
+
+/// The secret values every writer scrubs — the audit log, each frame, each log line: the
+/// key as it is now (read per use, like every other use of the key), when it is long
+/// enough to scrub without mangling text.
+pub fn secrets_to_scrub() -> Vec<String> {
+    read()
+        .ok()
+        .map(|k| k.expose_secret().to_owned())
+        .filter(|k| k.len() >= MIN_SCRUB_LEN)
+        .into_iter()
+        .collect()
+}
+
 /// Removes the key from upstream bytes before anything else reads them.
 #[derive(Clone)]
 pub(crate) struct Scrubber(SecretString);

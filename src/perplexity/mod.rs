@@ -19,8 +19,9 @@
 pub mod agent;
 mod breaker;
 pub mod client;
+pub mod config;
 pub mod error;
-mod key;
+pub mod key;
 pub mod models;
 pub mod search;
 pub mod stream;

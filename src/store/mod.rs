@@ -28,7 +28,7 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use serde_json::Value;
 
-use crate::guard::secure_hex;
+use crate::random::secure_hex;
 
 /// Where and how much to keep.
 #[derive(Debug, Clone, PartialEq, Eq)]

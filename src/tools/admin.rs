@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 
-use super::ToolOutput;
 use super::schema_object;
+use crate::call::ToolOutput;
 
 pub const METRICS_ARGS: [&str; 0] = [];
 pub const RETRIEVE_ARGS: [&str; 2] = ["retrieve_key", "offset"];

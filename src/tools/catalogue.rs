@@ -90,6 +90,16 @@ impl ToolSelection {
     pub fn contains(&self, name: &str) -> bool {
         self.names.contains(&name)
     }
+
+    /// Exactly the `lifecycle` group: the drop-in for the reference peer, whose texts
+    /// are kept byte for byte.
+    pub fn is_reference(&self) -> bool {
+        let lifecycle = TOOLS.iter().filter(|(_, group)| *group == "lifecycle");
+        self.names
+            .iter()
+            .copied()
+            .eq(lifecycle.map(|(name, _)| *name))
+    }
 }
 
 #[cfg(test)]

@@ -22,10 +22,11 @@ use std::sync::{Arc, Mutex};
 use futures_util::FutureExt;
 use serde_json::Value;
 
+use crate::call::{CallFacts, FrontEnd, ToolOutput};
 use crate::config::Config;
 use crate::fetch::{Fetcher, SystemResolver};
 use crate::gateway::Gateway;
-use crate::guard::{CallFacts, FrontEnd, Guard, Pass};
+use crate::guard::{Guard, Pass, injection};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::wait::{ProgressSink, RunIdSink};
 use crate::store::StoreHandle;
@@ -35,50 +36,6 @@ use tokio_util::sync::CancellationToken;
 /// Text shown when a handler fails in a way we did not foresee. The details go to
 /// stderr (tool name and kind only: a message could carry secrets).
 pub const UNEXPECTED_FAILURE: &str = "The tool failed unexpectedly. Check the server's stderr log.";
-
-/// A tool result: always exactly one text block, and `isError` always present; tools
-/// with an `outputSchema` also return `structuredContent`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolOutput {
-    pub text: String,
-    pub is_error: bool,
-    pub structured: Option<Value>,
-    /// The run (or other object) the call named does not exist upstream (HTTP 404).
-    /// Not part of the tool result; `resources/read` turns it into -32602.
-    pub not_found: bool,
-}
-
-impl ToolOutput {
-    pub fn ok(text: impl Into<String>) -> Self {
-        ToolOutput {
-            text: text.into(),
-            is_error: false,
-            structured: None,
-            not_found: false,
-        }
-    }
-
-    pub fn error(text: impl Into<String>) -> Self {
-        ToolOutput {
-            text: text.into(),
-            is_error: true,
-            structured: None,
-            not_found: false,
-        }
-    }
-
-    /// The MCP `CallToolResult` JSON, without era shaping.
-    pub fn to_json(&self) -> Value {
-        let mut result = serde_json::json!({
-            "content": [{"type": "text", "text": self.text}],
-            "isError": self.is_error,
-        });
-        if let Some(structured) = &self.structured {
-            result["structuredContent"] = structured.clone();
-        }
-        result
-    }
-}
 
 /// Remembers the research runs a call created or touched, so an abandoned call
 /// (cancelled by the client, or cut by shutdown) can still say which run to collect.
@@ -182,6 +139,8 @@ pub struct Tools {
     store: Arc<StoreHandle>,
     gateway: Option<Arc<Gateway>>,
     wait: u64,
+    /// Exactly the lifecycle profile: the reference peer's texts, unchanged.
+    reference_texts: bool,
     /// `tools/list` entries, built once (the set never varies per connection).
     list: Value,
     names: Vec<&'static str>,
@@ -214,6 +173,7 @@ impl Tools {
             store: Arc::new(StoreHandle::new(config.store.clone())),
             gateway: None,
             wait: config.wait_seconds,
+            reference_texts: config.tools.is_reference(),
             list,
             names: enabled.iter().map(|(name, _)| *name).collect(),
         }
@@ -382,7 +342,22 @@ impl Tools {
         let Admitted { call, tool, pass } = admitted;
         let run = AssertUnwindSafe(async {
             match &call {
-                Call::Lifecycle(call) => research::run(&self.client, self.wait, call, ctx).await,
+                Call::Lifecycle(call) => {
+                    let (mut output, facts) =
+                        research::run(&self.client, self.wait, call, ctx).await;
+                    // The lifecycle profile is a drop-in for the reference peer, byte for
+                    // byte, so there its flags go to the audit record only; everywhere
+                    // else the model is told, as by every other tool with web text.
+                    if !self.reference_texts && !output.is_error && !facts.security_flags.is_empty()
+                    {
+                        output.text = format!(
+                            "{}\n{}",
+                            injection::notice("this answer", &facts.security_flags),
+                            output.text
+                        );
+                    }
+                    (output, facts)
+                }
                 Call::Deep(call) => {
                     let budget = std::time::Duration::from_secs(self.wait);
                     let (output, flags, id) =

@@ -9,12 +9,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::CallContext;
 use super::args::{Args, optional, required_text};
 use super::render;
-use super::{CallContext, ToolOutput};
 use super::{schema_object, starts_a_run};
+use crate::call::CallFacts;
+use crate::call::ToolOutput;
+use crate::guard::injection;
 use crate::guard::spotlight::spotlight;
-use crate::guard::{CallFacts, injection};
 use crate::perplexity::agent::{
     CancelOutcome, CreateRun, RECENCY_VALUES, RunSnapshot, valid_run_id,
 };

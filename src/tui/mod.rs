@@ -57,7 +57,10 @@ fn restore_terminal() {
 
 pub async fn run(config: &Config) -> Result<(), String> {
     let client = Arc::new(PerplexityClient::new(&config.api)?);
-    let guard = Arc::new(Guard::new(&config.guard)?);
+    let guard = Arc::new(Guard::new(
+        &config.guard,
+        crate::perplexity::key::secrets_to_scrub,
+    )?);
     let tools = Arc::new(Tools::new(config, client, guard.clone()));
     let store = Arc::new(StoreHandle::new(config.store.clone()));
 

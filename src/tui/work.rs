@@ -13,12 +13,14 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::app::{App, Entry, Kind, PageTab, TaskInfo, Update};
 use super::command::{Command, TaskKind};
+use crate::call::FrontEnd;
+use crate::call::ToolOutput;
+use crate::guard::injection;
 use crate::guard::spotlight::unwrap;
-use crate::guard::{FrontEnd, injection};
 use crate::perplexity::wait::ProgressSink;
 use crate::store::StoreHandle;
 use crate::text::{cap_chars, strings};
-use crate::tools::{CallContext, ToolOutput, Tools};
+use crate::tools::{CallContext, Tools};
 
 /// Characters of page text sent along as context with a question.
 const CONTEXT_CHARS: usize = 12_000;

@@ -126,11 +126,17 @@ fn ask_exit_codes() {
     assert!(stderr.contains("The research run failed: nope"));
 
     for (args, message) in [
-        (vec!["ask"], "A query is required."),
-        (vec!["ask", "   "], "A query is required."),
+        (
+            vec!["ask"],
+            "The question is required and must be a non-empty string.",
+        ),
+        (
+            vec!["ask", "   "],
+            "The question is required and must be a non-empty string.",
+        ),
         (
             vec!["ask", "q", "--preset", " "],
-            "--preset must not be empty.",
+            "--preset must be a non-empty string.",
         ),
         (vec!["ask", "q", "--timeout", "0"], "--timeout"),
         (vec!["ask", "q", "--timeout", "-5"], "--timeout"),
@@ -188,4 +194,29 @@ fn help_and_version() {
     let (stdout, _, code) = out(&run(&["--version"], &[]));
     assert_eq!(code, 0);
     assert!(stdout.contains(env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn ask_is_bound_and_worded_like_the_mcp_tool() {
+    // The same validation as perplexity_agent: a query over 16,384 characters is refused
+    // with the tool's message, in the CLI's words, before anything is sent.
+    let fake = FakePerplexity::start();
+    let env = env_for(&fake);
+    let long = "q".repeat(20_000);
+    let (_, stderr, code) = out(&run(&["ask", &long], &env));
+    assert_eq!(code, 2, "{stderr}");
+    let mut s = Server::start(&env);
+    let (mcp, is_error) =
+        tool_text(&s.request(&call(1, "perplexity_agent", json!({"query": long}))));
+    assert!(is_error);
+    assert_eq!(mcp, "'query' must be at most 16384 characters.");
+    assert!(
+        stderr.contains("The question must be at most 16384 characters."),
+        "{stderr}"
+    );
+    let mixed = ["ask", "q", "--domains", "a.org,-b.org"];
+    let (_, stderr, code) = out(&run(&mixed, &env));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--domains"), "{stderr}");
+    assert!(fake.requests().is_empty(), "refusals send nothing");
 }

@@ -317,7 +317,13 @@ pub fn tool_text(response: &Value) -> (String, bool) {
 }
 
 /// The body inside a spotlight wrapper, checking the wrapper on the way.
+/// The content inside a result's spotlight wrapper (after the injection notice line, when
+/// the result has one).
 pub fn unwrap_spotlight(text: &str) -> String {
+    let text = match text.split_once('\n') {
+        Some((first, rest)) if first.starts_with("Possible prompt injection in ") => rest,
+        _ => text,
+    };
     let first = text.lines().next().unwrap();
     let nonce = first
         .strip_prefix("<untrusted-web-content-")

@@ -388,7 +388,13 @@ fn injection_in_answers_stays_inside_the_delimiter() {
             body.starts_with(payload),
             "the content is kept, not silently dropped"
         );
-        let nonce = &text[23..39];
+        // Flagged on a line of its own, outside (before) the wrapper.
+        let (notice, wrapped) = text.split_once('\n').unwrap();
+        assert!(
+            notice.starts_with("Possible prompt injection in this answer: "),
+            "{notice}"
+        );
+        let nonce = &wrapped[23..39];
         assert_eq!(
             text.matches(&format!("</untrusted-web-content-{nonce}>"))
                 .count(),

@@ -460,7 +460,8 @@ fn json(status: StatusCode, frame: Value) -> Response {
 
 /// Every frame's text passes here on its way out: no credential leaves in one.
 fn outbound(text: &str) -> String {
-    crate::guard::redact::scrub_outbound(text).into_owned()
+    crate::guard::redact::scrub_outbound(text, &crate::perplexity::key::secrets_to_scrub())
+        .into_owned()
 }
 
 fn rpc_error(status: StatusCode, id: &Value, error: RpcError) -> Response {

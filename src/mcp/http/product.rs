@@ -7,11 +7,12 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::handler::{Handled, Handler, Incoming, Outbound};
-use crate::guard::FrontEnd;
+use crate::call::FrontEnd;
+use crate::call::ToolOutput;
 use crate::mcp::dispatch::{Action, CallJob, Dispatcher};
 use crate::mcp::era::request_meta;
 use crate::mcp::progress::ProgressNotifier;
-use crate::tools::{CallContext, ToolOutput};
+use crate::tools::CallContext;
 
 pub struct Product {
     pub dispatcher: Arc<Dispatcher>,

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::guard::secure_hex;
+use crate::random::secure_hex;
 
 /// Sessions kept at once.
 const MAX_SESSIONS: usize = 4096;

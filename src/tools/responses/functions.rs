@@ -21,15 +21,17 @@ use tokio::time::Instant;
 
 use super::request::CreateCall;
 use super::{Snapshot, render, save};
+use crate::call::ToolOutput;
+use crate::call::{CallFacts, FrontEnd};
 use crate::gateway::Gateway;
-use crate::guard::{CallFacts, FrontEnd, Guard};
+use crate::guard::Guard;
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::{FullRun, FunctionCall};
 use crate::perplexity::wait::{Waited, create_and_wait};
 use crate::store::StoreHandle;
 use crate::text::cap_chars;
+use crate::tools::CallContext;
 use crate::tools::research::ResearchOutcome;
-use crate::tools::{CallContext, ToolOutput};
 
 pub const MAX_ARGUMENT_CHARS: usize = 16_384;
 pub const MAX_OUTPUT_CHARS: usize = 16_384;

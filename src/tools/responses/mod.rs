@@ -25,8 +25,9 @@ use tokio::time::Instant;
 
 use super::args::Args;
 use super::research::{ResearchOutcome, collect, response_id_from, wait_seconds_from};
-use super::{CallContext, ToolOutput, schema_object, starts_a_run};
-use crate::guard::CallFacts;
+use super::{CallContext, schema_object, starts_a_run};
+use crate::call::CallFacts;
+use crate::call::ToolOutput;
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::RunSnapshot;
 use crate::perplexity::wait::{RunIdSink, WaitError, Waited, create_and_wait};

@@ -1,0 +1,82 @@
+//! The call boundary, at the bottom of the house: what every front end, the guard and the
+//! tools say to each other about one tool call — which front end asked, what came back,
+//! and the facts the audit record needs. It imports nothing of ours, so everything can
+//! import it.
+
+use serde_json::Value;
+
+/// Which front end a call came from (recorded in the audit log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrontEnd {
+    McpStdio,
+    McpHttp,
+    Cli,
+    Tui,
+}
+
+impl FrontEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrontEnd::McpStdio => "mcp-stdio",
+            FrontEnd::McpHttp => "mcp-http",
+            FrontEnd::Cli => "cli",
+            FrontEnd::Tui => "tui",
+        }
+    }
+}
+
+/// What a finished call reports besides its output.
+#[derive(Debug, Default, Clone)]
+pub struct CallFacts {
+    pub run_id: Option<String>,
+    /// Token usage and cost, as the API reported them.
+    pub usage: Option<Value>,
+    /// Injection-pattern labels found in the retrieved text the call returned.
+    pub security_flags: Vec<&'static str>,
+    /// `PERPLEXITY_FETCH_ALLOW_PRIVATE` when it lifted the fetcher's address check.
+    pub fetch_allow_private: Option<String>,
+}
+
+/// A tool result: always exactly one text block, and `isError` always present; tools
+/// with an `outputSchema` also return `structuredContent`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub text: String,
+    pub is_error: bool,
+    pub structured: Option<Value>,
+    /// The run (or other object) the call named does not exist upstream (HTTP 404).
+    /// Not part of the tool result; `resources/read` turns it into -32602.
+    pub not_found: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(text: impl Into<String>) -> Self {
+        ToolOutput {
+            text: text.into(),
+            is_error: false,
+            structured: None,
+            not_found: false,
+        }
+    }
+
+    pub fn error(text: impl Into<String>) -> Self {
+        ToolOutput {
+            text: text.into(),
+            is_error: true,
+            structured: None,
+            not_found: false,
+        }
+    }
+
+    /// The MCP `CallToolResult` JSON, without era shaping.
+    pub fn to_json(&self) -> Value {
+        let mut result = serde_json::json!({
+            "content": [{"type": "text", "text": self.text}],
+            "isError": self.is_error,
+        });
+        if let Some(structured) = &self.structured {
+            result["structuredContent"] = structured.clone();
+        }
+        result
+    }
+}
