@@ -22,8 +22,7 @@ use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, HttpConfig, MAX_WAIT_SE
 use crate::guard::Guard;
 use crate::perplexity::PerplexityClient;
 use crate::text::py_strip;
-use crate::tools::research::{self, ResearchRequest, check_run_id};
-use crate::tools::{RunIds, Tools};
+use crate::tools::{CallContext, Done, Outcome, Refusal, Tools};
 use output::{CliProgress, Exit, Style};
 use serde_json::{Map, Value, json};
 
@@ -210,12 +209,17 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Err(e) => return output::fail(Exit::Config, &e),
     };
     let code = match command {
-        Command::Ask(args) => ask(args, &client, &guard).await,
-        Command::Result(args) => result(args, &client, &guard).await,
-        Command::Cancel(args) => cancel(args, &client, &guard, config.wait_seconds).await,
-        Command::Fetch(args) => fetch(args, &config, &guard).await,
-        Command::Search(args) => search(args, &client, &guard, config.wait_seconds).await,
-        Command::Research(args) => research_command(args, &client, &guard).await,
+        Command::Ask(args) => ask(args, &Tools::new(&config, client, guard.clone()), &guard).await,
+        Command::Result(args) => result(args, &Tools::new(&config, client, guard.clone())).await,
+        Command::Cancel(args) => cancel(args, &Tools::new(&config, client, guard.clone())).await,
+        Command::Fetch(args) => fetch(args, &Tools::new(&config, client, guard.clone())).await,
+        Command::Search(args) => {
+            let tools = Tools::new(&config, client, guard.clone());
+            search(args, &tools, config.wait_seconds).await
+        }
+        Command::Research(args) => {
+            research_command(args, &Tools::new(&config, client, guard.clone())).await
+        }
         Command::Models(args) => models(args, &client, &guard, config.wait_seconds).await,
         Command::Gateway(command) => gateway::run(command, &config).await,
         Command::Install(args) => install::run(args),
@@ -284,45 +288,71 @@ fn progress_for(json: bool) -> CliProgress {
     CliProgress::new(std::io::stderr().is_terminal() && !json)
 }
 
-async fn ask(args: AskArgs, client: &PerplexityClient, guard: &Arc<Guard>) -> i32 {
-    // The arguments an MCP client would send `perplexity_agent`, validated by the same
-    // code: one set of bounds, one set of messages (in the CLI's own names), and one tool
-    // name in the audit log whichever front end asked.
+async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> i32 {
+    // The arguments an MCP client would send `perplexity_agent`, through the same entry
+    // point: one set of bounds and messages (in the CLI's own names), one tool name in
+    // the audit log, the same panic containment, whichever front end asked.
     let params = ask_arguments(&args);
-    let request = match ResearchRequest::from_args(&params) {
-        Ok(r) => r,
-        Err(message) => return rejected(guard, ASK_TOOL, &params.into(), &cli_names(&message)),
-    };
-    let params = Value::Object(params);
     let timeout = match args.timeout {
         None => DEFAULT_CLI_TIMEOUT_SECONDS,
         Some(t) if t <= 0 => {
             return rejected(
                 guard,
                 ASK_TOOL,
-                &params,
+                &Value::Object(params),
                 "--timeout must be a positive number of seconds.",
             );
         }
         Some(t) => (t as u64).min(MAX_WAIT_SECONDS),
     };
-    let pass = match guard.admit(FrontEnd::Cli, ASK_TOOL, &params, 1) {
-        Ok(pass) => pass,
-        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
-    };
-    let progress = progress_for(args.json);
-    let ids = RunIds::default();
-    let outcome = research::research(
-        client,
-        &request,
-        Duration::from_secs(timeout),
-        Some(&progress),
-        &ids,
+    let style = Style::new(args.json, args.spotlight);
+    let progress = Arc::new(progress_for(args.json));
+    let done = call(
+        tools,
+        ASK_TOOL,
+        &params,
+        Some(timeout),
+        Some(progress.clone()),
     )
     .await;
     progress.finish();
-    pass.finish(&research::render_outcome(&outcome), &outcome.facts(), false);
-    output::outcome(&outcome, Style::new(args.json, args.spotlight), timeout)
+    match done {
+        Ok((Outcome::Research(outcome), _)) => output::outcome(&outcome, style, timeout),
+        Ok(_) => Exit::Failed as i32,
+        Err(code) => code,
+    }
+}
+
+/// One CLI command as one tool call: accepted (validation, rate limit, audit), run with
+/// the command's wait and progress, and its typed outcome returned for rendering; a
+/// refusal or a contained failure is printed here and becomes the exit code.
+async fn call(
+    tools: &Tools,
+    tool: &str,
+    args: &Map<String, Value>,
+    wait: Option<u64>,
+    progress: Option<Arc<CliProgress>>,
+) -> Result<(Outcome, ToolOutput), i32> {
+    let admitted = match tools.accept(FrontEnd::Cli, tool, args) {
+        Ok(admitted) => admitted,
+        Err(Refusal::Invalid(output)) => return Err(usage_error(&cli_names(&output.text))),
+        Err(Refusal::Denied(output)) => return Err(output::fail(Exit::Failed, &output.text)),
+    };
+    let ctx = CallContext {
+        progress: progress.map(|p| p as Arc<dyn crate::perplexity::wait::ProgressSink>),
+        wait: wait.map(Duration::from_secs),
+        ..CallContext::default()
+    };
+    match tools.complete(admitted, &ctx).await {
+        Some(Done {
+            outcome: Outcome::Output,
+            output,
+            ..
+        }) => Err(output::fail(Exit::Failed, &output.text)),
+        Some(done) => Ok((done.outcome, done.full)),
+        // Nothing cancels a CLI call's context.
+        None => Err(Exit::Failed as i32),
+    }
 }
 
 /// `ask` is `perplexity_agent` run from a terminal.
@@ -350,14 +380,26 @@ fn ask_arguments(args: &AskArgs) -> Map<String, Value> {
     arguments
 }
 
-/// A validation message in the names a person typed: `'preset'` is `--preset` here.
+/// A validation message in the names a person typed: `'preset'` is `--preset` here, and
+/// the positional words are "the query" (ask, search) and "the question" (research).
 fn cli_names(message: &str) -> String {
-    let named = message
-        .replace("'query'", "the question")
-        .replace("'preset'", "--preset")
-        .replace("'recency'", "--recency")
-        .replace("'domains'", "--domains")
-        .replace("'wait'", "--no-wait");
+    const NAMES: [(&str, &str); 12] = [
+        ("'query'", "the query"),
+        ("'preset'", "--preset"),
+        ("'recency'", "--recency"),
+        ("'domains'", "--domains"),
+        ("'wait_seconds'", "--wait"),
+        ("'wait'", "--no-wait"),
+        ("'max_results'", "--max-results"),
+        ("'search_mode'", "--mode"),
+        ("'urls'", "the URLs"),
+        ("'max_urls'", "the number of URLs"),
+        ("'question'", "the question"),
+        ("'num_subquestions'", "--subquestions"),
+    ];
+    let named = NAMES.iter().fold(message.to_owned(), |text, (tool, cli)| {
+        text.replace(tool, cli)
+    });
     let mut chars = named.chars();
     chars
         .next()
@@ -365,46 +407,39 @@ fn cli_names(message: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn result(args: ResultArgs, client: &PerplexityClient, guard: &Arc<Guard>) -> i32 {
-    let params = json!({"response_id": args.response_id, "wait": args.wait});
-    let id = match check_run_id(&args.response_id) {
-        Ok(id) => id,
-        Err(message) => return rejected(guard, "result", &params, &message),
-    };
-    let pass = match guard.admit(FrontEnd::Cli, "result", &params, 1) {
-        Ok(pass) => pass,
-        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
-    };
+async fn result(args: ResultArgs, tools: &Tools) -> i32 {
     let wait = args.wait.min(MAX_WAIT_SECONDS);
-    let progress = progress_for(args.json);
-    let sink = (wait > 0).then_some(&progress as &dyn crate::perplexity::wait::ProgressSink);
-    let outcome = research::collect(client, &id, wait, MAX_WAIT_SECONDS, sink).await;
+    let mut params = Map::new();
+    params.insert("response_id".into(), json!(args.response_id));
+    params.insert("wait_seconds".into(), json!(wait));
+    let progress = Arc::new(progress_for(args.json));
+    // A person may wait as long as the API allows, not the MCP wait budget.
+    let done = call(
+        tools,
+        "perplexity_agent_result",
+        &params,
+        Some(MAX_WAIT_SECONDS),
+        Some(progress.clone()),
+    )
+    .await;
     progress.finish();
-    pass.finish(&research::render_outcome(&outcome), &outcome.facts(), false);
-    output::outcome(&outcome, Style::new(args.json, args.spotlight), wait)
+    match done {
+        Ok((Outcome::Research(outcome), _)) => {
+            output::outcome(&outcome, Style::new(args.json, args.spotlight), wait)
+        }
+        Ok(_) => Exit::Failed as i32,
+        Err(code) => code,
+    }
 }
 
-async fn cancel(args: CancelArgs, client: &PerplexityClient, guard: &Arc<Guard>, wait: u64) -> i32 {
-    let params = json!({"response_id": args.response_id});
-    let id = match check_run_id(&args.response_id) {
-        Ok(id) => id,
-        Err(message) => return rejected(guard, "cancel", &params, &message),
-    };
-    let pass = match guard.admit(FrontEnd::Cli, "cancel", &params, 1) {
-        Ok(pass) => pass,
-        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
-    };
-    let outcome = research::cancel(client, &id, wait).await;
-    let facts = CallFacts {
-        run_id: Some(id.clone()),
-        ..CallFacts::default()
-    };
-    pass.finish(
-        &research::render_cancel(&id, outcome.clone()),
-        &facts,
-        false,
-    );
-    output::cancel(&id, outcome, args.json)
+async fn cancel(args: CancelArgs, tools: &Tools) -> i32 {
+    let mut params = Map::new();
+    params.insert("response_id".into(), json!(args.response_id));
+    match call(tools, "perplexity_agent_cancel", &params, None, None).await {
+        Ok((Outcome::Cancel { id, result }, _)) => output::cancel(&id, result, args.json),
+        Ok(_) => Exit::Failed as i32,
+        Err(code) => code,
+    }
 }
 
 /// `models`: the catalogue, one `provider/model` id a line (the owner after a tab).
@@ -424,101 +459,63 @@ async fn models(args: ModelsArgs, client: &PerplexityClient, guard: &Arc<Guard>,
     output::models(listed, args.json)
 }
 
-async fn fetch(args: FetchArgs, config: &Config, guard: &Arc<Guard>) -> i32 {
-    use crate::tools::fetch as tool;
-    let params = json!({"urls": args.urls, "max_urls": args.urls.len()});
-    let call = match params.as_object().map(tool::validate) {
-        Some(Ok(call)) => call,
-        Some(Err(message)) => return rejected(guard, "fetch", &params, &message),
-        None => return usage_error("no URL given"),
-    };
-    let pass = match guard.admit(FrontEnd::Cli, "fetch", &params, call.urls.len() as u32) {
-        Ok(pass) => pass,
-        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
-    };
-    let fetcher =
-        crate::fetch::Fetcher::new(config.fetch.clone(), Arc::new(crate::fetch::SystemResolver));
-    let fetched = tool::run(&fetcher, &call).await;
-    let rendered = tool::render(&fetched);
-    let facts = CallFacts {
-        security_flags: tool::flags(&fetched),
-        fetch_allow_private: config.fetch.allow_private.lifted(),
-        ..CallFacts::default()
-    };
-    pass.finish(&rendered, &facts, false);
-    output::fetched(&fetched, &rendered, args.json)
+async fn fetch(args: FetchArgs, tools: &Tools) -> i32 {
+    let mut params = Map::new();
+    params.insert("urls".into(), json!(args.urls));
+    params.insert("max_urls".into(), json!(args.urls.len()));
+    match call(tools, "fetch_url", &params, None, None).await {
+        Ok((Outcome::Fetch(fetched), full)) => output::fetched(&fetched, &full, args.json),
+        Ok(_) => Exit::Failed as i32,
+        Err(code) => code,
+    }
 }
 
-async fn search(args: SearchArgs, client: &PerplexityClient, guard: &Arc<Guard>, wait: u64) -> i32 {
-    use crate::tools::search as tool;
-    let mut params = json!({"query": args.query.join(" ")});
+async fn search(args: SearchArgs, tools: &Tools, wait: u64) -> i32 {
+    let mut params = Map::new();
+    params.insert("query".into(), json!(args.query.join(" ")));
     if let Some(n) = args.max_results {
-        params["max_results"] = json!(n);
+        params.insert("max_results".into(), json!(n));
     }
     if let Some(r) = &args.recency {
-        params["recency"] = json!(r);
+        params.insert("recency".into(), json!(r));
     }
     if let Some(m) = &args.mode {
-        params["search_mode"] = json!(m);
+        params.insert("search_mode".into(), json!(m));
     }
     if let Some(d) = &args.domains {
-        params["domains"] = json!(
-            d.split(',')
-                .map(str::trim)
-                .filter(|d| !d.is_empty())
-                .collect::<Vec<_>>()
-        );
+        let list: Vec<&str> = d
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .collect();
+        params.insert("domains".into(), json!(list));
     }
-    let query = match params.as_object().map(tool::validate) {
-        Some(Ok(query)) => query,
-        Some(Err(message)) => return rejected(guard, "search", &params, &message),
-        None => return usage_error("no query given"),
-    };
-    let pass = match guard.admit(FrontEnd::Cli, "search", &params, 1) {
-        Ok(pass) => pass,
-        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
-    };
     // A person at a terminal waits longer than an MCP client's tool-call limit.
-    let outcome = tool::run(client, &query, wait.max(DEFAULT_CLI_TIMEOUT_SECONDS)).await;
-    let (rendered, flags) = tool::render(&outcome);
-    let facts = CallFacts {
-        security_flags: flags,
-        ..CallFacts::default()
-    };
-    pass.finish(&rendered, &facts, false);
-    output::searched(&outcome, &rendered, args.json)
+    let wait = wait.max(DEFAULT_CLI_TIMEOUT_SECONDS);
+    match call(tools, "perplexity_search", &params, Some(wait), None).await {
+        Ok((Outcome::Search(outcome), full)) => output::searched(&outcome, &full, args.json),
+        Ok(_) => Exit::Failed as i32,
+        Err(code) => code,
+    }
 }
 
-async fn research_command(
-    args: ResearchArgs,
-    client: &PerplexityClient,
-    guard: &Arc<Guard>,
-) -> i32 {
-    use crate::tools::deep_research as tool;
-    let params =
-        json!({"question": args.question.join(" "), "num_subquestions": args.subquestions});
-    let call = match params.as_object().map(tool::validate) {
-        Some(Ok(call)) => call,
-        Some(Err(message)) => return rejected(guard, "research", &params, &message),
-        None => return usage_error("no question given"),
-    };
-    let pass = match guard.admit(FrontEnd::Cli, "research", &params, call.cost()) {
-        Ok(pass) => pass,
-        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
-    };
+async fn research_command(args: ResearchArgs, tools: &Tools) -> i32 {
+    let mut params = Map::new();
+    params.insert("question".into(), json!(args.question.join(" ")));
+    params.insert("num_subquestions".into(), json!(args.subquestions));
     let progress = Arc::new(progress_for(args.json));
-    let ctx = crate::tools::CallContext {
-        progress: Some(progress.clone()),
-        ..crate::tools::CallContext::default()
-    };
-    let budget = Duration::from_secs(args.timeout.clamp(1, MAX_WAIT_SECONDS));
-    let (rendered, flags, id) = tool::run(client, &call, budget, &ctx).await;
+    let wait = args.timeout.clamp(1, MAX_WAIT_SECONDS);
+    let done = call(
+        tools,
+        "deep_research",
+        &params,
+        Some(wait),
+        Some(progress.clone()),
+    )
+    .await;
     progress.finish();
-    let facts = CallFacts {
-        run_id: id,
-        security_flags: flags,
-        ..CallFacts::default()
-    };
-    pass.finish(&rendered, &facts, false);
-    output::report(&rendered, args.json)
+    match done {
+        Ok((_, full)) => output::report(&full, args.json),
+        Err(code) => code,
+    }
 }

@@ -18,6 +18,7 @@ pub mod search;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use serde_json::Value;
@@ -72,6 +73,9 @@ pub struct CallContext {
     pub run_ids: Arc<RunIds>,
     /// Cancelled when the caller abandons the call (client cancellation, shutdown).
     pub cancel: CancellationToken,
+    /// How long this call may wait for a run, when its front end decides (the CLI's
+    /// `--timeout`); otherwise the server's wait budget.
+    pub wait: Option<Duration>,
 }
 
 impl CallContext {
@@ -336,15 +340,44 @@ impl Tools {
         })
     }
 
+    /// Steps 1 and 2 for front ends with nothing to do in between (the CLI, the TUI):
+    /// validation, then the rate limit and the opening audit record.
+    pub fn accept(
+        &self,
+        front_end: FrontEnd,
+        name: &str,
+        args: &Args,
+    ) -> Result<Admitted, Refusal> {
+        let validated = self
+            .validate(front_end, name, args)
+            .map_err(Refusal::Invalid)?;
+        self.admit(validated).map_err(Refusal::Denied)
+    }
+
     /// Step 3: the handler, then the output budget and the closing audit record. A
     /// panic in a handler becomes [`UNEXPECTED_FAILURE`], never a dead server.
     pub async fn run(&self, admitted: Admitted, ctx: &CallContext) -> Option<ToolOutput> {
+        self.complete(admitted, ctx).await.map(|done| done.output)
+    }
+
+    /// [`Tools::run`], keeping the typed outcome for front ends that render it for
+    /// people. `None` when the caller abandoned the call.
+    pub async fn complete(&self, admitted: Admitted, ctx: &CallContext) -> Option<Done> {
         let Admitted { call, tool, pass } = admitted;
+        let wait = ctx.wait.map_or(self.wait, |w| w.as_secs());
+        let mut typed = Outcome::Output;
         let run = AssertUnwindSafe(async {
+            // Debug builds only: lets the black-box tests prove the containment below for
+            // every front end (a release binary has no such switch).
+            #[cfg(debug_assertions)]
+            if std::env::var_os("PERPLEXITY_AGENT_TEST_PANIC").is_some_and(|t| t == tool.as_str()) {
+                panic!("test panic in {tool}");
+            }
             match &call {
                 Call::Lifecycle(call) => {
-                    let (mut output, facts) =
-                        research::run(&self.client, self.wait, call, ctx).await;
+                    let (mut output, facts, outcome) =
+                        research::run(&self.client, wait, call, ctx).await;
+                    typed = outcome;
                     // The lifecycle profile is a drop-in for the reference peer, byte for
                     // byte, so there its flags go to the audit record only; everywhere
                     // else the model is told, as by every other tool with web text.
@@ -359,9 +392,10 @@ impl Tools {
                     (output, facts)
                 }
                 Call::Deep(call) => {
-                    let budget = std::time::Duration::from_secs(self.wait);
+                    let budget = Duration::from_secs(wait);
                     let (output, flags, id) =
                         deep_research::run(&self.client, call, budget, ctx).await;
+                    typed = Outcome::Report;
                     let facts = CallFacts {
                         run_id: id,
                         security_flags: flags,
@@ -405,12 +439,13 @@ impl Tools {
                     ),
                 },
                 Call::Search(query) => {
-                    let outcome = search::run(&self.client, query, self.wait).await;
+                    let outcome = search::run(&self.client, query, wait).await;
                     let (output, flags) = search::render(&outcome);
                     let facts = CallFacts {
                         security_flags: flags,
                         ..CallFacts::default()
                     };
+                    typed = Outcome::Search(outcome);
                     (output, facts)
                 }
                 Call::Fetch(call) => {
@@ -420,7 +455,9 @@ impl Tools {
                         fetch_allow_private: self.fetcher.config().allow_private.lifted(),
                         ..CallFacts::default()
                     };
-                    (fetch::render(&fetched), facts)
+                    let output = fetch::render(&fetched);
+                    typed = Outcome::Fetch(fetched);
+                    (output, facts)
                 }
                 Call::Metrics => (
                     admin::render(self.guard.metrics(crate::guard::metrics::Upstream {
@@ -450,14 +487,52 @@ impl Tools {
             Ok(done) => done,
             Err(_) => {
                 tracing::error!(tool = %tool, kind = "panic", "tool failed unexpectedly");
+                typed = Outcome::Output;
                 (ToolOutput::error(UNEXPECTED_FAILURE), CallFacts::default())
             }
         };
         let mut shown = output.clone();
         let truncated = self.guard.budget(&mut shown);
         pass.finish(&output, &facts, truncated);
-        Some(shown)
+        Some(Done {
+            output: shown,
+            full: output,
+            outcome: typed,
+        })
     }
+}
+
+/// Why [`Tools::accept`] turned a call away, with the result to show.
+#[derive(Debug)]
+pub enum Refusal {
+    /// Unknown tool or invalid arguments (audited as rejected; nothing was charged).
+    Invalid(ToolOutput),
+    /// Rate limit (or another admission control).
+    Denied(ToolOutput),
+}
+
+/// A finished call: the result as MCP sends it (within the output budget) and its typed
+/// outcome, which the CLI and the TUI render for people and take exit codes from.
+pub struct Done {
+    pub output: ToolOutput,
+    /// The same result before the output budget: a person at a terminal reads it whole.
+    pub full: ToolOutput,
+    pub outcome: Outcome,
+}
+
+/// What a call produced, typed.
+pub enum Outcome {
+    Research(research::ResearchOutcome),
+    Cancel {
+        id: String,
+        result: Result<crate::perplexity::agent::CancelOutcome, crate::perplexity::error::ApiError>,
+    },
+    Search(Result<crate::perplexity::search::SearchResults, crate::perplexity::error::ApiError>),
+    Fetch(Vec<fetch::Fetched>),
+    /// A `deep_research` report: its structured result is the outcome.
+    Report,
+    /// Tools whose output is their only rendering (and a contained panic).
+    Output,
 }
 
 /// A call whose arguments passed validation.

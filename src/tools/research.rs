@@ -9,9 +9,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::CallContext;
 use super::args::{Args, optional, required_text};
 use super::render;
+use super::{CallContext, Outcome};
 use super::{schema_object, starts_a_run};
 use crate::call::CallFacts;
 use crate::call::ToolOutput;
@@ -534,7 +534,7 @@ pub async fn run(
     wait: u64,
     call: &LifecycleCall,
     ctx: &CallContext,
-) -> (ToolOutput, CallFacts) {
+) -> (ToolOutput, CallFacts, Outcome) {
     let outcome = match call {
         LifecycleCall::Agent(request) => {
             research(
@@ -560,10 +560,17 @@ pub async fn run(
                 run_id: Some(id.clone()),
                 ..CallFacts::default()
             };
-            return (render_cancel(id, cancel(client, id, wait).await), facts);
+            let result = cancel(client, id, wait).await;
+            let output = render_cancel(id, result.clone());
+            let id = id.clone();
+            return (output, facts, Outcome::Cancel { id, result });
         }
     };
-    (render_outcome(&outcome), outcome.facts())
+    (
+        render_outcome(&outcome),
+        outcome.facts(),
+        Outcome::Research(outcome),
+    )
 }
 
 #[cfg(test)]

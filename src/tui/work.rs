@@ -20,7 +20,7 @@ use crate::guard::spotlight::unwrap;
 use crate::perplexity::wait::ProgressSink;
 use crate::store::StoreHandle;
 use crate::text::{cap_chars, strings};
-use crate::tools::{CallContext, Tools};
+use crate::tools::{CallContext, Refusal, Tools};
 
 /// Characters of page text sent along as context with a question.
 const CONTEXT_CHARS: usize = 12_000;
@@ -405,13 +405,9 @@ pub async fn call(tools: &Tools, name: &str, args: Value) -> ToolOutput {
 
 async fn call_with(tools: &Tools, name: &str, args: Value, ctx: &CallContext) -> ToolOutput {
     let args = args.as_object().cloned().unwrap_or_default();
-    let validated = match tools.validate(FrontEnd::Tui, name, &args) {
-        Ok(v) => v,
-        Err(output) => return output,
-    };
-    let admitted = match tools.admit(validated) {
+    let admitted = match tools.accept(FrontEnd::Tui, name, &args) {
         Ok(a) => a,
-        Err(output) => return output,
+        Err(Refusal::Invalid(output) | Refusal::Denied(output)) => return output,
     };
     tools
         .run(admitted, ctx)

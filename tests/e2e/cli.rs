@@ -128,11 +128,11 @@ fn ask_exit_codes() {
     for (args, message) in [
         (
             vec!["ask"],
-            "The question is required and must be a non-empty string.",
+            "The query is required and must be a non-empty string.",
         ),
         (
             vec!["ask", "   "],
-            "The question is required and must be a non-empty string.",
+            "The query is required and must be a non-empty string.",
         ),
         (
             vec!["ask", "q", "--preset", " "],
@@ -211,7 +211,7 @@ fn ask_is_bound_and_worded_like_the_mcp_tool() {
     assert!(is_error);
     assert_eq!(mcp, "'query' must be at most 16384 characters.");
     assert!(
-        stderr.contains("The question must be at most 16384 characters."),
+        stderr.contains("The query must be at most 16384 characters."),
         "{stderr}"
     );
     let mixed = ["ask", "q", "--domains", "a.org,-b.org"];

@@ -464,3 +464,46 @@ fn injection_flags_reach_the_model_except_in_the_reference_profile() {
         );
     }
 }
+
+#[test]
+fn a_panicking_handler_is_contained_for_every_front_end() {
+    // PERPLEXITY_AGENT_TEST_PANIC (debug builds only) makes the named tool's handler panic.
+    let fake = FakePerplexity::start();
+    let audit = temp_path("panic");
+    let mut env = env_for(&fake);
+    env.push((
+        "PERPLEXITY_AGENT_TEST_PANIC".into(),
+        "perplexity_agent".into(),
+    ));
+    env.push((
+        "PERPLEXITY_AUDIT_LOG_PATH".into(),
+        audit.display().to_string(),
+    ));
+    let mut s = Server::start(&env);
+    let (text, is_error) =
+        tool_text(&s.request(&call(1, "perplexity_agent", json!({"query": "q"}))));
+    assert!(is_error);
+    assert_eq!(
+        text,
+        "The tool failed unexpectedly. Check the server's stderr log."
+    );
+    assert_eq!(
+        s.request(&request(2, "ping", json!({})))["result"],
+        json!({})
+    );
+    s.close_stdin();
+    s.wait_exit(Duration::from_secs(10));
+    assert!(!s.stderr().contains("test panic"), "where, never what");
+
+    let (stdout, stderr, code) = run_cli(&["ask", "q"], &env);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stderr.contains("The tool failed unexpectedly."), "{stderr}");
+    assert!(!stderr.contains("test panic"), "{stderr}");
+    let results: Vec<Value> = records(&audit)
+        .into_iter()
+        .filter(|r| r["event"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 2, "both calls are closed in the audit log");
+    assert_eq!(results[0]["tool"], results[1]["tool"]);
+    assert_eq!(results[1]["front_end"], "cli");
+}
