@@ -14,6 +14,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("call", &[]),
     ("random", &[]),
     ("net", &[]),
+    ("signals", &[]),
     ("text", &[]),
     // Controls and stores.
     ("guard", &["call", "random"]),
@@ -45,6 +46,8 @@ const FLOORS: &[(&str, &[&str])] = &[
         "config",
         &["fetch", "gateway", "guard", "perplexity", "store", "tools"],
     ),
+    // The composition root.
+    ("app", &["config", "guard", "perplexity", "tools"]),
     // Front ends.
     (
         "mcp",
@@ -54,6 +57,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "guard",
             "perplexity",
             "random",
+            "signals",
             "text",
             "tools",
         ],

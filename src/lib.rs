@@ -3,7 +3,8 @@
 //! Where things live, floor by floor (each module's header says what it may touch;
 //! [`layering`](self) checks who may import whom):
 //! - ground: [`call`] (what front ends, guard and tools say about one call), [`random`]
-//!   (CSPRNG values), [`net`] (egress helpers), [`text`] (untrusted-text helpers).
+//!   (CSPRNG values), [`net`] (egress helpers), [`signals`] (SIGTERM/SIGINT → a token),
+//!   [`text`] (untrusted-text helpers).
 //! - [`guard`]: controls every call passes through (rate limit, audit, spotlighting,
 //!   budget); [`store`]: the local SQLite store (snapshots; spaces, tabs, history).
 //! - egress: [`perplexity`] (the only code that holds the API key or talks to Perplexity),
@@ -11,6 +12,7 @@
 //! - [`tools`]: the tool catalogue, shared by every front end; [`gateway`]: the policed MCP
 //!   client to downstream servers, whose tools are offered beside ours.
 //! - [`config`]: environment, flags and file → each module's own config type.
+//! - [`app`]: the composition root, building every service once for the front ends.
 //! - front ends: [`mcp`] (both eras; stdio and Streamable HTTP), [`cli`], [`tui`].
 //!
 //! stdout belongs to the MCP protocol writer in `serve` mode: `print!` is denied in the
@@ -18,6 +20,7 @@
 
 #![deny(clippy::print_stdout)]
 
+pub mod app;
 pub mod call;
 pub mod cli;
 pub mod config;
@@ -29,6 +32,7 @@ pub mod mcp;
 pub mod net;
 pub mod perplexity;
 pub mod random;
+pub mod signals;
 pub mod store;
 pub mod text;
 pub mod tools;

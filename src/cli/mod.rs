@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::call::ToolOutput;
-use crate::call::{CallFacts, FrontEnd};
+use crate::call::{CallFacts, FrontEnd, ToolOutput};
 use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, HttpConfig, MAX_WAIT_SECONDS};
 use crate::guard::Guard;
 use crate::perplexity::PerplexityClient;
@@ -200,27 +199,20 @@ pub async fn run(command: Command, config: Config) -> i32 {
             "PERPLEXITY_FETCH_ALLOW_PRIVATE={allowed}: the page fetcher may reach these non-public addresses"
         );
     }
-    let client = match PerplexityClient::new(&config.api) {
-        Ok(c) => Arc::new(c),
+    let services = match crate::app::Services::build(&config) {
+        Ok(services) => services,
         Err(e) => return output::fail(Exit::Config, &e),
     };
-    let guard = match Guard::new(&config.guard, crate::perplexity::key::secrets_to_scrub) {
-        Ok(g) => Arc::new(g),
-        Err(e) => return output::fail(Exit::Config, &e),
-    };
+    let guard = services.guard.clone();
+    let tools = services.tools;
     let code = match command {
-        Command::Ask(args) => ask(args, &Tools::new(&config, client, guard.clone()), &guard).await,
-        Command::Result(args) => result(args, &Tools::new(&config, client, guard.clone())).await,
-        Command::Cancel(args) => cancel(args, &Tools::new(&config, client, guard.clone())).await,
-        Command::Fetch(args) => fetch(args, &Tools::new(&config, client, guard.clone())).await,
-        Command::Search(args) => {
-            let tools = Tools::new(&config, client, guard.clone());
-            search(args, &tools, config.wait_seconds).await
-        }
-        Command::Research(args) => {
-            research_command(args, &Tools::new(&config, client, guard.clone())).await
-        }
-        Command::Models(args) => models(args, &client, &guard, config.wait_seconds).await,
+        Command::Ask(args) => ask(args, &tools, &guard).await,
+        Command::Result(args) => result(args, &tools).await,
+        Command::Cancel(args) => cancel(args, &tools).await,
+        Command::Fetch(args) => fetch(args, &tools).await,
+        Command::Search(args) => search(args, &tools, config.wait_seconds).await,
+        Command::Research(args) => research_command(args, &tools).await,
+        Command::Models(args) => models(args, tools.client(), &guard, config.wait_seconds).await,
         Command::Gateway(command) => gateway::run(command, &config).await,
         Command::Install(args) => install::run(args),
         Command::Doctor(args) => doctor::run(args, &config).await,
@@ -237,7 +229,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
                 Ok(http) => http,
                 Err(e) => return output::fail(Exit::Config, &e.to_string()),
             };
-            let mut tools = Tools::new(&config, client, guard.clone());
+            let mut tools = tools;
             let gateway = gateway::start(&config).await;
             if let Some(gateway) = &gateway {
                 tools = tools.with_gateway(gateway.clone());

@@ -1,5 +1,5 @@
 //! CLI rendering: answers on stdout, everything else on stderr, and the exit codes of
-//! SPEC §2 (0 success, 1 failed/cancelled, 2 usage, 3 still running, 4 config/key).
+//! README "Command line" (0 success, 1 failed/cancelled, 2 usage, 3 still running, 4 config/key).
 //! The one module allowed to print to stdout: only CLI commands reach it, never `serve`.
 
 #![allow(clippy::print_stdout)]

@@ -1,5 +1,5 @@
 //! The gateway: a policed MCP client to the operator's other MCP servers, whose tools we
-//! expose as `mcp__<slug>__<name>` (SPEC §1, security-controls.md §12–17).
+//! expose as `mcp__<slug>__<name>` (SECURITY.md, "The MCP-client threats T1–T8").
 //!
 //! - Servers are defined only by the operator (`perplexity-agent gateway add`), never by
 //!   an MCP call; every definition passes [`policy`] when saved and again at launch.

@@ -43,7 +43,7 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
     let writer = tokio::spawn(write_frames(frames));
     announce_list_changes(&dispatcher, outbox.clone());
     let shutdown = CancellationToken::new();
-    watch_signals(shutdown.clone());
+    crate::signals::watch(shutdown.clone());
 
     let in_flight: InFlight = Arc::default();
     let permits = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
@@ -261,28 +261,4 @@ async fn write_frames(mut frames: mpsc::Receiver<Value>) {
             std::process::exit(0);
         }
     }
-}
-
-pub(super) fn watch_signals(shutdown: CancellationToken) {
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut int)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) else {
-                return;
-            };
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-        shutdown.cancel();
-    });
 }

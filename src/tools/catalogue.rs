@@ -1,5 +1,5 @@
 //! Which tools a server offers: `PERPLEXITY_TOOLS` / `--tools`, a comma list of tool
-//! names and groups (SPEC §1). `lifecycle` alone makes the server a drop-in for
+//! names and groups (README "Configuration"). `lifecycle` alone makes the server a drop-in for
 //! zalez/perplexity-agent-mcp: the same three tools, in the same order.
 
 /// Every tool this build implements, in `tools/list` order, with its group.

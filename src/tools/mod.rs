@@ -213,6 +213,16 @@ impl Tools {
         self.names.contains(&name) || self.gateway.as_ref().is_some_and(|g| g.exposes(name))
     }
 
+    /// The local store, shared with the front ends that show it (the TUI).
+    pub fn store(&self) -> &Arc<StoreHandle> {
+        &self.store
+    }
+
+    /// The Perplexity client the tools call through.
+    pub fn client(&self) -> &Arc<PerplexityClient> {
+        &self.client
+    }
+
     pub fn guard(&self) -> &Guard {
         &self.guard
     }
@@ -411,14 +421,14 @@ impl Tools {
                             guard: &self.guard,
                             front_end: pass.front_end(),
                             store: &self.store,
-                            wait: self.wait,
+                            wait,
                         };
                         chain.run(call, ctx).await
                     }
-                    _ => responses::create(&self.client, &self.store, self.wait, call, ctx).await,
+                    _ => responses::create(&self.client, &self.store, wait, call, ctx).await,
                 },
                 Call::ReadResponse(call) => {
-                    responses::retrieve(&self.client, &self.store, self.wait, call, ctx).await
+                    responses::retrieve(&self.client, &self.store, wait, call, ctx).await
                 }
                 Call::Downstream { name, arguments } => match &self.gateway {
                     Some(gateway) => {

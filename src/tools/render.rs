@@ -1,6 +1,6 @@
 //! Turning runs into the texts models and people read. Every upstream string is
 //! bounded, visibly; the MCP texts are wire strings kept byte-for-byte with the
-//! reference peer (see `reference/agent-tools-behaviour.md` §10).
+//! reference peer (pinned by `tests/e2e/lifecycle.rs` and the differential run in `tests/interop/`).
 
 use crate::perplexity::agent::RunSnapshot;
 use crate::perplexity::error::MAX_ERROR_MESSAGE_CHARS;

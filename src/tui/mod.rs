@@ -26,10 +26,6 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
 use crate::config::Config;
-use crate::guard::Guard;
-use crate::perplexity::PerplexityClient;
-use crate::store::StoreHandle;
-use crate::tools::Tools;
 use app::{App, Update};
 
 const DEFAULT_SPACE: &str = "default";
@@ -56,13 +52,11 @@ fn restore_terminal() {
 }
 
 pub async fn run(config: &Config) -> Result<(), String> {
-    let client = Arc::new(PerplexityClient::new(&config.api)?);
-    let guard = Arc::new(Guard::new(
-        &config.guard,
-        crate::perplexity::key::secrets_to_scrub,
-    )?);
-    let tools = Arc::new(Tools::new(config, client, guard.clone()));
-    let store = Arc::new(StoreHandle::new(config.store.clone()));
+    let services = crate::app::Services::build(config)?;
+    let guard = services.guard;
+    let tools = Arc::new(services.tools);
+    // One store handle: the tools' own.
+    let store = tools.store().clone();
 
     terminal::enable_raw_mode().map_err(|e| format!("this needs an interactive terminal ({e})"))?;
     let _restore = Restore;

@@ -5,27 +5,51 @@
 // locality rules (clippy.toml) are for the product.
 #![allow(clippy::disallowed_methods)]
 
+/// `perplexity_ask`: the fast-preset answer, its bounds and rendering.
 mod ask;
+/// The command line as a person runs it: stdout, stderr, exit codes, the tool bounds.
 mod cli;
+/// The Perplexity client's rules seen through the tools: retries, deadlines, caps.
 mod client;
+/// The harness (not tests): the binary, the fake, schemas, helpers.
 mod common;
+/// Calls handled concurrently: ping during waits, cancellation, EOF, SIGTERM.
 mod concurrency;
+/// Perplexity's official contract as users see it.
 mod contract;
+/// `deep_research`: sub-questions, deduplicated sources, the claim validator.
 mod deep;
+/// One case per edge of stdio framing and of upstream faults (issue 14).
 mod edges;
+/// Both protocol eras on one stdio process, every frame schema-checked.
 mod eras;
+/// The SSRF-guarded fetcher through `fetch_url` and `fetch`.
 mod fetch;
+/// The ordinary stdio framing rules: bad lines, notifications, EOF, dense lines.
 mod framing;
+/// The MCP client to downstream servers: policy, secrets, the tool surface.
 mod gateway;
+/// The shared path: rate limit, audit log, injection flags, panic containment.
 mod guard;
+/// Broad corpora of hostile tool calls and protocol messages.
 mod hostile;
+/// Streamable HTTP as clients use it: auth, sessions, both eras, SSE, drain.
 mod http;
+/// What a hostile HTTP client can cost: pre-auth limits, strict Host/Origin.
 mod http_abuse;
+/// `install` and `doctor` against a scratch HOME.
 mod install;
+/// The three lifecycle tools: bodies, waits, progress, reference texts.
 mod lifecycle;
+/// `responses_create` / `responses_retrieve` and function calls.
 mod responses;
+/// `perplexity_search`: bodies, structured results, budgets.
 mod search;
+/// The key and key-shaped strings never leave in any output.
 mod secrets;
+/// Resources, prompts and completions in both eras.
 mod surfaces;
+/// The terminal workspace in a pseudo-terminal.
 mod tui;
+/// A scriptable loopback web server for the fetcher tests (not tests).
 mod web;

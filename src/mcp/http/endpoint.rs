@@ -1,5 +1,5 @@
 //! `/mcp`: one JSON-RPC message per POST, served in the era its headers and `_meta`
-//! choose (`mcp-protocol.md` §3.2, §10). Legacy requests live in sessions minted by
+//! choose (the MCP specifications of 2025-11-25 and 2026-07-28, whose schemas are in `tests/mcp-schema/`). Legacy requests live in sessions minted by
 //! `initialize`; modern requests are stateless and must repeat in headers what their body
 //! says. What to answer is the [`Handler`]'s business; this file only decides who may ask
 //! what, in which era, and how the answer travels (JSON, or SSE when the handler streams).

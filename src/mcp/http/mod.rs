@@ -79,7 +79,7 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
     let app = router(endpoint.clone(), Arc::new(Policy::new(&config, longest)));
 
     let stop = CancellationToken::new();
-    super::stdio::watch_signals(stop.clone());
+    crate::signals::watch(stop.clone());
     let limits = accept::Limits {
         max_connections: config.max_connections,
         header_timeout: config.read_timeout,

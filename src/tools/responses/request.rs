@@ -1,5 +1,5 @@
 //! `responses_create`'s request surface: every field of the Agent API create body that a
-//! caller may set, each bounded (security-controls.md §1), unknown keys rejected at every
+//! caller may set, each bounded (SECURITY.md, "Smuggled or misspelt arguments"), unknown keys rejected at every
 //! level. The body sent upstream is rebuilt from the validated values, field by field:
 //! nothing a caller wrote reaches Perplexity without having been checked.
 
