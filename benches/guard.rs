@@ -37,7 +37,7 @@ fn main() {
     for i in 0..21_000 {
         let started = Instant::now();
         args::reject_unknown(&map, &research::AGENT_ARGS).expect("known args");
-        let call = research::validate("perplexity_agent", &map).expect("valid");
+        let call = research::ResearchRequest::from_args(&map).expect("valid");
         std::hint::black_box(&call);
         let pass = guard
             .admit(FrontEnd::McpStdio, "perplexity_agent", &params, 1)

@@ -2,21 +2,12 @@
 //! names and groups (README "Configuration"). `lifecycle` alone makes the server a drop-in for
 //! zalez/perplexity-agent-mcp: the same three tools, in the same order.
 
-/// Every tool this build implements, in `tools/list` order, with its group.
-pub const TOOLS: [(&str, &str); 12] = [
-    ("perplexity_agent", "lifecycle"),
-    ("perplexity_agent_result", "lifecycle"),
-    ("perplexity_agent_cancel", "lifecycle"),
-    ("perplexity_ask", "ask"),
-    ("perplexity_search", "search"),
-    ("deep_research", "research"),
-    ("responses_create", "responses"),
-    ("responses_retrieve", "responses"),
-    ("finance_search", "finance"),
-    ("fetch_url", "fetch"),
-    ("retrieve", "admin"),
-    ("server_metrics", "admin"),
-];
+/// Every tool this build implements, in `tools/list` order, with its group: the registry.
+fn tools() -> impl Iterator<Item = (&'static str, &'static str)> {
+    super::registry::SPECS
+        .iter()
+        .map(|spec| (spec.name, spec.group))
+}
 
 /// Group names of the product's catalogue. A group whose tools this build does not
 /// implement yet selects nothing (and says so at startup).
@@ -42,7 +33,7 @@ pub struct ToolSelection {
 impl ToolSelection {
     pub fn all() -> Self {
         ToolSelection {
-            names: TOOLS.iter().map(|(name, _)| *name).collect(),
+            names: tools().map(|(name, _)| name).collect(),
         }
     }
 
@@ -56,18 +47,18 @@ impl ToolSelection {
         if entries.is_empty() {
             return Ok(Self::all());
         }
-        let mut wanted = vec![false; TOOLS.len()];
+        let mut wanted = vec![false; super::registry::SPECS.len()];
         for entry in &entries {
             let mut matched = false;
-            for (i, (name, group)) in TOOLS.iter().enumerate() {
-                if *entry == "all" || entry == name || entry == group {
+            for (i, (name, group)) in tools().enumerate() {
+                if *entry == "all" || *entry == name || *entry == group {
                     wanted[i] = true;
                     matched = true;
                 }
             }
             if !matched && !GROUPS.contains(entry) {
                 let mut accepted: Vec<&str> = GROUPS.to_vec();
-                accepted.extend(TOOLS.iter().map(|(name, _)| *name));
+                accepted.extend(tools().map(|(name, _)| name));
                 return Err(format!(
                     "unknown tool or group '{entry}'. Accepted: {}.",
                     accepted.join(", ")
@@ -75,10 +66,9 @@ impl ToolSelection {
             }
         }
         Ok(ToolSelection {
-            names: TOOLS
-                .iter()
+            names: tools()
                 .zip(wanted)
-                .filter_map(|((name, _), on)| on.then_some(*name))
+                .filter_map(|((name, _), on)| on.then_some(name))
                 .collect(),
         })
     }
@@ -94,11 +84,11 @@ impl ToolSelection {
     /// Exactly the `lifecycle` group: the drop-in for the reference peer, whose texts
     /// are kept byte for byte.
     pub fn is_reference(&self) -> bool {
-        let lifecycle = TOOLS.iter().filter(|(_, group)| *group == "lifecycle");
+        let lifecycle = tools().filter(|(_, group)| *group == "lifecycle");
         self.names
             .iter()
             .copied()
-            .eq(lifecycle.map(|(name, _)| *name))
+            .eq(lifecycle.map(|(name, _)| name))
     }
 }
 

@@ -11,6 +11,7 @@ pub mod catalogue;
 pub mod deep_research;
 pub mod fetch;
 pub mod finance;
+pub mod registry;
 pub mod render;
 pub mod research;
 pub mod responses;
@@ -152,16 +153,8 @@ pub struct Tools {
 
 impl Tools {
     pub fn new(config: &Config, client: Arc<PerplexityClient>, guard: Arc<Guard>) -> Self {
-        let enabled: Vec<_> = research::definitions(config.wait_seconds)
+        let enabled: Vec<_> = registry::definitions(config.wait_seconds)
             .into_iter()
-            .chain([
-                ask::definition(),
-                search::definition(),
-                deep_research::definition(),
-            ])
-            .chain(responses::definitions(config.wait_seconds))
-            .chain([finance::definition(), fetch::definition()])
-            .chain(admin::definitions())
             .filter(|(name, _)| config.tools.contains(name))
             .collect();
         let list = Value::Array(
@@ -243,22 +236,6 @@ impl Tools {
         let params = Value::Object(args.clone());
         // A downstream tool (`mcp__…`, never one of ours): its own schema decides.
         let downstream = self.gateway.as_ref().filter(|g| g.exposes(name));
-        let accepted: &[&str] = match name {
-            "perplexity_agent" => &research::AGENT_ARGS,
-            "perplexity_agent_result" => &research::RESULT_ARGS,
-            "perplexity_agent_cancel" => &research::CANCEL_ARGS,
-            "server_metrics" => &admin::METRICS_ARGS,
-            "retrieve" => &admin::RETRIEVE_ARGS,
-            "fetch_url" => &fetch::FETCH_ARGS,
-            "perplexity_search" => &search::SEARCH_ARGS,
-            "perplexity_ask" => &ask::ASK_ARGS,
-            "finance_search" => &finance::FINANCE_ARGS,
-            "deep_research" => &deep_research::DEEP_ARGS,
-            "responses_create" => &responses::CREATE_ARGS,
-            "responses_retrieve" => &responses::RETRIEVE_ARGS,
-            _ if downstream.is_some() => &[],
-            _ => return Err(ToolOutput::error(format!("Unknown tool: {name}"))),
-        };
         let validated = match downstream {
             Some(gateway) => gateway
                 .check_arguments(name, args)
@@ -266,23 +243,12 @@ impl Tools {
                     name: name.to_owned(),
                     arguments: args.clone(),
                 }),
-            None => args::reject_unknown(args, accepted).and_then(|()| match name {
-                "server_metrics" => Ok(Call::Metrics),
-                "retrieve" => admin::validate_retrieve(args)
-                    .map(|(key, offset)| Call::Retrieve { key, offset }),
-                "fetch_url" => fetch::validate(args).map(Call::Fetch),
-                "perplexity_search" => search::validate(args).map(Call::Search),
-                "perplexity_ask" => ask::validate(args)
-                    .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
-                "finance_search" => finance::validate(args)
-                    .map(|request| Call::Lifecycle(research::LifecycleCall::Agent(request))),
-                "deep_research" => deep_research::validate(args).map(Call::Deep),
-                "responses_create" => responses::request::validate(args)
-                    .and_then(|call| self.with_functions(call))
-                    .map(Call::Create),
-                "responses_retrieve" => responses::validate_retrieve(args).map(Call::ReadResponse),
-                _ => research::validate(name, args).map(Call::Lifecycle),
-            }),
+            None => {
+                let Some(spec) = registry::find(name) else {
+                    return Err(ToolOutput::error(format!("Unknown tool: {name}")));
+                };
+                args::reject_unknown(args, spec.accepted).and_then(|()| (spec.validate)(self, args))
+            }
         };
         match validated {
             Ok(call) => Ok(Validated {
@@ -302,7 +268,7 @@ impl Tools {
     /// Adds the function tools of `functions` (gateway tools the operator registered as
     /// functions) to a `responses_create` body; any other name refuses the call here,
     /// before the rate-limit charge.
-    fn with_functions(
+    pub(super) fn with_functions(
         &self,
         mut call: responses::CreateCall,
     ) -> Result<responses::CreateCall, String> {
@@ -570,44 +536,21 @@ mod tests {
     use serde_json::json;
 
     fn schemas() -> Vec<(String, Value)> {
-        let tools = research::definitions(77)
+        registry::definitions(77)
             .into_iter()
-            .chain([
-                ask::definition(),
-                search::definition(),
-                deep_research::definition(),
-            ])
-            .chain(responses::definitions(77))
-            .chain([finance::definition(), fetch::definition()])
-            .chain(admin::definitions());
-        tools
             .map(|(name, tool)| (name.to_owned(), serde_json::to_value(tool).unwrap()))
             .collect()
     }
 
     fn accepted(name: &str) -> &'static [&'static str] {
-        match name {
-            "perplexity_agent" => &research::AGENT_ARGS,
-            "perplexity_agent_result" => &research::RESULT_ARGS,
-            "perplexity_agent_cancel" => &research::CANCEL_ARGS,
-            "retrieve" => &admin::RETRIEVE_ARGS,
-            "server_metrics" => &admin::METRICS_ARGS,
-            "fetch_url" => &fetch::FETCH_ARGS,
-            "perplexity_search" => &search::SEARCH_ARGS,
-            "perplexity_ask" => &ask::ASK_ARGS,
-            "finance_search" => &finance::FINANCE_ARGS,
-            "deep_research" => &deep_research::DEEP_ARGS,
-            "responses_create" => &responses::CREATE_ARGS,
-            "responses_retrieve" => &responses::RETRIEVE_ARGS,
-            other => panic!("no accepted list for {other}"),
-        }
+        registry::find(name).map_or_else(|| panic!("no spec for {name}"), |s| s.accepted)
     }
 
     #[test]
     fn schemas_match_what_is_enforced() {
         let all = schemas();
         let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
-        let catalogue: Vec<&str> = catalogue::TOOLS.iter().map(|(n, _)| *n).collect();
+        let catalogue: Vec<&str> = registry::SPECS.iter().map(|s| s.name).collect();
         assert_eq!(
             names, catalogue,
             "every catalogued tool has a definition, in order"

@@ -513,21 +513,6 @@ pub enum LifecycleCall {
     Cancel { id: String },
 }
 
-/// Per-tool validation (after the unknown-argument check), in the reference order.
-pub fn validate(tool: &str, args: &Args) -> Result<LifecycleCall, String> {
-    match tool {
-        "perplexity_agent" => ResearchRequest::from_args(args).map(LifecycleCall::Agent),
-        "perplexity_agent_result" => {
-            let id = response_id_from(args)?;
-            let wait_seconds = wait_seconds_from(args)?;
-            Ok(LifecycleCall::Result { id, wait_seconds })
-        }
-        "perplexity_agent_cancel" => response_id_from(args).map(|id| LifecycleCall::Cancel { id }),
-        // A tool routed here by mistake fails loudly instead of validating as another.
-        other => Err(format!("Unknown tool: {other}")),
-    }
-}
-
 /// Runs a validated call; returns the MCP rendering and what the audit wants to know.
 pub async fn run(
     client: &PerplexityClient,
