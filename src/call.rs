@@ -1,7 +1,9 @@
 //! The call boundary, at the bottom of the house: what every front end, the guard and the
-//! tools say to each other about one tool call — which front end asked, what came back,
-//! and the facts the audit record needs. It imports nothing of ours, so everything can
+//! tools say to each other about one tool call — which front end asked, why it was
+//! refused, what came back, and the facts the audit record needs. It imports nothing of ours, so everything can
 //! import it.
+
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -78,5 +80,33 @@ impl ToolOutput {
             result["structuredContent"] = structured.clone();
         }
         result
+    }
+}
+
+/// Why a call was turned away before it ran, with what to tell the caller. Each front end
+/// maps the kind to its own signal (the CLI's exit codes; MCP always answers the result).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// Unknown tool or invalid arguments (audited as rejected; nothing was charged).
+    Invalid(String),
+    /// The shared token bucket is empty: try again after `retry_after`.
+    RateLimited {
+        retry_after: Duration,
+        message: String,
+    },
+    /// Too many calls in flight on this connection.
+    Busy(String),
+}
+
+impl Refusal {
+    pub fn message(&self) -> &str {
+        match self {
+            Refusal::Invalid(m) | Refusal::Busy(m) | Refusal::RateLimited { message: m, .. } => m,
+        }
+    }
+
+    /// The tool result an MCP client gets for it.
+    pub fn output(&self) -> ToolOutput {
+        ToolOutput::error(self.message())
     }
 }

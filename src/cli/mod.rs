@@ -16,12 +16,12 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::call::{CallFacts, FrontEnd, ToolOutput};
+use crate::call::{CallFacts, FrontEnd, Refusal, ToolOutput};
 use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, HttpConfig, MAX_WAIT_SECONDS};
 use crate::guard::Guard;
 use crate::perplexity::PerplexityClient;
 use crate::text::py_strip;
-use crate::tools::{CallContext, Done, Outcome, Refusal, Tools};
+use crate::tools::{CallContext, Done, Outcome, Tools};
 use output::{CliProgress, Exit, Style};
 use serde_json::{Map, Value, json};
 
@@ -327,8 +327,8 @@ async fn call(
 ) -> Result<(Outcome, ToolOutput), i32> {
     let admitted = match tools.accept(FrontEnd::Cli, tool, args) {
         Ok(admitted) => admitted,
-        Err(Refusal::Invalid(output)) => return Err(usage_error(&cli_names(&output.text))),
-        Err(Refusal::Denied(output)) => return Err(output::fail(Exit::Failed, &output.text)),
+        Err(Refusal::Invalid(message)) => return Err(usage_error(&cli_names(&message))),
+        Err(refusal) => return Err(output::fail(Exit::Failed, refusal.message())),
     };
     let ctx = CallContext {
         progress: progress.map(|p| p as Arc<dyn crate::perplexity::wait::ProgressSink>),
@@ -439,7 +439,7 @@ async fn models(args: ModelsArgs, client: &PerplexityClient, guard: &Arc<Guard>,
     let params = json!({});
     let pass = match guard.admit(FrontEnd::Cli, "models", &params, 1) {
         Ok(pass) => pass,
-        Err(refusal) => return output::fail(Exit::Failed, &refusal.text),
+        Err(refusal) => return output::fail(Exit::Failed, refusal.message()),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
     let listed = client.list_models(deadline).await;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::call::{CallFacts, FrontEnd, ToolOutput};
+use crate::call::{CallFacts, FrontEnd, Refusal, ToolOutput};
 use crate::random::secure_hex;
 use audit::{AuditLog, sha256_hex, sorted};
 use metrics::{Metrics, Outcome};
@@ -117,14 +117,17 @@ impl Guard {
         tool: &str,
         params: &Value,
         cost: u32,
-    ) -> Result<Pass, ToolOutput> {
+    ) -> Result<Pass, Refusal> {
         let call_id = new_call_id();
         if let Err(wait) = self.bucket.try_take_n(cost) {
             let mut f = fields(params, "ok");
             f.insert("retry_after_ms".into(), json!(wait.as_millis() as u64));
             self.write("rate_limited", front_end, tool, &call_id, f);
             self.metrics.ended(tool, Outcome::RateLimited, None);
-            return Err(ToolOutput::error(refusal_text(wait)));
+            return Err(Refusal::RateLimited {
+                retry_after: wait,
+                message: refusal_text(wait),
+            });
         }
         self.metrics.started_call();
         self.write("tool_call", front_end, tool, &call_id, fields(params, "ok"));

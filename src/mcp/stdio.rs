@@ -22,8 +22,7 @@ use super::dispatch::{Action, CallJob, Dispatcher};
 use super::framing::{Line, LineReader};
 use super::progress::ProgressNotifier;
 use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame};
-use crate::call::FrontEnd;
-use crate::call::ToolOutput;
+use crate::call::{FrontEnd, Refusal};
 use crate::config::MAX_CALLS_IN_FLIGHT;
 use crate::guard::redact::scrub_outbound;
 use crate::perplexity::key::secrets_to_scrub;
@@ -94,21 +93,21 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                 {
                     Ok(v) => v,
                     Err(refusal) => {
-                        send(&outbox, dispatcher.call_reply(&job, &refusal)).await;
+                        send(&outbox, dispatcher.call_reply(&job, &refusal.output())).await;
                         continue;
                     }
                 };
                 let Ok(permit) = permits.clone().try_acquire_owned() else {
-                    let busy = ToolOutput::error(format!(
+                    let busy = Refusal::Busy(format!(
                         "This server is already handling {MAX_CALLS_IN_FLIGHT} tool calls. Retry when one of them has finished."
                     ));
-                    send(&outbox, dispatcher.call_reply(&job, &busy)).await;
+                    send(&outbox, dispatcher.call_reply(&job, &busy.output())).await;
                     continue;
                 };
                 let admitted = match tools.admit(validated) {
                     Ok(a) => a,
                     Err(refusal) => {
-                        send(&outbox, dispatcher.call_reply(&job, &refusal)).await;
+                        send(&outbox, dispatcher.call_reply(&job, &refusal.output())).await;
                         continue;
                     }
                 };

@@ -24,7 +24,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use serde_json::Value;
 
-use crate::call::{CallFacts, FrontEnd, ToolOutput};
+use crate::call::{CallFacts, FrontEnd, Refusal, ToolOutput};
 use crate::config::Config;
 use crate::fetch::{Fetcher, SystemResolver};
 use crate::gateway::Gateway;
@@ -232,7 +232,7 @@ impl Tools {
         front_end: FrontEnd,
         name: &str,
         args: &Args,
-    ) -> Result<Validated, ToolOutput> {
+    ) -> Result<Validated, Refusal> {
         let params = Value::Object(args.clone());
         // A downstream tool (`mcp__…`, never one of ours): its own schema decides.
         let downstream = self.gateway.as_ref().filter(|g| g.exposes(name));
@@ -245,7 +245,7 @@ impl Tools {
                 }),
             None => {
                 let Some(spec) = registry::find(name) else {
-                    return Err(ToolOutput::error(format!("Unknown tool: {name}")));
+                    return Err(Refusal::Invalid(format!("Unknown tool: {name}")));
                 };
                 args::reject_unknown(args, spec.accepted).and_then(|()| (spec.validate)(self, args))
             }
@@ -258,9 +258,9 @@ impl Tools {
                 params,
             }),
             Err(message) => {
-                let output = ToolOutput::error(message);
-                self.guard.rejected(front_end, name, &params, &output);
-                Err(output)
+                self.guard
+                    .rejected(front_end, name, &params, &ToolOutput::error(&message));
+                Err(Refusal::Invalid(message))
             }
         }
     }
@@ -296,7 +296,7 @@ impl Tools {
     }
 
     /// Step 2, synchronous: the rate limit and the opening audit record.
-    pub fn admit(&self, validated: Validated) -> Result<Admitted, ToolOutput> {
+    pub fn admit(&self, validated: Validated) -> Result<Admitted, Refusal> {
         // A call that fetches n pages costs n tokens: a batch is not a way around the limit.
         let cost = match &validated.call {
             Call::Fetch(call) => call.urls.len() as u32,
@@ -324,10 +324,8 @@ impl Tools {
         name: &str,
         args: &Args,
     ) -> Result<Admitted, Refusal> {
-        let validated = self
-            .validate(front_end, name, args)
-            .map_err(Refusal::Invalid)?;
-        self.admit(validated).map_err(Refusal::Denied)
+        let validated = self.validate(front_end, name, args)?;
+        self.admit(validated)
     }
 
     /// Step 3: the handler, then the output budget and the closing audit record. A
@@ -476,15 +474,6 @@ impl Tools {
             outcome: typed,
         })
     }
-}
-
-/// Why [`Tools::accept`] turned a call away, with the result to show.
-#[derive(Debug)]
-pub enum Refusal {
-    /// Unknown tool or invalid arguments (audited as rejected; nothing was charged).
-    Invalid(ToolOutput),
-    /// Rate limit (or another admission control).
-    Denied(ToolOutput),
 }
 
 /// A finished call: the result as MCP sends it (within the output budget) and its typed

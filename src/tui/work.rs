@@ -20,7 +20,7 @@ use crate::guard::spotlight::unwrap;
 use crate::perplexity::wait::ProgressSink;
 use crate::store::StoreHandle;
 use crate::text::{cap_chars, strings};
-use crate::tools::{CallContext, Refusal, Tools};
+use crate::tools::{CallContext, Tools};
 
 /// Characters of page text sent along as context with a question.
 const CONTEXT_CHARS: usize = 12_000;
@@ -407,7 +407,7 @@ async fn call_with(tools: &Tools, name: &str, args: Value, ctx: &CallContext) ->
     let args = args.as_object().cloned().unwrap_or_default();
     let admitted = match tools.accept(FrontEnd::Tui, name, &args) {
         Ok(a) => a,
-        Err(Refusal::Invalid(output) | Refusal::Denied(output)) => return output,
+        Err(refusal) => return refusal.output(),
     };
     tools
         .run(admitted, ctx)

@@ -86,8 +86,10 @@ impl Http {
         let mut port = 0;
         wait_until("the HTTP server to listen", Duration::from_secs(10), || {
             let err = server.stderr();
-            if let Some(rest) = err.split("MCP over HTTP on http://").nth(1) {
-                let addr = rest.split("/mcp").next().unwrap();
+            // Only a whole line: stderr may be read while the address is half written.
+            if let Some(rest) = err.split("MCP over HTTP on http://").nth(1)
+                && let Some((addr, _)) = rest.split_once("/mcp")
+            {
                 port = addr.rsplit(':').next().unwrap().parse().unwrap();
                 return true;
             }

@@ -56,7 +56,9 @@ impl Product {
             .and_then(|validated| tools.admit(validated))
         {
             Ok(admitted) => admitted,
-            Err(refusal) => return Handled::Now(Some(dispatcher.call_reply(&job, &refusal))),
+            Err(refusal) => {
+                return Handled::Now(Some(dispatcher.call_reply(&job, &refusal.output())));
+            }
         };
         Handled::Later(Box::pin(async move {
             let ctx = CallContext {
