@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use reqwest::Url;
 
-use crate::tools::catalogue::ToolSelection;
+use crate::tools::ToolSelection;
 
 /// The wait budget when `PERPLEXITY_AGENT_WAIT_SECONDS` is unset or unusable: it leaves
 /// 5 s of Claude Desktop's fixed 60 s tool-call timeout for the last round trip.
@@ -42,10 +42,10 @@ pub struct Config {
     pub gateway: crate::gateway::GatewayConfig,
     /// `PERPLEXITY_SECRET_KEY`, which seals gateway secrets; a malformed key refuses to
     /// start (better than failing at the first secret).
-    pub secret_key: Option<crate::gateway::secrets::SecretKey>,
+    pub secret_key: Option<crate::gateway::SecretKey>,
     /// Downstream servers from the config file (`PERPLEXITY_CONFIG_PATH`, else
     /// `$XDG_CONFIG_HOME` or `~/.config`, then `perplexity-agent/config.toml`).
-    pub file_servers: Vec<crate::gateway::definition::ServerDef>,
+    pub file_servers: Vec<crate::gateway::ServerDef>,
 }
 
 /// A setting that cannot be used. The process refuses to start rather than guess,
@@ -160,7 +160,7 @@ impl Config {
                 )? as usize,
             },
             fetch: crate::fetch::FetchConfig {
-                allow_private: crate::fetch::address::parse_allow_private(
+                allow_private: crate::fetch::parse_allow_private(
                     env("PERPLEXITY_FETCH_ALLOW_PRIVATE")
                         .as_deref()
                         .unwrap_or(""),
@@ -187,23 +187,25 @@ impl Config {
             },
             file_servers: match config_file(&env) {
                 None => Vec::new(),
-                Some(path) => crate::gateway::file::load(&path, &gateway, &|name: &str| env(name))
+                Some(path) => crate::gateway::load_file(&path, &gateway, &|name: &str| env(name))
                     .map_err(|problem| ConfigError {
-                        variable: "PERPLEXITY_CONFIG_PATH",
-                        problem,
-                    })?,
+                    variable: "PERPLEXITY_CONFIG_PATH",
+                    problem,
+                })?,
             },
             gateway,
-            secret_key: match env(crate::gateway::secrets::KEY_VARIABLE)
+            secret_key: match env(crate::gateway::SECRET_KEY_VARIABLE)
                 .filter(|k| !k.trim().is_empty())
             {
                 None => None,
-                Some(k) => Some(crate::gateway::secrets::SecretKey::from_base64(&k).map_err(
-                    |e| ConfigError {
-                        variable: crate::gateway::secrets::KEY_VARIABLE,
-                        problem: e.to_string(),
-                    },
-                )?),
+                Some(k) => {
+                    Some(
+                        crate::gateway::SecretKey::from_base64(&k).map_err(|e| ConfigError {
+                            variable: crate::gateway::SECRET_KEY_VARIABLE,
+                            problem: e.to_string(),
+                        })?,
+                    )
+                }
             },
             store,
         })

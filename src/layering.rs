@@ -129,6 +129,35 @@ fn every_module_imports_only_from_below() {
     );
 }
 
+/// `config.rs` fills in each module's own config type and reaches nothing behind a
+/// module's door: `crate::<module>::<item>` (or the module's `config`), never deeper.
+#[test]
+fn config_uses_only_what_modules_export() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config.rs");
+    let source = std::fs::read_to_string(path).unwrap();
+    let mut deep = Vec::new();
+    for line in source.lines() {
+        let code = line.split("//").next().unwrap_or_default();
+        let mut rest = code;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            let path: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+            // `crate::m::Type::method` is an item's own path, not a reach behind the door.
+            let item_path = segments
+                .get(1)
+                .is_some_and(|s| *s == "config" || s.starts_with(|c: char| c.is_ascii_uppercase()));
+            if segments.len() > 2 && !item_path {
+                deep.push(path);
+            }
+        }
+    }
+    assert!(deep.is_empty(), "config.rs reaches into modules: {deep:?}");
+}
+
 /// Only `perplexity/` reads the API key from the environment; everyone else asks
 /// `perplexity::key` (a scrub list for the writers, the key for doctor and install).
 #[test]

@@ -24,7 +24,7 @@ use reqwest::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, L
 use tokio::time::Instant;
 use url::Url;
 
-pub use address::AllowPrivate;
+pub use address::{AllowPrivate, parse_allow_private};
 use address::{Target, check_addr, target_of};
 pub use resolve::{Resolve, SystemResolver};
 

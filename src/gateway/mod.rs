@@ -24,6 +24,11 @@ pub mod policy;
 pub mod secrets;
 pub mod surface;
 
+// What `config.rs` fills in and reads, at the module's door.
+pub use definition::ServerDef;
+pub use file::load as load_file;
+pub use secrets::{KEY_VARIABLE as SECRET_KEY_VARIABLE, SecretKey};
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,8 +40,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use connection::Live;
-use definition::{ServerDef, TransportDef};
-use secrets::SecretKey;
+use definition::TransportDef;
 use surface::{Exposed, Rejected};
 
 /// The operator's gateway settings (from `PERPLEXITY_GATEWAY_*`; defaults in config.rs).

@@ -33,6 +33,7 @@ use crate::perplexity::PerplexityClient;
 use crate::perplexity::wait::{ProgressSink, RunIdSink};
 use crate::store::StoreHandle;
 use args::Args;
+pub use catalogue::ToolSelection;
 use tokio_util::sync::CancellationToken;
 
 /// Text shown when a handler fails in a way we did not foresee. The details go to
