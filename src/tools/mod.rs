@@ -144,7 +144,8 @@ pub struct Tools {
     guard: Arc<Guard>,
     store: Arc<StoreHandle>,
     gateway: Option<Arc<Gateway>>,
-    wait: u64,
+    /// The wait budget of a call whose front end does not choose its own.
+    wait: Duration,
     /// Exactly the lifecycle profile: the reference peer's texts, unchanged.
     reference_texts: bool,
     /// `tools/list` entries, built once (the set never varies per connection).
@@ -170,7 +171,7 @@ impl Tools {
             guard,
             store: Arc::new(StoreHandle::new(config.store.clone())),
             gateway: None,
-            wait: config.wait_seconds,
+            wait: Duration::from_secs(config.wait_seconds),
             reference_texts: config.tools.is_reference(),
             list,
             names: enabled.iter().map(|(name, _)| *name).collect(),
@@ -339,7 +340,7 @@ impl Tools {
     /// people. `None` when the caller abandoned the call.
     pub async fn complete(&self, admitted: Admitted, ctx: &CallContext) -> Option<Done> {
         let Admitted { call, tool, pass } = admitted;
-        let wait = ctx.wait.map_or(self.wait, |w| w.as_secs());
+        let wait = ctx.wait.unwrap_or(self.wait).as_secs();
         let mut typed = Outcome::Output;
         let run = AssertUnwindSafe(async {
             // Debug builds only: lets the black-box tests prove the containment below for
@@ -532,6 +533,14 @@ mod tests {
             .collect()
     }
 
+    /// A tool's definition by name (never by position: the order is the registry's).
+    fn schema_of<'a>(all: &'a [(String, Value)], name: &str) -> &'a Value {
+        &all.iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .1
+    }
+
     fn accepted(name: &str) -> &'static [&'static str] {
         registry::find(name).map_or_else(|| panic!("no spec for {name}"), |s| s.accepted)
     }
@@ -570,7 +579,7 @@ mod tests {
             assert!(tool["title"].is_string(), "{name}");
             assert!(tool["annotations"]["readOnlyHint"].is_boolean(), "{name}");
         }
-        let agent = &all[0].1["inputSchema"]["properties"];
+        let agent = &schema_of(&all, "perplexity_agent")["inputSchema"]["properties"];
         assert_eq!(agent["recency"]["enum"], json!(RECENCY_VALUES));
         assert_eq!(agent["domains"]["maxItems"], json!(research::MAX_DOMAINS));
         assert_eq!(
@@ -586,10 +595,10 @@ mod tests {
             json!(research::MAX_PRESET_CHARS)
         );
         assert_eq!(agent["preset"]["default"], json!(research::DEFAULT_PRESET));
-        let ask_props = &all[3].1["inputSchema"]["properties"];
+        let ask_props = &schema_of(&all, "perplexity_ask")["inputSchema"]["properties"];
         assert_eq!(ask_props["preset"]["default"], json!(ask::DEFAULT_PRESET));
         assert_eq!(ask_props["model"]["maxLength"], json!(ask::MAX_MODEL_CHARS));
-        let search_props = &all[4].1["inputSchema"]["properties"];
+        let search_props = &schema_of(&all, "perplexity_search")["inputSchema"]["properties"];
         assert_eq!(
             search_props["query"]["maxLength"],
             json!(search::MAX_QUERY_CHARS)
@@ -610,13 +619,13 @@ mod tests {
             search_props["search_type"]["enum"],
             json!(search::SEARCH_TYPES)
         );
-        let deep_props = &all[5].1["inputSchema"]["properties"];
+        let deep_props = &schema_of(&all, "deep_research")["inputSchema"]["properties"];
         assert_eq!(deep_props["num_subquestions"]["maximum"], 8);
         assert_eq!(
             deep_props["question"]["maxLength"],
             json!(deep_research::MAX_QUESTION_CHARS)
         );
-        let create = &all[6].1["inputSchema"]["properties"];
+        let create = &schema_of(&all, "responses_create")["inputSchema"]["properties"];
         use responses::request as rq;
         assert_eq!(
             create["input"]["oneOf"][0]["maxLength"],
@@ -648,10 +657,10 @@ mod tests {
             .collect();
         assert_eq!(json!(tool_types), json!(rq::TOOL_TYPES));
         assert_eq!(
-            all[7].1["inputSchema"]["properties"]["wait_seconds"]["maximum"],
+            schema_of(&all, "responses_retrieve")["inputSchema"]["properties"]["wait_seconds"]["maximum"],
             77
         );
-        let finance_props = &all[8].1["inputSchema"]["properties"];
+        let finance_props = &schema_of(&all, "finance_search")["inputSchema"]["properties"];
         assert_eq!(
             finance_props["tickers"]["maxItems"],
             json!(finance::MAX_ENTRIES)
@@ -660,7 +669,7 @@ mod tests {
             finance_props["categories"]["items"]["maxLength"],
             json!(finance::MAX_ENTRY_CHARS)
         );
-        let fetch_props = &all[9].1["inputSchema"]["properties"];
+        let fetch_props = &schema_of(&all, "fetch_url")["inputSchema"]["properties"];
         assert_eq!(fetch_props["urls"]["maxItems"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["max_urls"]["maximum"], json!(fetch::MAX_URLS));
         assert_eq!(fetch_props["url"]["maxLength"], json!(fetch::MAX_URL_CHARS));
@@ -668,7 +677,7 @@ mod tests {
             fetch_props["urls"]["items"]["maxLength"],
             json!(fetch::MAX_URL_CHARS)
         );
-        let result = &all[1].1["inputSchema"]["properties"];
+        let result = &schema_of(&all, "perplexity_agent_result")["inputSchema"]["properties"];
         assert_eq!(
             result["wait_seconds"]["maximum"], 77,
             "the maximum follows the budget"

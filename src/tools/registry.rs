@@ -18,6 +18,9 @@ pub struct ToolSpec {
     pub accepted: &'static [&'static str],
     /// The tool's own rules: the typed call, or the message for the caller.
     pub(super) validate: fn(&Tools, &Args) -> Result<Call, String>,
+    /// Starts work that can outlast a tool call (an upstream run): what MCP tasks
+    /// (issue 17) will offer to run in the background.
+    pub long_running: bool,
 }
 
 pub const SPECS: [ToolSpec; 12] = [
@@ -29,6 +32,7 @@ pub const SPECS: [ToolSpec; 12] = [
             research::ResearchRequest::from_args(args)
                 .map(|r| Call::Lifecycle(LifecycleCall::Agent(r)))
         },
+        long_running: true,
     },
     ToolSpec {
         name: "perplexity_agent_result",
@@ -39,6 +43,7 @@ pub const SPECS: [ToolSpec; 12] = [
             let wait_seconds = research::wait_seconds_from(args)?;
             Ok(Call::Lifecycle(LifecycleCall::Result { id, wait_seconds }))
         },
+        long_running: false,
     },
     ToolSpec {
         name: "perplexity_agent_cancel",
@@ -47,24 +52,28 @@ pub const SPECS: [ToolSpec; 12] = [
         validate: |_, args| {
             research::response_id_from(args).map(|id| Call::Lifecycle(LifecycleCall::Cancel { id }))
         },
+        long_running: false,
     },
     ToolSpec {
         name: "perplexity_ask",
         group: "ask",
         accepted: &ask::ASK_ARGS,
         validate: |_, args| ask::validate(args).map(|r| Call::Lifecycle(LifecycleCall::Agent(r))),
+        long_running: true,
     },
     ToolSpec {
         name: "perplexity_search",
         group: "search",
         accepted: &search::SEARCH_ARGS,
         validate: |_, args| search::validate(args).map(Call::Search),
+        long_running: false,
     },
     ToolSpec {
         name: "deep_research",
         group: "research",
         accepted: &deep_research::DEEP_ARGS,
         validate: |_, args| deep_research::validate(args).map(Call::Deep),
+        long_running: true,
     },
     ToolSpec {
         name: "responses_create",
@@ -75,12 +84,14 @@ pub const SPECS: [ToolSpec; 12] = [
                 .and_then(|call| tools.with_functions(call))
                 .map(Call::Create)
         },
+        long_running: true,
     },
     ToolSpec {
         name: "responses_retrieve",
         group: "responses",
         accepted: &responses::RETRIEVE_ARGS,
         validate: |_, args| responses::validate_retrieve(args).map(Call::ReadResponse),
+        long_running: false,
     },
     ToolSpec {
         name: "finance_search",
@@ -89,12 +100,14 @@ pub const SPECS: [ToolSpec; 12] = [
         validate: |_, args| {
             finance::validate(args).map(|r| Call::Lifecycle(LifecycleCall::Agent(r)))
         },
+        long_running: true,
     },
     ToolSpec {
         name: "fetch_url",
         group: "fetch",
         accepted: &fetch::FETCH_ARGS,
         validate: |_, args| fetch::validate(args).map(Call::Fetch),
+        long_running: false,
     },
     ToolSpec {
         name: "retrieve",
@@ -103,12 +116,14 @@ pub const SPECS: [ToolSpec; 12] = [
         validate: |_, args| {
             admin::validate_retrieve(args).map(|(key, offset)| Call::Retrieve { key, offset })
         },
+        long_running: false,
     },
     ToolSpec {
         name: "server_metrics",
         group: "admin",
         accepted: &admin::METRICS_ARGS,
         validate: |_, _| Ok(Call::Metrics),
+        long_running: false,
     },
 ];
 
@@ -147,6 +162,25 @@ mod tests {
         assert_eq!(
             defined, specs,
             "names written twice must agree, in tools/list order"
+        );
+    }
+
+    #[test]
+    fn the_long_running_tools_are_the_research_tools() {
+        let long: Vec<&str> = SPECS
+            .iter()
+            .filter(|s| s.long_running)
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(
+            long,
+            [
+                "perplexity_agent",
+                "perplexity_ask",
+                "deep_research",
+                "responses_create",
+                "finance_search"
+            ]
         );
     }
 }
