@@ -1,7 +1,7 @@
 //! The call boundary, at the bottom of the house: what every front end, the guard and the
 //! tools say to each other about one tool call — which front end asked, why it was
-//! refused, what came back, and the facts the audit record needs. It imports nothing of ours, so everything can
-//! import it.
+//! refused, what came back, and the facts the audit record needs. It imports nothing of
+//! ours, so everything can import it.
 
 use std::time::Duration;
 

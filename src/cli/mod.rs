@@ -298,17 +298,8 @@ async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> i32 {
         Some(t) => (t as u64).min(MAX_WAIT_SECONDS),
     };
     let style = Style::new(args.json, args.spotlight);
-    let progress = Arc::new(progress_for(args.json));
-    let done = call(
-        tools,
-        ASK_TOOL,
-        &params,
-        Some(timeout),
-        Some(progress.clone()),
-    )
-    .await;
-    progress.finish();
-    match done {
+    let progress = progress_for(args.json);
+    match call(tools, ASK_TOOL, &params, Some(timeout), Some(progress)).await {
         Ok((Outcome::Research(outcome), _)) => output::outcome(&outcome, style, timeout),
         Ok(_) => Exit::Failed as i32,
         Err(code) => code,
@@ -316,26 +307,42 @@ async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> i32 {
 }
 
 /// One CLI command as one tool call: accepted (validation, rate limit, audit), run with
-/// the command's wait and progress, and its typed outcome returned for rendering; a
-/// refusal or a contained failure is printed here and becomes the exit code.
+/// the command's wait and progress (finished before anything is printed), and its typed
+/// outcome returned for rendering; a refusal or a contained failure is printed here and
+/// becomes the exit code.
 async fn call(
     tools: &Tools,
     tool: &str,
     args: &Map<String, Value>,
     wait: Option<u64>,
-    progress: Option<Arc<CliProgress>>,
+    progress: Option<CliProgress>,
 ) -> Result<(Outcome, ToolOutput), i32> {
+    let progress = progress.map(Arc::new);
+    let finish = || {
+        if let Some(progress) = &progress {
+            progress.finish();
+        }
+    };
     let admitted = match tools.accept(FrontEnd::Cli, tool, args) {
         Ok(admitted) => admitted,
-        Err(Refusal::Invalid(message)) => return Err(usage_error(&cli_names(&message))),
-        Err(refusal) => return Err(output::fail(Exit::Failed, refusal.message())),
+        Err(refusal) => {
+            finish();
+            return Err(match refusal {
+                Refusal::Invalid(message) => usage_error(&cli_names(&message)),
+                refusal => output::fail(Exit::Failed, refusal.message()),
+            });
+        }
     };
     let ctx = CallContext {
-        progress: progress.map(|p| p as Arc<dyn crate::perplexity::wait::ProgressSink>),
+        progress: progress
+            .clone()
+            .map(|p| p as Arc<dyn crate::perplexity::wait::ProgressSink>),
         wait: wait.map(Duration::from_secs),
         ..CallContext::default()
     };
-    match tools.complete(admitted, &ctx).await {
+    let done = tools.complete(admitted, &ctx).await;
+    finish();
+    match done {
         Some(Done {
             outcome: Outcome::Output,
             output,
@@ -404,18 +411,16 @@ async fn result(args: ResultArgs, tools: &Tools) -> i32 {
     let mut params = Map::new();
     params.insert("response_id".into(), json!(args.response_id));
     params.insert("wait_seconds".into(), json!(wait));
-    let progress = Arc::new(progress_for(args.json));
+    let progress = progress_for(args.json);
     // A person may wait as long as the API allows, not the MCP wait budget.
     let done = call(
         tools,
         "perplexity_agent_result",
         &params,
         Some(MAX_WAIT_SECONDS),
-        Some(progress.clone()),
-    )
-    .await;
-    progress.finish();
-    match done {
+        Some(progress),
+    );
+    match done.await {
         Ok((Outcome::Research(outcome), _)) => {
             output::outcome(&outcome, Style::new(args.json, args.spotlight), wait)
         }
@@ -495,18 +500,9 @@ async fn research_command(args: ResearchArgs, tools: &Tools) -> i32 {
     let mut params = Map::new();
     params.insert("question".into(), json!(args.question.join(" ")));
     params.insert("num_subquestions".into(), json!(args.subquestions));
-    let progress = Arc::new(progress_for(args.json));
+    let progress = progress_for(args.json);
     let wait = args.timeout.clamp(1, MAX_WAIT_SECONDS);
-    let done = call(
-        tools,
-        "deep_research",
-        &params,
-        Some(wait),
-        Some(progress.clone()),
-    )
-    .await;
-    progress.finish();
-    match done {
+    match call(tools, "deep_research", &params, Some(wait), Some(progress)).await {
         Ok((_, full)) => output::report(&full, args.json),
         Err(code) => code,
     }

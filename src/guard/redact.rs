@@ -38,17 +38,17 @@ const COUNT_FIELDS: [&str; 13] = [
     "cached_tokens",
 ];
 
-fn patterns() -> &'static [(Regex, &'static str); 2] {
-    static PATTERNS: OnceLock<[(Regex, &'static str); 2]> = OnceLock::new();
-    PATTERNS.get_or_init(|| {
-        [
-            (
-                compile(r"(?i)(bearer)[ \t]+[^ \t\r\n]+"),
-                "${1} ***REDACTED***",
-            ),
-            (compile(r"pplx-[A-Za-z0-9]{8,}"), "pplx-***REDACTED***"),
-        ]
-    })
+/// Anything shaped like a Perplexity key, for both scrubs.
+fn pplx() -> &'static Regex {
+    static PPLX: OnceLock<Regex> = OnceLock::new();
+    PPLX.get_or_init(|| compile(r"pplx-[A-Za-z0-9]{8,}"))
+}
+const PPLX_REDACTED: &str = "pplx-***REDACTED***";
+
+/// The audit log's bearer rule: stricter than the outbound one (any word after `Bearer`).
+fn audit_bearer() -> &'static Regex {
+    static BEARER: OnceLock<Regex> = OnceLock::new();
+    BEARER.get_or_init(|| compile(r"(?i)(bearer)[ \t]+[^ \t\r\n]+"))
 }
 
 fn is_secret_key(key: &str) -> bool {
@@ -65,9 +65,12 @@ pub fn scrub_text(text: &str, secrets: &[String]) -> String {
             out = out.replace(secret.as_str(), REDACTED);
         }
     }
-    for (pattern, replacement) in patterns() {
+    for (pattern, replacement) in [
+        (audit_bearer(), "${1} ***REDACTED***"),
+        (pplx(), PPLX_REDACTED),
+    ] {
         if pattern.is_match(&out) {
-            out = pattern.replace_all(&out, *replacement).into_owned();
+            out = pattern.replace_all(&out, replacement).into_owned();
         }
     }
     out
@@ -96,12 +99,10 @@ pub fn scrub_outbound<'a>(text: &'a str, secrets: &[String]) -> Cow<'a, str> {
     }
     // Cheap literal checks first: most frames hold neither, and the patterns are only
     // compiled (memory at start-up) once one is seen.
-    if out.contains("pplx-") {
-        static PPLX: OnceLock<Regex> = OnceLock::new();
-        let pplx = PPLX.get_or_init(|| compile(r"pplx-[A-Za-z0-9]{8,}"));
-        if let Cow::Owned(replaced) = pplx.replace_all(&out, "pplx-***REDACTED***") {
-            out = Cow::Owned(replaced);
-        }
+    if out.contains("pplx-")
+        && let Cow::Owned(replaced) = pplx().replace_all(&out, PPLX_REDACTED)
+    {
+        out = Cow::Owned(replaced);
     }
     if out
         .as_bytes()

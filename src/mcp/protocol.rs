@@ -119,3 +119,9 @@ pub fn error_frame(id: &Value, error: &RpcError) -> Value {
 pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
+
+/// Every frame's text on its way out, whichever transport writes it: the configured key,
+/// key-shaped strings and bearer credentials never leave in one.
+pub fn outbound(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::guard::redact::scrub_outbound(text, &crate::perplexity::key::secrets_to_scrub())
+}

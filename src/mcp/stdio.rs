@@ -21,11 +21,9 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch::{Action, CallJob, Dispatcher};
 use super::framing::{Line, LineReader};
 use super::progress::ProgressNotifier;
-use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame};
+use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, outbound};
 use crate::call::{FrontEnd, Refusal};
 use crate::config::MAX_CALLS_IN_FLIGHT;
-use crate::guard::redact::scrub_outbound;
-use crate::perplexity::key::secrets_to_scrub;
 use crate::tools::{Admitted, CallContext};
 
 /// Frames waiting for the writer. Progress notifications are dropped rather than
@@ -243,9 +241,8 @@ async fn write_frames(mut frames: mpsc::Receiver<Value>) {
     const BATCH_BYTES: usize = 1 << 20;
     let mut stdout = tokio::io::stdout();
     let mut buffer = String::new();
-    // Every frame's text passes the scrub on its way out: no credential leaves in one.
     let push = |buffer: &mut String, frame: Value| {
-        buffer.push_str(&scrub_outbound(&frame.to_string(), &secrets_to_scrub()));
+        buffer.push_str(&outbound(&frame.to_string()));
         buffer.push('\n');
     };
     while let Some(frame) = frames.recv().await {

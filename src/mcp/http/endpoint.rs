@@ -1,8 +1,9 @@
 //! `/mcp`: one JSON-RPC message per POST, served in the era its headers and `_meta`
-//! choose (the MCP specifications of 2025-11-25 and 2026-07-28, whose schemas are in `tests/mcp-schema/`). Legacy requests live in sessions minted by
-//! `initialize`; modern requests are stateless and must repeat in headers what their body
-//! says. What to answer is the [`Handler`]'s business; this file only decides who may ask
-//! what, in which era, and how the answer travels (JSON, or SSE when the handler streams).
+//! choose (the MCP specifications of 2025-11-25 and 2026-07-28, whose schemas are in
+//! `tests/mcp-schema/`). Legacy requests live in sessions minted by `initialize`; modern
+//! requests are stateless and must repeat in headers what their body says. What to
+//! answer is the [`Handler`]'s business; this file only decides who may ask what, in
+//! which era, and how the answer travels (JSON, or SSE when the handler streams).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use crate::mcp::dispatch::{Action, Envelope, envelope};
 use crate::mcp::era::{Era, request_meta, validate_modern_meta};
 use crate::mcp::protocol::{
     META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, RpcError, SUPPORTED_VERSIONS, code,
-    error_frame,
+    error_frame, outbound,
 };
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -305,7 +306,7 @@ async fn dispatch(
             return (
                 StatusCode::OK,
                 [(CONTENT_TYPE, "application/json")],
-                Bytes::from(outbound(&frame)),
+                Bytes::from(outbound(&frame).into_owned()),
             )
                 .into_response();
         }
@@ -453,15 +454,9 @@ fn json(status: StatusCode, frame: Value) -> Response {
     (
         status,
         [(CONTENT_TYPE, "application/json")],
-        Bytes::from(outbound(&frame.to_string())),
+        Bytes::from(outbound(&frame.to_string()).into_owned()),
     )
         .into_response()
-}
-
-/// Every frame's text passes here on its way out: no credential leaves in one.
-fn outbound(text: &str) -> String {
-    crate::guard::redact::scrub_outbound(text, &crate::perplexity::key::secrets_to_scrub())
-        .into_owned()
 }
 
 fn rpc_error(status: StatusCode, id: &Value, error: RpcError) -> Response {
