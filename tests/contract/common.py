@@ -8,7 +8,6 @@ proxies are never consulted. The API key is always the dummy DUMMY_KEY.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "support"))
+from tally import Tally  # noqa: E402,F401  (re-exported for the suites)
 from loopback import OPENER, assert_loopback, base_env, binary, target_dir  # noqa: E402
 
 REPO = HERE.parent.parent
@@ -214,32 +214,6 @@ class McpStdio:
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             self.proc.wait()
-
-
-# --- tally -----------------------------------------------------------------------------------
-class Tally:
-    """One line per check (`PASS name` / `FAIL name: why`)."""
-
-    def __init__(self) -> None:
-        self.passed = 0
-        self.failed = 0
-        self.failures: list[str] = []
-        self._lock = threading.Lock()
-
-    def check(self, name: str, ok: bool, why: str = "") -> bool:
-        with self._lock:
-            if ok:
-                self.passed += 1
-                print(f"PASS {name}", flush=True)
-            else:
-                self.failed += 1
-                self.failures.append(name)
-                why = why or "failed"
-                first, _, rest = why.partition("\n")
-                print(f"FAIL {name}: {first}", flush=True)
-                for line in rest.splitlines():
-                    print(f"     {line}", flush=True)
-        return ok
 
 
 def log(msg: str) -> None:

@@ -8,10 +8,8 @@ real key is ever used (DUMMY_KEY below).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,6 +17,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "support"))
+from tally import Tally  # noqa: E402,F401  (re-exported for the suites)
 from loopback import OPENER, assert_loopback, base_env, binary, target_dir  # noqa: E402
 
 REPO = HERE.parent.parent
@@ -132,42 +131,6 @@ class FakeUpstream:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-
-
-class Tally:
-    """Counts checks and prints one line per check."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.passed = 0
-        self.failed = 0
-        self.failures: list[str] = []
-        self._lock = threading.Lock()
-
-    def check(self, label: str, ok: bool, detail: str = "") -> bool:
-        with self._lock:
-            if ok:
-                self.passed += 1
-                print(f"PASS {label}", flush=True)
-            else:
-                self.failed += 1
-                self.failures.append(label)
-                print(f"FAIL {label}" + (f"\n     {detail}" if detail else ""), flush=True)
-        return ok
-
-    def finish(self) -> int:
-        """Prints the summary (prefixed, so that only run.sh's total is a bare
-        `N passed, M failed` line) and writes it for run.sh when asked."""
-        if self.failures:
-            print(f"[{self.name}] failed checks:")
-            for f in self.failures:
-                print(f"  - {f}")
-        print(f"[{self.name}] {self.passed} passed, {self.failed} failed", flush=True)
-        out = os.environ.get("INTEROP_SUMMARY_FILE")
-        if out:
-            with open(out, "a", encoding="utf-8") as fh:
-                fh.write(f"{self.name} {self.passed} {self.failed}\n")
-        return 1 if self.failed else 0
 
 
 def log(msg: str) -> None:
