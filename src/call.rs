@@ -3,9 +3,11 @@
 //! refused, what came back, and the facts the audit record needs. It imports nothing of
 //! ours, so everything can import it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Which front end a call came from (recorded in the audit log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,19 +91,25 @@ impl ToolOutput {
 pub enum Refusal {
     /// Unknown tool or invalid arguments (audited as rejected; nothing was charged).
     Invalid(String),
-    /// The shared token bucket is empty: try again after `retry_after`.
-    RateLimited {
-        retry_after: Duration,
-        message: String,
-    },
-    /// Too many calls in flight on this connection.
-    Busy(String),
+    /// The shared token bucket is empty: the call would succeed after `retry_after`.
+    RateLimited { retry_after: Duration },
+    /// Every call slot of this connection is taken.
+    Busy { limit: usize },
 }
 
 impl Refusal {
-    pub fn message(&self) -> &str {
+    /// What the caller reads. The rate-limit text is the reference peer's, word for word
+    /// (whole seconds, rounded up, at least 1).
+    pub fn message(&self) -> String {
         match self {
-            Refusal::Invalid(m) | Refusal::Busy(m) | Refusal::RateLimited { message: m, .. } => m,
+            Refusal::Invalid(message) => message.clone(),
+            Refusal::RateLimited { retry_after } => {
+                let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+                format!("Rate limit exceeded: try again in {secs}s.")
+            }
+            Refusal::Busy { limit } => format!(
+                "This server is already handling {limit} tool calls. Retry when one of them has finished."
+            ),
         }
     }
 
@@ -109,4 +117,36 @@ impl Refusal {
     pub fn output(&self) -> ToolOutput {
         ToolOutput::error(self.message())
     }
+}
+
+/// The calls one connection may have running at once. A call takes its slot when it is
+/// accepted (so a refusal comes back in request order, before any rate-limit charge) and
+/// gives it back when it ends.
+#[derive(Debug, Clone)]
+pub struct Slots {
+    free: Arc<Semaphore>,
+    limit: usize,
+}
+
+impl Slots {
+    pub fn new(limit: usize) -> Self {
+        Slots {
+            free: Arc::new(Semaphore::new(limit)),
+            limit,
+        }
+    }
+
+    pub fn take(&self) -> Result<Slot, Refusal> {
+        self.free
+            .clone()
+            .try_acquire_owned()
+            .map(|permit| Slot { _permit: permit })
+            .map_err(|_| Refusal::Busy { limit: self.limit })
+    }
+}
+
+/// One taken slot, given back on drop.
+#[derive(Debug)]
+pub struct Slot {
+    _permit: OwnedSemaphorePermit,
 }

@@ -323,13 +323,13 @@ async fn call(
             progress.finish();
         }
     };
-    let admitted = match tools.accept(FrontEnd::Cli, tool, args) {
+    let admitted = match tools.accept(FrontEnd::Cli, tool, args, None) {
         Ok(admitted) => admitted,
         Err(refusal) => {
             finish();
             return Err(match refusal {
                 Refusal::Invalid(message) => usage_error(&cli_names(&message)),
-                refusal => output::fail(Exit::Failed, refusal.message()),
+                refusal => output::fail(Exit::Failed, &refusal.message()),
             });
         }
     };
@@ -444,7 +444,7 @@ async fn models(args: ModelsArgs, client: &PerplexityClient, guard: &Arc<Guard>,
     let params = json!({});
     let pass = match guard.admit(FrontEnd::Cli, "models", &params, 1) {
         Ok(pass) => pass,
-        Err(refusal) => return output::fail(Exit::Failed, refusal.message()),
+        Err(refusal) => return output::fail(Exit::Failed, &refusal.message()),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
     let listed = client.list_models(deadline).await;

@@ -27,7 +27,7 @@ use crate::random::secure_hex;
 use audit::{AuditLog, sha256_hex, sorted};
 use metrics::{Metrics, Outcome};
 use offload::Offload;
-use rate::{SystemClock, TokenBucket, refusal_text};
+use rate::{SystemClock, TokenBucket};
 
 /// The controls every call passes through.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,10 +124,7 @@ impl Guard {
             f.insert("retry_after_ms".into(), json!(wait.as_millis() as u64));
             self.write("rate_limited", front_end, tool, &call_id, f);
             self.metrics.ended(tool, Outcome::RateLimited, None);
-            return Err(Refusal::RateLimited {
-                retry_after: wait,
-                message: refusal_text(wait),
-            });
+            return Err(Refusal::RateLimited { retry_after: wait });
         }
         self.metrics.started_call();
         self.write("tool_call", front_end, tool, &call_id, fields(params, "ok"));

@@ -78,12 +78,6 @@ impl TokenBucket {
     }
 }
 
-/// `Rate limit exceeded: try again in 3s.` (whole seconds, rounded up, at least 1).
-pub fn refusal_text(wait: Duration) -> String {
-    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-    format!("Rate limit exceeded: try again in {secs}s.")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,7 +101,10 @@ mod tests {
         }
         let wait = bucket.try_take().unwrap_err();
         assert!(wait <= Duration::from_secs(1) && wait > Duration::from_millis(900));
-        assert_eq!(refusal_text(wait), "Rate limit exceeded: try again in 1s.");
+        assert_eq!(
+            crate::call::Refusal::RateLimited { retry_after: wait }.message(),
+            "Rate limit exceeded: try again in 1s."
+        );
         *clock.0.lock().unwrap() += Duration::from_secs(1);
         assert!(bucket.try_take().is_ok());
         assert!(bucket.try_take().is_err());

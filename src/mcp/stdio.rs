@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -22,7 +22,7 @@ use super::dispatch::{Action, CallJob, Dispatcher};
 use super::framing::{Line, LineReader};
 use super::progress::ProgressNotifier;
 use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, outbound};
-use crate::call::{FrontEnd, Refusal};
+use crate::call::{FrontEnd, Slots};
 use crate::config::MAX_CALLS_IN_FLIGHT;
 use crate::tools::{Admitted, CallContext};
 
@@ -43,7 +43,7 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
     crate::signals::watch(shutdown.clone());
 
     let in_flight: InFlight = Arc::default();
-    let permits = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
+    let slots = Slots::new(MAX_CALLS_IN_FLIGHT);
     let mut calls = JoinSet::new();
     let mut next_seq = 0u64;
     let mut reader = LineReader::new(
@@ -84,25 +84,12 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                 }
             }
             Action::Call(job) => {
-                // Validation and the rate limit run here, synchronously: refusals cost
-                // no concurrency slot and come back in request order, even in a storm.
+                // Accepted here, synchronously: refusals come back in request order,
+                // even in a storm, and a refused call takes no slot.
                 let tools = dispatcher.tools();
-                let validated = match tools.validate(FrontEnd::McpStdio, &job.tool, &job.arguments)
-                {
-                    Ok(v) => v,
-                    Err(refusal) => {
-                        send(&outbox, dispatcher.call_reply(&job, &refusal.output())).await;
-                        continue;
-                    }
-                };
-                let Ok(permit) = permits.clone().try_acquire_owned() else {
-                    let busy = Refusal::Busy(format!(
-                        "This server is already handling {MAX_CALLS_IN_FLIGHT} tool calls. Retry when one of them has finished."
-                    ));
-                    send(&outbox, dispatcher.call_reply(&job, &busy.output())).await;
-                    continue;
-                };
-                let admitted = match tools.admit(validated) {
+                let accepted =
+                    tools.accept(FrontEnd::McpStdio, &job.tool, &job.arguments, Some(&slots));
+                let admitted = match accepted {
                     Ok(a) => a,
                     Err(refusal) => {
                         send(&outbox, dispatcher.call_reply(&job, &refusal.output())).await;
@@ -123,10 +110,7 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                     in_flight.clone(),
                     outbox.clone(),
                 );
-                calls.spawn(async move {
-                    call.await;
-                    drop(permit);
-                });
+                calls.spawn(call);
             }
         }
         while calls.try_join_next().is_some() {}

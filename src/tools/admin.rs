@@ -39,7 +39,29 @@ pub fn validate_retrieve(args: &super::args::Args) -> Result<(String, usize), St
     Ok((key.to_owned(), offset))
 }
 
-pub fn definitions() -> Vec<(&'static str, rmcp::model::Tool)> {
+pub fn retrieve_definition(name: &'static str) -> rmcp::model::Tool {
+    use rmcp::model::{Tool, ToolAnnotations};
+    Tool::new(
+        name,
+        "Fetch the rest of a result that was cut because it exceeded this server's output budget: pass the retrieve_key from the truncated result and the offset it names. Offloaded results are kept for one hour (at most 128 of them); the key is 24 lowercase hex characters.",
+        schema_object(json!({"type":"object",
+            "properties":{
+                "retrieve_key":{"type":"string","minLength":24,"maxLength":24,"pattern":"^[0-9a-f]{24}$","description":"The retrieve_key given in a truncated result."},
+                "offset":{"type":"integer","minimum":0,"default":0,"description":"Character offset to continue from (the truncated result names it)."}},
+            "required":["retrieve_key"],
+            "additionalProperties":false})),
+    )
+    .with_title("Retrieve Offloaded Result")
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false),
+    )
+}
+
+pub fn metrics_definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::{Tool, ToolAnnotations};
     let latency = json!({"type":"object","properties":{
         "p50":{"type":"number"},"p95":{"type":"number"},"p99":{"type":"number"}},
@@ -52,50 +74,27 @@ pub fn definitions() -> Vec<(&'static str, rmcp::model::Tool)> {
         "abandoned":{"type":"integer","minimum":0},
         "latency_ms": latency},
         "required":["calls","errors","validation_rejections","rate_limit_rejections","abandoned","latency_ms"]});
-    vec![(
-        "retrieve",
-        Tool::new(
-            "retrieve",
-            "Fetch the rest of a result that was cut because it exceeded this server's output budget: pass the retrieve_key from the truncated result and the offset it names. Offloaded results are kept for one hour (at most 128 of them); the key is 24 lowercase hex characters.",
-            schema_object(json!({"type":"object",
-                "properties":{
-                    "retrieve_key":{"type":"string","minLength":24,"maxLength":24,"pattern":"^[0-9a-f]{24}$","description":"The retrieve_key given in a truncated result."},
-                    "offset":{"type":"integer","minimum":0,"default":0,"description":"Character offset to continue from (the truncated result names it)."}},
-                "required":["retrieve_key"],
-                "additionalProperties":false})),
-        )
-        .with_title("Retrieve Offloaded Result")
-        .with_annotations(
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-    ), (
-        "server_metrics",
-        Tool::new(
-            "server_metrics",
-            "Counters of this server since it started: calls, errors, validation and rate-limit rejections and abandoned calls per tool, latency percentiles (ms), upstream retries, whether the circuit breaker is pausing Perplexity requests, calls in flight and uptime. Use it to diagnose slowness or refusals; it costs no Perplexity request.",
-            schema_object(json!({"type":"object","additionalProperties":false})),
-        )
-        .with_title("Server Metrics")
-        .with_raw_output_schema(schema_object(json!({"type":"object",
-            "properties":{
-                "uptime_seconds":{"type":"integer","minimum":0},
-                "calls_in_flight":{"type":"integer","minimum":0},
-                "upstream_retries":{"type":"integer","minimum":0},
-                "upstream_circuit_open":{"type":"boolean"},
-                "tools":{"type":"object","additionalProperties": per_tool}},
-            "required":["uptime_seconds","calls_in_flight","upstream_retries","upstream_circuit_open","tools"]})))
-        .with_annotations(
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(false),
-        ),
-    )]
+    Tool::new(
+        name,
+        "Counters of this server since it started: calls, errors, validation and rate-limit rejections and abandoned calls per tool, latency percentiles (ms), upstream retries, whether the circuit breaker is pausing Perplexity requests, calls in flight and uptime. Use it to diagnose slowness or refusals; it costs no Perplexity request.",
+        schema_object(json!({"type":"object","additionalProperties":false})),
+    )
+    .with_title("Server Metrics")
+    .with_raw_output_schema(schema_object(json!({"type":"object",
+        "properties":{
+            "uptime_seconds":{"type":"integer","minimum":0},
+            "calls_in_flight":{"type":"integer","minimum":0},
+            "upstream_retries":{"type":"integer","minimum":0},
+            "upstream_circuit_open":{"type":"boolean"},
+            "tools":{"type":"object","additionalProperties": per_tool}},
+        "required":["uptime_seconds","calls_in_flight","upstream_retries","upstream_circuit_open","tools"]})))
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(true)
+            .destructive(false)
+            .idempotent(false)
+            .open_world(false),
+    )
 }
 
 /// The snapshot as a result: structured content, and the same JSON as text.

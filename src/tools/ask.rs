@@ -17,28 +17,26 @@ pub const ASK_ARGS: [&str; 5] = ["query", "preset", "model", "recency", "domains
 pub const DEFAULT_PRESET: &str = "fast";
 pub const MAX_MODEL_CHARS: usize = 128;
 
-pub fn definition() -> (&'static str, rmcp::model::Tool) {
+/// The definition `tools/list` shows, under the registry's name for it.
+pub fn definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::Tool;
-    (
-        "perplexity_ask",
-        Tool::new(
-            "perplexity_ask",
-            "Get a quick answer grounded in a web search, with numbered sources: Perplexity's Agent API on the fast preset (or the preset or model you name). Use it for factual questions that need current information; use perplexity_agent for deep, multi-step research. If the answer takes longer than this server's wait budget, you get a response_id to collect with perplexity_agent_result.",
-            schema_object(json!({"type":"object",
-                "properties":{
-                    "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The question."},
-                    "preset":{"type":"string","minLength":1,"maxLength":MAX_PRESET_CHARS,"default":DEFAULT_PRESET,"description":"Research depth (fast by default); not together with model."},
-                    "model":{"type":"string","minLength":1,"maxLength":MAX_MODEL_CHARS,"pattern":"^[A-Za-z0-9._:/-]+$","description":"A model id in provider/model form, such as openai/gpt-5.5 or perplexity/sonar (the catalogue: perplexity-agent models), instead of a preset."},
-                    "recency":{"type":"string","enum":RECENCY_VALUES,"description":"Use only sources published within this window."},
-                    "domains":{"type":"array","items":{"type":"string","maxLength":MAX_DOMAIN_CHARS},"maxItems":MAX_DOMAINS,"description":"Limit sources to these domains; prefix a domain with '-' to exclude it instead."}},
-                "required":["query"],
-                "additionalProperties":false})),
-        )
-        .with_title("Perplexity Quick Answer")
-        // Creates a billable run upstream (like perplexity_agent).
-        .with_annotations(
-            starts_a_run(),
-        ),
+    Tool::new(
+        name,
+        "Get a quick answer grounded in a web search, with numbered sources: Perplexity's Agent API on the fast preset (or the preset or model you name). Use it for factual questions that need current information; use perplexity_agent for deep, multi-step research. If the answer takes longer than this server's wait budget, you get a response_id to collect with perplexity_agent_result.",
+        schema_object(json!({"type":"object",
+            "properties":{
+                "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The question."},
+                "preset":{"type":"string","minLength":1,"maxLength":MAX_PRESET_CHARS,"default":DEFAULT_PRESET,"description":"Research depth (fast by default); not together with model."},
+                "model":{"type":"string","minLength":1,"maxLength":MAX_MODEL_CHARS,"pattern":"^[A-Za-z0-9._:/-]+$","description":"A model id in provider/model form, such as openai/gpt-5.5 or perplexity/sonar (the catalogue: perplexity-agent models), instead of a preset."},
+                "recency":{"type":"string","enum":RECENCY_VALUES,"description":"Use only sources published within this window."},
+                "domains":{"type":"array","items":{"type":"string","maxLength":MAX_DOMAIN_CHARS},"maxItems":MAX_DOMAINS,"description":"Limit sources to these domains; prefix a domain with '-' to exclude it instead."}},
+            "required":["query"],
+            "additionalProperties":false})),
+    )
+    .with_title("Perplexity Quick Answer")
+    // Creates a billable run upstream (like perplexity_agent).
+    .with_annotations(
+        starts_a_run(),
     )
 }
 

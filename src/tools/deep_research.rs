@@ -82,48 +82,46 @@ const FROM_FALLBACK: &str = "angles_after_model_failed";
 const DECOMPOSITION_SHARE: u32 = 4;
 const MAX_DECOMPOSITION: Duration = Duration::from_secs(60);
 
-pub fn definition() -> (&'static str, rmcp::model::Tool) {
+/// The definition `tools/list` shows, under the registry's name for it.
+pub fn definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::Tool;
-    (
-        "deep_research",
-        Tool::new(
-            "deep_research",
-            "Research a question in depth: it is split into sub-questions that are searched concurrently, the sources are deduplicated, and a report (answer, key findings, open questions, claims with their supporting URLs) is written from those sources only. Every claim is then checked: a claim citing a URL that was never retrieved is downgraded and flagged, a claim without a URL is marked uncertain. Slower and costlier than perplexity_ask.",
-            schema_object(json!({"type":"object",
-                "properties":{
-                    "question":{"type":"string","minLength":1,"maxLength":MAX_QUESTION_CHARS,"description":"The research question."},
-                    "num_subquestions":{"type":"integer","minimum":1,"maximum":8,"default":4,"description":"How many angles to search (1-8)."},
-                    "max_results_per_subquestion":{"type":"integer","minimum":1,"maximum":10,"default":5,"description":"Search results per angle (1-10)."},
-                    "max_sources":{"type":"integer","minimum":20,"maximum":50,"default":30,"description":"Distinct sources given to the writer (20-50)."},
-                    "use_model_decomposition":{"type":"boolean","default":false,"description":"Let the model choose the sub-questions (one more Agent API run); falls back to fixed angles if that fails."}},
-                "required":["question"],
-                "additionalProperties":false})),
-        )
-        .with_title("Perplexity Deep Research (validated)")
-        .with_raw_output_schema(schema_object(json!({"type":"object",
+    Tool::new(
+        name,
+        "Research a question in depth: it is split into sub-questions that are searched concurrently, the sources are deduplicated, and a report (answer, key findings, open questions, claims with their supporting URLs) is written from those sources only. Every claim is then checked: a claim citing a URL that was never retrieved is downgraded and flagged, a claim without a URL is marked uncertain. Slower and costlier than perplexity_ask.",
+        schema_object(json!({"type":"object",
             "properties":{
-                "answer":{"type":"string"},
-                "key_findings":{"type":"array","items":{"type":"string"}},
-                "open_questions":{"type":"array","items":{"type":"string"}},
-                "claims":{"type":"array","items":{"type":"object","properties":{
-                    "text":{"type":"string"},"urls":{"type":"array","items":{"type":"string"}},
-                    "confidence":{"type":"string"},"flags":{"type":"array","items":{"type":"string"}}},
-                    "required":["text","urls","confidence","flags"]}},
-                "sources":{"type":"array","items":{"type":"object","properties":{
-                    "title":{"type":"string"},"url":{"type":"string"}},"required":["title","url"]}},
-                "subquestions":{"type":"array","items":{"type":"string"}},
-                "decomposition":{"type":"string","enum":[FROM_ANGLES,FROM_MODEL,FROM_FALLBACK]},
-                "validation_report":{"type":"object","properties":{
-                    "total_claims":{"type":"integer"},"all_claims_supported":{"type":"boolean"},
-                    "all_urls_known":{"type":"boolean"},"passed":{"type":"boolean"},
-                    "flagged":{"type":"array","items":{"type":"string"}}},
-                    "required":["total_claims","all_claims_supported","all_urls_known","passed","flagged"]},
-                "security_flags":{"type":"array","items":{"type":"string"}},
-                "response_id":{"type":"string"}},
-            "required":["answer","key_findings","open_questions","claims","sources","subquestions","decomposition","validation_report","security_flags"]})))
-        .with_annotations(
-            starts_a_run(),
-        ),
+                "question":{"type":"string","minLength":1,"maxLength":MAX_QUESTION_CHARS,"description":"The research question."},
+                "num_subquestions":{"type":"integer","minimum":1,"maximum":8,"default":4,"description":"How many angles to search (1-8)."},
+                "max_results_per_subquestion":{"type":"integer","minimum":1,"maximum":10,"default":5,"description":"Search results per angle (1-10)."},
+                "max_sources":{"type":"integer","minimum":20,"maximum":50,"default":30,"description":"Distinct sources given to the writer (20-50)."},
+                "use_model_decomposition":{"type":"boolean","default":false,"description":"Let the model choose the sub-questions (one more Agent API run); falls back to fixed angles if that fails."}},
+            "required":["question"],
+            "additionalProperties":false})),
+    )
+    .with_title("Perplexity Deep Research (validated)")
+    .with_raw_output_schema(schema_object(json!({"type":"object",
+        "properties":{
+            "answer":{"type":"string"},
+            "key_findings":{"type":"array","items":{"type":"string"}},
+            "open_questions":{"type":"array","items":{"type":"string"}},
+            "claims":{"type":"array","items":{"type":"object","properties":{
+                "text":{"type":"string"},"urls":{"type":"array","items":{"type":"string"}},
+                "confidence":{"type":"string"},"flags":{"type":"array","items":{"type":"string"}}},
+                "required":["text","urls","confidence","flags"]}},
+            "sources":{"type":"array","items":{"type":"object","properties":{
+                "title":{"type":"string"},"url":{"type":"string"}},"required":["title","url"]}},
+            "subquestions":{"type":"array","items":{"type":"string"}},
+            "decomposition":{"type":"string","enum":[FROM_ANGLES,FROM_MODEL,FROM_FALLBACK]},
+            "validation_report":{"type":"object","properties":{
+                "total_claims":{"type":"integer"},"all_claims_supported":{"type":"boolean"},
+                "all_urls_known":{"type":"boolean"},"passed":{"type":"boolean"},
+                "flagged":{"type":"array","items":{"type":"string"}}},
+                "required":["total_claims","all_claims_supported","all_urls_known","passed","flagged"]},
+            "security_flags":{"type":"array","items":{"type":"string"}},
+            "response_id":{"type":"string"}},
+        "required":["answer","key_findings","open_questions","claims","sources","subquestions","decomposition","validation_report","security_flags"]})))
+    .with_annotations(
+        starts_a_run(),
     )
 }
 

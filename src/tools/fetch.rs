@@ -26,38 +26,36 @@ pub struct FetchCall {
     pub urls: Vec<String>,
 }
 
-pub fn definition() -> (&'static str, rmcp::model::Tool) {
+/// The definition `tools/list` shows, under the registry's name for it.
+pub fn definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::{Tool, ToolAnnotations};
     let url = json!({"type":"string","minLength":1,"maxLength":MAX_URL_CHARS});
-    (
-        "fetch_url",
-        Tool::new(
-            "fetch_url",
-            "Read web pages (http/https) and return their readable text and title, for example a source that an answer cited. Private, local and cloud-metadata addresses are refused, redirects are re-checked, only text content is read, and page text comes back wrapped as untrusted data with any prompt-injection patterns flagged. Each URL succeeds or fails on its own.",
-            schema_object(json!({"type":"object",
-                "properties":{
-                    "url":{"type":"string","minLength":1,"maxLength":MAX_URL_CHARS,"description":"One page to read."},
-                    "urls":{"type":"array","items":url,"minItems":1,"maxItems":MAX_URLS,"description":"Several pages to read (with url, at most max_urls in all)."},
-                    "max_urls":{"type":"integer","minimum":1,"maximum":MAX_URLS,"default":1,"description":"How many URLs this call may read (1-10); a longer list is refused."}},
-                "additionalProperties":false})),
-        )
-        .with_title("Fetch Web Pages")
-        .with_raw_output_schema(schema_object(json!({"type":"object",
-            "properties":{"results":{"type":"array","items":{"type":"object",
-                "properties":{
-                    "url":{"type":"string"},
-                    "final_url":{"type":"string"},
-                    "status":{"type":"integer"},
-                    "title":{"type":["string","null"]},
-                    "text":{"type":"string"},
-                    "truncated":{"type":"boolean"},
-                    "fetched_bytes":{"type":"integer","minimum":0},
-                    "security_flags":{"type":"array","items":{"type":"string"}},
-                    "error":{"type":"object","properties":{"type":{"type":"string"},"message":{"type":"string"}},"required":["type","message"]}},
-                "required":["url"]}}},
-            "required":["results"]})))
-        .with_annotations(ToolAnnotations::new().read_only(true).open_world(true)),
+    Tool::new(
+        name,
+        "Read web pages (http/https) and return their readable text and title, for example a source that an answer cited. Private, local and cloud-metadata addresses are refused, redirects are re-checked, only text content is read, and page text comes back wrapped as untrusted data with any prompt-injection patterns flagged. Each URL succeeds or fails on its own.",
+        schema_object(json!({"type":"object",
+            "properties":{
+                "url":{"type":"string","minLength":1,"maxLength":MAX_URL_CHARS,"description":"One page to read."},
+                "urls":{"type":"array","items":url,"minItems":1,"maxItems":MAX_URLS,"description":"Several pages to read (with url, at most max_urls in all)."},
+                "max_urls":{"type":"integer","minimum":1,"maximum":MAX_URLS,"default":1,"description":"How many URLs this call may read (1-10); a longer list is refused."}},
+            "additionalProperties":false})),
     )
+    .with_title("Fetch Web Pages")
+    .with_raw_output_schema(schema_object(json!({"type":"object",
+        "properties":{"results":{"type":"array","items":{"type":"object",
+            "properties":{
+                "url":{"type":"string"},
+                "final_url":{"type":"string"},
+                "status":{"type":"integer"},
+                "title":{"type":["string","null"]},
+                "text":{"type":"string"},
+                "truncated":{"type":"boolean"},
+                "fetched_bytes":{"type":"integer","minimum":0},
+                "security_flags":{"type":"array","items":{"type":"string"}},
+                "error":{"type":"object","properties":{"type":{"type":"string"},"message":{"type":"string"}},"required":["type","message"]}},
+            "required":["url"]}}},
+        "required":["results"]})))
+    .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
 }
 
 /// `url` and/or `urls` merged, 1–`max_urls` entries of at most 2,048 characters.

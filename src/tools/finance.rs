@@ -16,26 +16,24 @@ pub const MAX_ENTRIES: usize = 20;
 pub const MAX_ENTRY_CHARS: usize = 128;
 const PRESET: &str = "fast";
 
-pub fn definition() -> (&'static str, rmcp::model::Tool) {
+/// The definition `tools/list` shows, under the registry's name for it.
+pub fn definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::Tool;
     let entries = |what: &str| json!({"type":"array","items":{"type":"string","minLength":1,"maxLength":MAX_ENTRY_CHARS},"maxItems":MAX_ENTRIES,"description":what});
-    (
-        "finance_search",
-        Tool::new(
-            "finance_search",
-            "Answer a financial question (prices, filings, earnings, market moves) with Perplexity's Agent API using its finance data tool beside web search, with numbered sources. Optionally name tickers and categories to focus on. If it takes longer than this server's wait budget, you get a response_id to collect with perplexity_agent_result.",
-            schema_object(json!({"type":"object",
-                "properties":{
-                    "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The financial question."},
-                    "tickers":entries("Ticker symbols to focus on, e.g. AAPL, MSFT."),
-                    "categories":entries("Kinds of data to focus on, e.g. earnings, price history, filings.")},
-                "required":["query"],
-                "additionalProperties":false})),
-        )
-        .with_title("Perplexity Finance Search")
-        .with_annotations(
-            starts_a_run(),
-        ),
+    Tool::new(
+        name,
+        "Answer a financial question (prices, filings, earnings, market moves) with Perplexity's Agent API using its finance data tool beside web search, with numbered sources. Optionally name tickers and categories to focus on. If it takes longer than this server's wait budget, you get a response_id to collect with perplexity_agent_result.",
+        schema_object(json!({"type":"object",
+            "properties":{
+                "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The financial question."},
+                "tickers":entries("Ticker symbols to focus on, e.g. AAPL, MSFT."),
+                "categories":entries("Kinds of data to focus on, e.g. earnings, price history, filings.")},
+            "required":["query"],
+            "additionalProperties":false})),
+    )
+    .with_title("Perplexity Finance Search")
+    .with_annotations(
+        starts_a_run(),
     )
 }
 

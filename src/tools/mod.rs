@@ -24,7 +24,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use serde_json::Value;
 
-use crate::call::{CallFacts, FrontEnd, Refusal, ToolOutput};
+use crate::call::{CallFacts, FrontEnd, Refusal, Slot, Slots, ToolOutput};
 use crate::config::Config;
 use crate::fetch::{Fetcher, SystemResolver};
 use crate::gateway::Gateway;
@@ -229,12 +229,7 @@ impl Tools {
     /// in request order): unknown arguments are rejected first — before any other
     /// validation and before the key is read — driven by the tool's schema; then the
     /// per-tool rules. A rejection is audited and costs no rate-limit token.
-    pub fn validate(
-        &self,
-        front_end: FrontEnd,
-        name: &str,
-        args: &Args,
-    ) -> Result<Validated, Refusal> {
+    fn validate(&self, front_end: FrontEnd, name: &str, args: &Args) -> Result<Validated, Refusal> {
         let params = Value::Object(args.clone());
         // A downstream tool (`mcp__…`, never one of ours): its own schema decides.
         let downstream = self.gateway.as_ref().filter(|g| g.exposes(name));
@@ -298,7 +293,7 @@ impl Tools {
     }
 
     /// Step 2, synchronous: the rate limit and the opening audit record.
-    pub fn admit(&self, validated: Validated) -> Result<Admitted, Refusal> {
+    fn admit(&self, validated: Validated, slot: Option<Slot>) -> Result<Admitted, Refusal> {
         // A call that fetches n pages costs n tokens: a batch is not a way around the limit.
         let cost = match &validated.call {
             Call::Fetch(call) => call.urls.len() as u32,
@@ -315,19 +310,24 @@ impl Tools {
             call: validated.call,
             tool: validated.tool,
             pass,
+            _slot: slot,
         })
     }
 
-    /// Steps 1 and 2 for front ends with nothing to do in between (the CLI, the TUI):
-    /// validation, then the rate limit and the opening audit record.
+    /// The one way in, synchronous so that refusals come back in request order:
+    /// validation, a call slot of `slots` (the MCP transports' cap per connection; a
+    /// busy refusal costs no rate-limit token), then the rate limit and the opening
+    /// audit record.
     pub fn accept(
         &self,
         front_end: FrontEnd,
         name: &str,
         args: &Args,
+        slots: Option<&Slots>,
     ) -> Result<Admitted, Refusal> {
         let validated = self.validate(front_end, name, args)?;
-        self.admit(validated)
+        let slot = slots.map(Slots::take).transpose()?;
+        self.admit(validated, slot)
     }
 
     /// Step 3: the handler, then the output budget and the closing audit record. A
@@ -339,7 +339,14 @@ impl Tools {
     /// [`Tools::run`], keeping the typed outcome for front ends that render it for
     /// people. `None` when the caller abandoned the call.
     pub async fn complete(&self, admitted: Admitted, ctx: &CallContext) -> Option<Done> {
-        let Admitted { call, tool, pass } = admitted;
+        // The slot is held until the call has finished (it is dropped with `admitted`'s
+        // remains at the end of this function).
+        let Admitted {
+            call,
+            tool,
+            pass,
+            _slot,
+        } = admitted;
         let wait = ctx.wait.unwrap_or(self.wait).as_secs();
         let mut typed = Outcome::Output;
         let run = AssertUnwindSafe(async {
@@ -510,11 +517,12 @@ pub struct Validated {
     params: Value,
 }
 
-/// A call the guard admitted: it holds its rate-limit token and audit pair.
+/// A call the guard admitted: it holds its rate-limit token, audit pair and call slot.
 pub struct Admitted {
     call: Call,
     tool: String,
     pass: Pass,
+    _slot: Option<Slot>,
 }
 
 #[cfg(test)]

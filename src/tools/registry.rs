@@ -1,8 +1,7 @@
 //! The tool registry: one spec per tool, in `tools/list` order. It drives `tools/list`
 //! (which definitions, in which order), dispatch (each spec's validator builds the typed
 //! call), profiles (`PERPLEXITY_TOOLS` groups), the accepted-argument lists and the
-//! schema tests. A tool's name is written here and in its definition, and a test holds
-//! the two equal.
+//! schema tests. A tool's name is written here only: its definition is built under it.
 
 use rmcp::model::Tool;
 
@@ -12,6 +11,9 @@ use super::{Call, Tools, admin, ask, deep_research, fetch, finance, research, re
 
 pub struct ToolSpec {
     pub name: &'static str,
+    /// Its `tools/list` entry, given the name above and the server's wait budget (the
+    /// lifecycle and responses schemas quote it).
+    define: fn(&'static str, u64) -> Tool,
     /// The `PERPLEXITY_TOOLS` group it belongs to.
     pub group: &'static str,
     /// Argument names accepted; any other is refused before the tool's own rules.
@@ -26,6 +28,7 @@ pub struct ToolSpec {
 pub const SPECS: [ToolSpec; 12] = [
     ToolSpec {
         name: "perplexity_agent",
+        define: |name, _| research::agent_definition(name),
         group: "lifecycle",
         accepted: &research::AGENT_ARGS,
         validate: |_, args| {
@@ -36,6 +39,7 @@ pub const SPECS: [ToolSpec; 12] = [
     },
     ToolSpec {
         name: "perplexity_agent_result",
+        define: research::result_definition,
         group: "lifecycle",
         accepted: &research::RESULT_ARGS,
         validate: |_, args| {
@@ -47,6 +51,7 @@ pub const SPECS: [ToolSpec; 12] = [
     },
     ToolSpec {
         name: "perplexity_agent_cancel",
+        define: |name, _| research::cancel_definition(name),
         group: "lifecycle",
         accepted: &research::CANCEL_ARGS,
         validate: |_, args| {
@@ -56,6 +61,7 @@ pub const SPECS: [ToolSpec; 12] = [
     },
     ToolSpec {
         name: "perplexity_ask",
+        define: |name, _| ask::definition(name),
         group: "ask",
         accepted: &ask::ASK_ARGS,
         validate: |_, args| ask::validate(args).map(|r| Call::Lifecycle(LifecycleCall::Agent(r))),
@@ -63,6 +69,7 @@ pub const SPECS: [ToolSpec; 12] = [
     },
     ToolSpec {
         name: "perplexity_search",
+        define: |name, _| search::definition(name),
         group: "search",
         accepted: &search::SEARCH_ARGS,
         validate: |_, args| search::validate(args).map(Call::Search),
@@ -70,6 +77,7 @@ pub const SPECS: [ToolSpec; 12] = [
     },
     ToolSpec {
         name: "deep_research",
+        define: |name, _| deep_research::definition(name),
         group: "research",
         accepted: &deep_research::DEEP_ARGS,
         validate: |_, args| deep_research::validate(args).map(Call::Deep),
@@ -77,6 +85,7 @@ pub const SPECS: [ToolSpec; 12] = [
     },
     ToolSpec {
         name: "responses_create",
+        define: |name, _| responses::create_definition(name),
         group: "responses",
         accepted: &responses::CREATE_ARGS,
         validate: |tools, args| {
@@ -88,6 +97,7 @@ pub const SPECS: [ToolSpec; 12] = [
     },
     ToolSpec {
         name: "responses_retrieve",
+        define: responses::retrieve_definition,
         group: "responses",
         accepted: &responses::RETRIEVE_ARGS,
         validate: |_, args| responses::validate_retrieve(args).map(Call::ReadResponse),
@@ -95,6 +105,7 @@ pub const SPECS: [ToolSpec; 12] = [
     },
     ToolSpec {
         name: "finance_search",
+        define: |name, _| finance::definition(name),
         group: "finance",
         accepted: &finance::FINANCE_ARGS,
         validate: |_, args| {
@@ -104,6 +115,7 @@ pub const SPECS: [ToolSpec; 12] = [
     },
     ToolSpec {
         name: "fetch_url",
+        define: |name, _| fetch::definition(name),
         group: "fetch",
         accepted: &fetch::FETCH_ARGS,
         validate: |_, args| fetch::validate(args).map(Call::Fetch),
@@ -111,6 +123,7 @@ pub const SPECS: [ToolSpec; 12] = [
     },
     ToolSpec {
         name: "retrieve",
+        define: |name, _| admin::retrieve_definition(name),
         group: "admin",
         accepted: &admin::RETRIEVE_ARGS,
         validate: |_, args| {
@@ -120,6 +133,7 @@ pub const SPECS: [ToolSpec; 12] = [
     },
     ToolSpec {
         name: "server_metrics",
+        define: |name, _| admin::metrics_definition(name),
         group: "admin",
         accepted: &admin::METRICS_ARGS,
         validate: |_, _| Ok(Call::Metrics),
@@ -131,19 +145,11 @@ pub fn find(name: &str) -> Option<&'static ToolSpec> {
     SPECS.iter().find(|spec| spec.name == name)
 }
 
-/// Every tool's definition, in registry order; `wait` is the server's wait budget (the
-/// lifecycle and responses schemas quote it).
+/// Every tool's definition, in registry order.
 pub fn definitions(wait: u64) -> Vec<(&'static str, Tool)> {
-    research::definitions(wait)
-        .into_iter()
-        .chain([
-            ask::definition(),
-            search::definition(),
-            deep_research::definition(),
-        ])
-        .chain(responses::definitions(wait))
-        .chain([finance::definition(), fetch::definition()])
-        .chain(admin::definitions())
+    SPECS
+        .iter()
+        .map(|spec| (spec.name, (spec.define)(spec.name, wait)))
         .collect()
 }
 
@@ -152,16 +158,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_spec_has_its_definition_in_order() {
-        let defined: Vec<(&str, String)> = definitions(60)
-            .into_iter()
-            .map(|(name, tool)| (name, tool.name.to_string()))
-            .collect();
-        let specs: Vec<(&str, String)> =
-            SPECS.iter().map(|s| (s.name, s.name.to_owned())).collect();
+    fn names_are_unique() {
+        let mut names: Vec<&str> = SPECS.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
         assert_eq!(
-            defined, specs,
-            "names written twice must agree, in tools/list order"
+            names.len(),
+            SPECS.len(),
+            "a name is dispatched to one tool only"
         );
     }
 

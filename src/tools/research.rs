@@ -47,70 +47,67 @@ const MALFORMED_ID: &str =
     "Malformed response_id. Expected the identifier returned by perplexity_agent.";
 const RESPONSE_ID_REQUIRED: &str = "'response_id' is required and must be a non-empty string.";
 
-/// Tool definitions, in catalogue order. `wait` is the wait budget `W`: the schema
-/// maximum of `wait_seconds` and the number in its description both follow it.
-pub fn definitions(wait: u64) -> Vec<(&'static str, rmcp::model::Tool)> {
+pub fn agent_definition(name: &'static str) -> rmcp::model::Tool {
+    use rmcp::model::Tool;
+    Tool::new(
+        name,
+        "Research a question with Perplexity's Agent API, which searches the web in several steps and returns one synthesized answer with numbered sources. Best for deep or multi-hop questions. By default the call waits for the answer; if the run outlasts this server's wait budget you get a response_id instead, to collect later with perplexity_agent_result.",
+        schema_object(json!({"type":"object",
+            "properties":{
+                "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The question to research."},
+                "preset":{"type":"string","maxLength":MAX_PRESET_CHARS,"default":"medium","description":"Research depth: fast, low, medium, high, xhigh or wide-research. Deeper presets take longer."},
+                "recency":{"type":"string","enum":["hour","day","week","month","year"],"description":"Use only sources published within this window."},
+                "domains":{"type":"array","items":{"type":"string","maxLength":MAX_DOMAIN_CHARS},"maxItems":MAX_DOMAINS,"description":"Limit sources to these domains; prefix a domain with '-' to exclude it instead. An allowlist or a denylist, not both."},
+                "wait":{"type":"boolean","default":true,"description":"Wait for the answer. Set false to get a response_id at once, for example to start several deep runs in parallel and collect them later."}},
+            "required":["query"],
+            "additionalProperties":false})),
+    )
+    .with_title("Perplexity Agent Research")
+    // Not read-only: it creates billable, cancellable state upstream. The spec
+    // default for destructiveHint becomes true once readOnlyHint is false.
+    .with_annotations(
+        starts_a_run(),
+    )
+}
+
+/// `wait` is the wait budget `W`: the schema maximum of `wait_seconds` and the number
+/// in its description both follow it.
+pub fn result_definition(name: &'static str, wait: u64) -> rmcp::model::Tool {
     use rmcp::model::{Tool, ToolAnnotations};
-    vec![
-        (
-            "perplexity_agent",
-            Tool::new(
-                "perplexity_agent",
-                "Research a question with Perplexity's Agent API, which searches the web in several steps and returns one synthesized answer with numbered sources. Best for deep or multi-hop questions. By default the call waits for the answer; if the run outlasts this server's wait budget you get a response_id instead, to collect later with perplexity_agent_result.",
-                schema_object(json!({"type":"object",
-                    "properties":{
-                        "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The question to research."},
-                        "preset":{"type":"string","maxLength":MAX_PRESET_CHARS,"default":"medium","description":"Research depth: fast, low, medium, high, xhigh or wide-research. Deeper presets take longer."},
-                        "recency":{"type":"string","enum":["hour","day","week","month","year"],"description":"Use only sources published within this window."},
-                        "domains":{"type":"array","items":{"type":"string","maxLength":MAX_DOMAIN_CHARS},"maxItems":MAX_DOMAINS,"description":"Limit sources to these domains; prefix a domain with '-' to exclude it instead. An allowlist or a denylist, not both."},
-                        "wait":{"type":"boolean","default":true,"description":"Wait for the answer. Set false to get a response_id at once, for example to start several deep runs in parallel and collect them later."}},
-                    "required":["query"],
-                    "additionalProperties":false})),
-            )
-            .with_title("Perplexity Agent Research")
-            // Not read-only: it creates billable, cancellable state upstream. The spec
-            // default for destructiveHint becomes true once readOnlyHint is false.
-            .with_annotations(
-                starts_a_run(),
-            ),
-        ),
-        (
-            "perplexity_agent_result",
-            Tool::new(
-                "perplexity_agent_result",
-                "Collect the result of a research run started with perplexity_agent. If the run is still going, reports what it has done so far and how to check again.",
-                schema_object(json!({"type":"object",
-                    "properties":{
-                        "response_id":{"type":"string","description":"The response_id returned by perplexity_agent."},
-                        "wait_seconds":{"type":"integer","minimum":0,"maximum":wait,"default":0,
-                            "description":format!("Seconds to wait for the run to finish; 0 checks once. A larger value is silently CLAMPED to this server's wait budget ({wait}s here; raise it with PERPLEXITY_AGENT_WAIT_SECONDS), never rejected.")}},
-                    "required":["response_id"],
-                    "additionalProperties":false})),
-            )
-            .with_title("Collect Perplexity Research")
-            .with_annotations(ToolAnnotations::new().read_only(true).open_world(true)),
-        ),
-        (
-            "perplexity_agent_cancel",
-            Tool::new(
-                "perplexity_agent_cancel",
-                "Ask Perplexity to stop a research run you no longer need. Perplexity reports no usage for cancelled runs, so this cannot tell whether cancelling changed your bill.",
-                schema_object(json!({"type":"object",
-                    "properties":{
-                        "response_id":{"type":"string","description":"The response_id returned by perplexity_agent."}},
-                    "required":["response_id"],
-                    "additionalProperties":false})),
-            )
-            .with_title("Cancel Perplexity Research")
-            .with_annotations(
-                ToolAnnotations::new()
-                    .read_only(false)
-                    .destructive(true)
-                    .idempotent(false)
-                    .open_world(true),
-            ),
-        ),
-    ]
+    Tool::new(
+        name,
+        "Collect the result of a research run started with perplexity_agent. If the run is still going, reports what it has done so far and how to check again.",
+        schema_object(json!({"type":"object",
+            "properties":{
+                "response_id":{"type":"string","description":"The response_id returned by perplexity_agent."},
+                "wait_seconds":{"type":"integer","minimum":0,"maximum":wait,"default":0,
+                    "description":format!("Seconds to wait for the run to finish; 0 checks once. A larger value is silently CLAMPED to this server's wait budget ({wait}s here; raise it with PERPLEXITY_AGENT_WAIT_SECONDS), never rejected.")}},
+            "required":["response_id"],
+            "additionalProperties":false})),
+    )
+    .with_title("Collect Perplexity Research")
+    .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
+}
+
+pub fn cancel_definition(name: &'static str) -> rmcp::model::Tool {
+    use rmcp::model::{Tool, ToolAnnotations};
+    Tool::new(
+        name,
+        "Ask Perplexity to stop a research run you no longer need. Perplexity reports no usage for cancelled runs, so this cannot tell whether cancelling changed your bill.",
+        schema_object(json!({"type":"object",
+            "properties":{
+                "response_id":{"type":"string","description":"The response_id returned by perplexity_agent."}},
+            "required":["response_id"],
+            "additionalProperties":false})),
+    )
+    .with_title("Cancel Perplexity Research")
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(false)
+            .destructive(true)
+            .idempotent(false)
+            .open_world(true),
+    )
 }
 
 /// A validated research request, whichever front end it came from.

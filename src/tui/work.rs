@@ -405,7 +405,7 @@ pub async fn call(tools: &Tools, name: &str, args: Value) -> ToolOutput {
 
 async fn call_with(tools: &Tools, name: &str, args: Value, ctx: &CallContext) -> ToolOutput {
     let args = args.as_object().cloned().unwrap_or_default();
-    let admitted = match tools.accept(FrontEnd::Tui, name, &args) {
+    let admitted = match tools.accept(FrontEnd::Tui, name, &args, None) {
         Ok(a) => a,
         Err(refusal) => return refusal.output(),
     };

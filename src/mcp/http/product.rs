@@ -51,10 +51,9 @@ impl Product {
     fn call(&self, job: CallJob, out: Outbound) -> Handled {
         let dispatcher = self.dispatcher.clone();
         let tools = dispatcher.tools().clone();
-        let admitted = match tools
-            .validate(FrontEnd::McpHttp, &job.tool, &job.arguments)
-            .and_then(|validated| tools.admit(validated))
-        {
+        // The HTTP policy caps requests in flight across sessions, before the body is
+        // read; there is no per-connection slot left to take here.
+        let admitted = match tools.accept(FrontEnd::McpHttp, &job.tool, &job.arguments, None) {
             Ok(admitted) => admitted,
             Err(refusal) => {
                 return Handled::Now(Some(dispatcher.call_reply(&job, &refusal.output())));

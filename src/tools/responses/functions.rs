@@ -162,7 +162,7 @@ impl Chain<'_> {
         let params = Value::Object(arguments.clone());
         let pass = match self.guard.admit(self.front_end, &function.name, &params, 1) {
             Ok(pass) => pass,
-            Err(refusal) => return error("rate_limited", refusal.message().to_owned()),
+            Err(refusal) => return error("rate_limited", refusal.message()),
         };
         let result = self.gateway.call(&function.name, arguments).await;
         let output = ToolOutput {

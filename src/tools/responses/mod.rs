@@ -63,38 +63,34 @@ impl Snapshot {
     }
 }
 
-pub fn definitions(wait: u64) -> Vec<(&'static str, rmcp::model::Tool)> {
+pub fn create_definition(name: &'static str) -> rmcp::model::Tool {
+    use rmcp::model::Tool;
+    Tool::new(
+        name,
+        "The full Perplexity Agent API: input as text or messages (with images and function results), a model, a fallback chain of models or a preset, instructions, reasoning effort, a JSON-schema response format, tools (web_search with filters, fetch_url, finance_search, people_search, your own functions), step and token limits, and continuation with previous_response_id. Function calls come back to you with their call_id: run them and continue with function_call_output items and previous_response_id. Waits for the answer like perplexity_agent; a longer run hands back a response_id to collect with responses_retrieve.",
+        schema_object(request::input_schema()),
+    )
+    .with_title("Perplexity Agent API (full surface)")
+    .with_raw_output_schema(schema_object(render::output_schema()))
+    .with_annotations(starts_a_run())
+}
+
+pub fn retrieve_definition(name: &'static str, wait: u64) -> rmcp::model::Tool {
     use rmcp::model::{Tool, ToolAnnotations};
-    vec![
-        (
-            "responses_create",
-            Tool::new(
-                "responses_create",
-                "The full Perplexity Agent API: input as text or messages (with images and function results), a model, a fallback chain of models or a preset, instructions, reasoning effort, a JSON-schema response format, tools (web_search with filters, fetch_url, finance_search, people_search, your own functions), step and token limits, and continuation with previous_response_id. Function calls come back to you with their call_id: run them and continue with function_call_output items and previous_response_id. Waits for the answer like perplexity_agent; a longer run hands back a response_id to collect with responses_retrieve.",
-                schema_object(request::input_schema()),
-            )
-            .with_title("Perplexity Agent API (full surface)")
-            .with_raw_output_schema(schema_object(render::output_schema()))
-            .with_annotations(starts_a_run()),
-        ),
-        (
-            "responses_retrieve",
-            Tool::new(
-                "responses_retrieve",
-                "Read a response by its response_id: the snapshot kept locally after responses_create, else Perplexity's copy (kept locally once finished). Pass wait_seconds to wait for a run that is still going.",
-                schema_object(json!({"type":"object",
-                    "properties":{
-                        "response_id":{"type":"string","description":"The response_id returned by responses_create."},
-                        "wait_seconds":{"type":"integer","minimum":0,"maximum":wait,"default":0,
-                            "description":format!("Seconds to wait for a run that is still going; 0 checks once. A larger value is clamped to this server's wait budget ({wait}s here).")}},
-                    "required":["response_id"],
-                    "additionalProperties":false})),
-            )
-            .with_title("Read a Perplexity Response")
-            .with_raw_output_schema(schema_object(render::output_schema()))
-            .with_annotations(ToolAnnotations::new().read_only(true).open_world(true)),
-        ),
-    ]
+    Tool::new(
+        name,
+        "Read a response by its response_id: the snapshot kept locally after responses_create, else Perplexity's copy (kept locally once finished). Pass wait_seconds to wait for a run that is still going.",
+        schema_object(json!({"type":"object",
+            "properties":{
+                "response_id":{"type":"string","description":"The response_id returned by responses_create."},
+                "wait_seconds":{"type":"integer","minimum":0,"maximum":wait,"default":0,
+                    "description":format!("Seconds to wait for a run that is still going; 0 checks once. A larger value is clamped to this server's wait budget ({wait}s here).")}},
+            "required":["response_id"],
+            "additionalProperties":false})),
+    )
+    .with_title("Read a Perplexity Response")
+    .with_raw_output_schema(schema_object(render::output_schema()))
+    .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
 }
 
 /// A validated `responses_retrieve` call.
