@@ -130,3 +130,32 @@ fn sigterm_ends_waits_promptly() {
     assert!(s.drain().is_empty(), "nothing written for abandoned calls");
     assert!(!fake.requests().iter().any(|r| r.path.ends_with("/cancel")));
 }
+
+#[test]
+fn the_call_past_the_slot_cap_is_refused_at_once_without_a_rate_token() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 4000}));
+    let mut env = env_for(&fake);
+    env.push(("PERPLEXITY_RATE_PER_MINUTE".into(), "1".into()));
+    env.push(("PERPLEXITY_RATE_BURST".into(), "65".into()));
+    let mut s = Server::start(&env);
+    // 64 slots: the 65th call is refused in order, before anything upstream.
+    for id in 1..=65 {
+        s.send(&call(id, "perplexity_agent", json!({"query": "slow"})));
+    }
+    let started = Instant::now();
+    let (refused, _) = s.recv_response(&json!(65));
+    let (text, is_error) = tool_text(&refused);
+    assert!(is_error);
+    assert_eq!(
+        text,
+        "This server is already handling 64 tool calls. Retry when one of them has finished."
+    );
+    assert!(started.elapsed() < Duration::from_secs(2), "refused at once");
+    // The busy refusal took no token: a 66th call, once the slots free up, is admitted
+    // with the burst's last token.
+    for _ in 1..=64 {
+        assert!(!tool_text(&s.recv()).1);
+    }
+    let last = s.request(&call(66, "perplexity_agent", json!({"query": "q"})));
+    assert!(!tool_text(&last).1, "{last}");
+}
