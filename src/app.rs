@@ -1,14 +1,17 @@
-//! The composition root: every service built once — the Perplexity client, the guard and
-//! the tools (with their fetcher and store handle) — for `serve`, the CLI and the TUI
-//! alike. Only this file and the front ends know them all; each library module builds
+//! The composition root: every service built once — the Perplexity client, the guard, the
+//! fetcher, the store handle and the tools over them — for `serve`, the CLI and the TUI
+//! alike (`serve` adds the gateway once its servers are up). Only this file and the front ends know them all; each library module builds
 //! from its own config type.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::Config;
+use crate::fetch::{Fetcher, SystemResolver};
 use crate::guard::Guard;
 use crate::perplexity::client::PerplexityClient;
-use crate::tools::Tools;
+use crate::store::StoreHandle;
+use crate::tools::{Parts, Tools};
 
 pub struct Services {
     pub guard: Arc<Guard>,
@@ -27,7 +30,14 @@ impl Services {
             &config.guard,
             crate::perplexity::key::secrets_to_scrub,
         )?);
-        let tools = Tools::new(config, client, guard.clone());
+        let parts = Parts {
+            client,
+            fetcher: Arc::new(Fetcher::new(config.fetch.clone(), Arc::new(SystemResolver))),
+            guard: guard.clone(),
+            store: Arc::new(StoreHandle::new(config.store.clone())),
+        };
+        let wait = Duration::from_secs(config.wait_seconds);
+        let tools = Tools::new(&config.tools, wait, parts);
         Ok(Services { guard, tools })
     }
 }

@@ -31,7 +31,6 @@ const FLOORS: &[(&str, &[&str])] = &[
         "tools",
         &[
             "call",
-            "config",
             "fetch",
             "gateway",
             "guard",
@@ -47,11 +46,15 @@ const FLOORS: &[(&str, &[&str])] = &[
         &["fetch", "gateway", "guard", "perplexity", "store", "tools"],
     ),
     // The composition root.
-    ("app", &["config", "guard", "perplexity", "tools"]),
+    (
+        "app",
+        &["config", "fetch", "guard", "perplexity", "store", "tools"],
+    ),
     // Front ends.
     (
         "mcp",
         &[
+            "app",
             "call",
             "config",
             "guard",

@@ -485,9 +485,8 @@ mod tests {
     #[test]
     fn the_cached_tool_list_is_the_same_reply() {
         let config = crate::config::Config::from_lookup(|_| None, None).unwrap();
-        let client = Arc::new(crate::perplexity::PerplexityClient::new(&config.api).unwrap());
-        let guard = Arc::new(crate::guard::Guard::new(&config.guard, Vec::new).unwrap());
-        let dispatcher = Dispatcher::new(Arc::new(Tools::new(&config, client, guard)));
+        let services = crate::app::Services::build(&config).unwrap();
+        let dispatcher = Dispatcher::new(Arc::new(services.tools));
         for (era, id) in [
             (Era::Legacy, json!(7)),
             (Era::Modern, json!("x\"y")),

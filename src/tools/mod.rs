@@ -25,8 +25,7 @@ use futures_util::FutureExt;
 use serde_json::Value;
 
 use crate::call::{CallFacts, FrontEnd, Refusal, Slot, Slots, ToolOutput};
-use crate::config::Config;
-use crate::fetch::{Fetcher, SystemResolver};
+use crate::fetch::Fetcher;
 use crate::gateway::Gateway;
 use crate::guard::{Guard, Pass, injection};
 use crate::perplexity::PerplexityClient;
@@ -153,11 +152,21 @@ pub struct Tools {
     names: Vec<&'static str>,
 }
 
+/// The services tool calls use, each built once by the composition root (`app.rs`).
+pub struct Parts {
+    pub client: Arc<PerplexityClient>,
+    pub fetcher: Arc<Fetcher>,
+    pub guard: Arc<Guard>,
+    pub store: Arc<StoreHandle>,
+}
+
 impl Tools {
-    pub fn new(config: &Config, client: Arc<PerplexityClient>, guard: Arc<Guard>) -> Self {
-        let enabled: Vec<_> = registry::definitions(config.wait_seconds)
+    /// The tools of `selection`; `wait` is the wait budget of calls whose front end does
+    /// not choose one (the schemas quote it).
+    pub fn new(selection: &ToolSelection, wait: Duration, parts: Parts) -> Self {
+        let enabled: Vec<_> = registry::definitions(wait.as_secs())
             .into_iter()
-            .filter(|(name, _)| config.tools.contains(name))
+            .filter(|(name, _)| selection.contains(name))
             .collect();
         let list = Value::Array(
             enabled
@@ -165,14 +174,20 @@ impl Tools {
                 .map(|(_, tool)| serde_json::to_value(tool).unwrap_or(Value::Null))
                 .collect(),
         );
+        let Parts {
+            client,
+            fetcher,
+            guard,
+            store,
+        } = parts;
         Tools {
             client,
-            fetcher: Arc::new(Fetcher::new(config.fetch.clone(), Arc::new(SystemResolver))),
+            fetcher,
             guard,
-            store: Arc::new(StoreHandle::new(config.store.clone())),
+            store,
             gateway: None,
-            wait: Duration::from_secs(config.wait_seconds),
-            reference_texts: config.tools.is_reference(),
+            wait,
+            reference_texts: selection.is_reference(),
             list,
             names: enabled.iter().map(|(name, _)| *name).collect(),
         }

@@ -150,7 +150,10 @@ fn the_call_past_the_slot_cap_is_refused_at_once_without_a_rate_token() {
         text,
         "This server is already handling 64 tool calls. Retry when one of them has finished."
     );
-    assert!(started.elapsed() < Duration::from_secs(2), "refused at once");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once"
+    );
     // The busy refusal took no token: a 66th call, once the slots free up, is admitted
     // with the burst's last token.
     for _ in 1..=64 {
