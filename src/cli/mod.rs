@@ -21,9 +21,10 @@ use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, HttpConfig, MAX_WAIT_SE
 use crate::guard::Guard;
 use crate::perplexity::PerplexityClient;
 use crate::text::py_strip;
-use crate::tools::{CallContext, Done, Outcome, Tools};
+use crate::tools::{CallContext, Done, Outcome, RunIds, Tools};
 use output::{CliProgress, Exit, Style};
 use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -277,7 +278,7 @@ fn usage_error(message: &str) -> i32 {
 }
 
 fn progress_for(json: bool) -> CliProgress {
-    CliProgress::new(std::io::stderr().is_terminal() && !json)
+    CliProgress::new(std::io::stderr().is_terminal() && !json, json)
 }
 
 async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> i32 {
@@ -333,12 +334,21 @@ async fn call(
             });
         }
     };
+    // Ctrl-C or SIGTERM stops the wait, never the run upstream (the lines printed then
+    // say how to collect or stop it).
+    let interrupt = CancellationToken::new();
+    crate::signals::watch(interrupt.clone());
+    let run_ids = match &progress {
+        Some(p) => RunIds::forwarding(p.clone()),
+        None => RunIds::default(),
+    };
     let ctx = CallContext {
         progress: progress
             .clone()
             .map(|p| p as Arc<dyn crate::perplexity::wait::ProgressSink>),
+        run_ids: Arc::new(run_ids),
+        cancel: interrupt,
         wait: wait.map(Duration::from_secs),
-        ..CallContext::default()
     };
     let done = tools.complete(admitted, &ctx).await;
     finish();
@@ -349,8 +359,10 @@ async fn call(
             ..
         }) => Err(output::fail(Exit::Failed, &output.text)),
         Some(done) => Ok((done.outcome, done.full)),
-        // Nothing cancels a CLI call's context.
-        None => Err(Exit::Failed as i32),
+        None => {
+            let json = progress.as_ref().is_some_and(|p| p.json());
+            Err(output::interrupted(&ctx.run_ids.snapshot(), json))
+        }
     }
 }
 

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use crate::guard::spotlight::spotlight;
 use crate::perplexity::ApiError;
 use crate::perplexity::agent::CancelOutcome;
-use crate::perplexity::wait::{ProgressSink, WaitError, WaitErrorKind};
+use crate::perplexity::wait::{ProgressSink, RunIdSink, WaitError, WaitErrorKind};
 use crate::text::inert_line;
 use crate::tools::render;
 use crate::tools::research::ResearchOutcome;
@@ -67,13 +67,16 @@ impl Style {
 pub struct CliProgress {
     spinner: Option<ProgressBar>,
     quiet: Mutex<bool>,
+    /// `--json`: an interruption is reported as JSON on stdout too.
+    json: bool,
 }
 
 impl CliProgress {
-    pub fn new(terminal: bool) -> Self {
+    pub fn new(terminal: bool, json: bool) -> Self {
         let spinner = terminal.then(|| {
             let bar = ProgressBar::new_spinner();
-            if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}") {
+            // The clock counts up on its own: Perplexity's progress comes only with polls.
+            if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed} {prefix}{msg}") {
                 bar.set_style(style);
             }
             bar.set_message("starting research…");
@@ -83,7 +86,12 @@ impl CliProgress {
         CliProgress {
             spinner,
             quiet: Mutex::new(false),
+            json,
         }
+    }
+
+    pub fn json(&self) -> bool {
+        self.json
     }
 
     pub fn finish(&self) {
@@ -102,11 +110,67 @@ impl ProgressSink for CliProgress {
             return;
         }
         match &self.spinner {
-            Some(bar) => bar.set_message(summary.to_owned()),
+            // The spinner's clock shows the time; the summary's own stops between polls.
+            Some(bar) => bar.set_message(without_elapsed(summary)),
             None => note!("{PREFIX} {summary}"),
         }
     }
 }
+
+/// The run's id is shown from the moment it exists: a person who interrupts, or whose
+/// terminal dies, can still collect or stop the run that keeps billing.
+impl RunIdSink for CliProgress {
+    fn run_id(&self, id: &str) {
+        if self.quiet.lock().map(|q| *q).unwrap_or(true) {
+            return;
+        }
+        match &self.spinner {
+            Some(bar) => bar.set_prefix(format!("{id} · ")),
+            None => note!("{PREFIX} research run {id} started"),
+        }
+    }
+}
+
+/// `status x after 12s; …` → `status x; …`.
+fn without_elapsed(summary: &str) -> String {
+    match summary.split_once(" after ") {
+        Some((head, tail)) => match tail.split_once("s;") {
+            Some((secs, rest)) if secs.bytes().all(|b| b.is_ascii_digit()) => {
+                format!("{head};{rest}")
+            }
+            _ => summary.to_owned(),
+        },
+        None => summary.to_owned(),
+    }
+}
+
+/// After SIGINT or SIGTERM (exit 130). The runs the call started keep going upstream,
+/// and billing, so each is named with how to collect or stop it: the lines of a wait
+/// that ran out.
+pub fn interrupted(ids: &[String], json: bool) -> i32 {
+    if ids.is_empty() {
+        note!("perplexity-agent: interrupted.");
+    }
+    for id in ids {
+        if json {
+            say!(
+                "{}",
+                json!({"response_id": id, "status": "interrupted", "still_running": true})
+            );
+        } else {
+            say!("{id}");
+            note!(
+                "Interrupted; research run {id} may still be running on Perplexity's side and will finish whether or not anyone collects it."
+            );
+            note!("Collect it with: perplexity-agent result {id} --wait 300");
+            note!("Stop it with:    perplexity-agent cancel {id}");
+        }
+    }
+    INTERRUPTED
+}
+
+/// The shell's code for a process ended by SIGINT (128 + 2).
+pub const INTERRUPTED: i32 = 130;
 
 /// Prints an outcome and returns the exit code. `waited` is the wait in seconds.
 pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {

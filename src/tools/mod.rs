@@ -41,16 +41,27 @@ pub const UNEXPECTED_FAILURE: &str = "The tool failed unexpectedly. Check the se
 
 /// Remembers the research runs a call created or touched, so an abandoned call
 /// (cancelled by the client, or cut by shutdown) can still say which run to collect.
-#[derive(Debug, Default)]
-pub struct RunIds(Mutex<Vec<String>>);
+#[derive(Default)]
+pub struct RunIds {
+    ids: Mutex<Vec<String>>,
+    /// Also told each new id (the CLI shows it while the call waits).
+    also: Option<Arc<dyn RunIdSink>>,
+}
 
 impl RunIds {
+    pub fn forwarding(also: Arc<dyn RunIdSink>) -> Self {
+        RunIds {
+            ids: Mutex::default(),
+            also: Some(also),
+        }
+    }
+
     pub fn snapshot(&self) -> Vec<String> {
-        self.0.lock().map(|ids| ids.clone()).unwrap_or_default()
+        self.ids.lock().map(|ids| ids.clone()).unwrap_or_default()
     }
 
     pub fn take(&self) -> Vec<String> {
-        self.0
+        self.ids
             .lock()
             .map(|mut ids| std::mem::take(&mut *ids))
             .unwrap_or_default()
@@ -59,10 +70,15 @@ impl RunIds {
 
 impl RunIdSink for RunIds {
     fn run_id(&self, id: &str) {
-        if let Ok(mut ids) = self.0.lock()
-            && !ids.iter().any(|known| known == id)
-        {
-            ids.push(id.to_owned());
+        let new = self.ids.lock().is_ok_and(|mut ids| {
+            let new = !ids.iter().any(|known| known == id);
+            if new {
+                ids.push(id.to_owned());
+            }
+            new
+        });
+        if let (true, Some(also)) = (new, &self.also) {
+            also.run_id(id);
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The command line as a subprocess: answer on stdout, progress on stderr, exit codes.
 
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -219,4 +220,71 @@ fn ask_is_bound_and_worded_like_the_mcp_tool() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--domains"), "{stderr}");
     assert!(fake.requests().is_empty(), "refusals send nothing");
+}
+
+/// Ctrl-C during `ask` (issue 16): the run keeps billing upstream, so its id is on stderr
+/// from the moment it exists, and the interruption prints how to collect or stop it.
+#[test]
+fn ctrl_c_during_ask_names_the_run_and_exits_130() {
+    use std::io::{BufRead, BufReader, Read};
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 20000}));
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(["ask", "a slow question"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env_for(&fake) {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    // The id is announced before the answer could be: the run exists, the wait goes on.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !seen.contains("research run") && Instant::now() < deadline {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    let id = fake
+        .runs()
+        .first()
+        .map(|r| r.id.clone())
+        .expect("a run was created");
+    assert!(
+        seen.contains(&format!("research run {id} started")),
+        "{seen}"
+    );
+    let started = Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    stderr.read_to_string(&mut seen).unwrap();
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "prompt exit");
+    assert_eq!(status.code(), Some(130), "{seen}");
+    assert_eq!(stdout.trim(), id);
+    assert!(
+        seen.contains(&format!(
+            "Collect it with: perplexity-agent result {id} --wait 300"
+        )),
+        "{seen}"
+    );
+    assert!(seen.contains(&format!("Stop it with:    perplexity-agent cancel {id}")));
+    assert!(!seen.contains(KEY));
+    // Interrupting the wait never cancels the paid run.
+    assert!(!fake.requests().iter().any(|r| r.path.ends_with("/cancel")));
 }
