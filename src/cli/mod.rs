@@ -299,7 +299,7 @@ async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> i32 {
         Some(t) => (t as u64).min(MAX_WAIT_SECONDS),
     };
     let style = Style::new(args.json, args.spotlight);
-    let progress = progress_for(args.json);
+    let progress = progress_for(args.json).announcing();
     match call(tools, ASK_TOOL, &params, Some(timeout), Some(progress)).await {
         Ok((Outcome::Research(outcome), _)) => output::outcome(&outcome, style, timeout),
         Ok(_) => Exit::Failed as i32,
@@ -512,7 +512,7 @@ async fn research_command(args: ResearchArgs, tools: &Tools) -> i32 {
     let mut params = Map::new();
     params.insert("question".into(), json!(args.question.join(" ")));
     params.insert("num_subquestions".into(), json!(args.subquestions));
-    let progress = progress_for(args.json);
+    let progress = progress_for(args.json).announcing();
     let wait = args.timeout.clamp(1, MAX_WAIT_SECONDS);
     match call(tools, "deep_research", &params, Some(wait), Some(progress)).await {
         Ok((_, full)) => output::report(&full, args.json),

@@ -69,6 +69,9 @@ pub struct CliProgress {
     quiet: Mutex<bool>,
     /// `--json`: an interruption is reported as JSON on stdout too.
     json: bool,
+    /// Name each run as it is created (the commands that start runs; `result` was given
+    /// its id).
+    announce: bool,
 }
 
 impl CliProgress {
@@ -87,6 +90,15 @@ impl CliProgress {
             spinner,
             quiet: Mutex::new(false),
             json,
+            announce: false,
+        }
+    }
+
+    /// For commands that start runs: each is named the moment it exists.
+    pub fn announcing(self) -> Self {
+        CliProgress {
+            announce: true,
+            ..self
         }
     }
 
@@ -121,7 +133,7 @@ impl ProgressSink for CliProgress {
 /// terminal dies, can still collect or stop the run that keeps billing.
 impl RunIdSink for CliProgress {
     fn run_id(&self, id: &str) {
-        if self.quiet.lock().map(|q| *q).unwrap_or(true) {
+        if !self.announce || self.quiet.lock().map(|q| *q).unwrap_or(true) {
             return;
         }
         match &self.spinner {

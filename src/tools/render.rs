@@ -163,6 +163,11 @@ pub fn with_run_hint(error: &WaitError, mut text: String, how: impl Fn(&str) -> 
         return text;
     }
     if let Some(id) = &error.run_id {
+        // 404 is the official "no such run": saying it may still be running would invite
+        // a model to poll for ever.
+        if matches!(&error.kind, WaitErrorKind::Api(api) if api.http_status() == Some(404)) {
+            return no_such_run(id, "collect");
+        }
         text.push_str(&format!(
             " \u{2014} run {id} may still be running; {}",
             how(id)
@@ -173,6 +178,14 @@ pub fn with_run_hint(error: &WaitError, mut text: String, how: impl Fn(&str) -> 
         );
     }
     text
+}
+
+/// The answer for an id Perplexity does not know (HTTP 404); `what` is the verb that
+/// cannot be done (`collect`, `cancel`).
+pub fn no_such_run(id: &str, what: &str) -> String {
+    format!(
+        "No research run {id} exists for this API key (a wrong id, another account's run, a run created with store: false, or one that has expired): there is nothing to {what}."
+    )
 }
 
 /// True when the request never left (no key, an unsendable key, no HTTPS client): no suffix,

@@ -489,9 +489,7 @@ pub fn render_cancel(id: &str, outcome: Result<CancelOutcome, ApiError>) -> Tool
         // 404 is the official "no such run": say so, and do not invite a retry.
         Ok(CancelOutcome::NoSuchRun) => ToolOutput {
             not_found: true,
-            ..ToolOutput::error(format!(
-                "No research run {id} exists for this API key (a wrong id, another account's run, a run created with store: false, or one that has expired): there is nothing to cancel."
-            ))
+            ..ToolOutput::error(render::no_such_run(id, "cancel"))
         },
         // The cancel itself failed (a 503 storm, a dropped connection): the run may well
         // still be running and billing, so say which and how to check or try again.

@@ -288,3 +288,17 @@ fn ctrl_c_during_ask_names_the_run_and_exits_130() {
     // Interrupting the wait never cancels the paid run.
     assert!(!fake.requests().iter().any(|r| r.path.ends_with("/cancel")));
 }
+
+/// An id Perplexity does not know is said to be unknown, without an invitation to keep
+/// collecting it (issue 16).
+#[test]
+fn result_of_an_unknown_id_says_there_is_no_such_run() {
+    let fake = FakePerplexity::start();
+    let (stdout, stderr, code) = run_cli(&["result", "resp_doesnotexist"], &env_for(&fake));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stdout.is_empty());
+    assert_eq!(
+        stderr.trim(),
+        "perplexity-agent: No research run resp_doesnotexist exists for this API key (a wrong id, another account's run, a run created with store: false, or one that has expired): there is nothing to collect."
+    );
+}

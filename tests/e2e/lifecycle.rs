@@ -529,9 +529,12 @@ fn errors_after_create_carry_the_response_id() {
         "perplexity_agent_result",
         json!({"response_id": id}),
     )));
-    assert!(
-        text.starts_with("Perplexity returned HTTP 404. \u{2014} run "),
-        "{text}"
+    // 404 is "no such run": no invitation to poll again (issue 16).
+    assert_eq!(
+        text,
+        format!(
+            "No research run {id} exists for this API key (a wrong id, another account's run, a run created with store: false, or one that has expired): there is nothing to collect."
+        )
     );
 }
 

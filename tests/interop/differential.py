@@ -232,6 +232,13 @@ DOCUMENTED: dict[str, Allowance] = {
         lambda o, p: (_text(o) or "").startswith("No research run ") and o[0]["result"].get("isError") is True
         and _text(p) is not None and p[0]["result"].get("isError") is True,
     ),
+    # A result's 404 likewise (issue 16 item 4): ours says there is no such run instead of
+    # "may still be running; collect it with …", which would invite polling for ever.
+    "no-such-run": Allowance(
+        "contract §5 row 13, issue 16", "result 404: ours 'No research run … exists', peer the upstream error",
+        lambda o, p: (_text(o) or "").startswith("No research run ") and o[0]["result"].get("isError") is True
+        and _text(p) is not None and p[0]["result"].get("isError") is True,
+    ),
     # Ids that are not strings or numbers (objects, arrays, booleans) are refused with
     # -32600 and id null (issue 14; MCP types ids as string or integer); the peer echoes
     # them and answers.
@@ -959,7 +966,7 @@ def cases() -> list[Case]:
              [call(1, RESULT, {"response_id": "{RUN}"})], seeds=[Seed("RUN", {"duration_ms": 60000})],
              faults=[{"route": "get", "status": 401, "json": {"error": {"message": "Invalid API key", "code": 401}}}]))
     add(Case("result: unknown id (404 from upstream)", "AT §6.5, §15.1",
-             [call(1, RESULT, {"response_id": "resp_doesnotexist000000000"})]))
+             [In(call(1, RESULT, {"response_id": "resp_doesnotexist000000000"}), "no-such-run")]))
     add(Case("result: GET redirect refused", "AT §6.4",
              [call(1, RESULT, {"response_id": "{RUN}"})], seeds=[Seed("RUN", {"duration_ms": 60000})],
              faults=[{"route": "get", "kind": "redirect", "status": 301}]))
