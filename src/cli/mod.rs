@@ -196,9 +196,14 @@ pub struct CancelArgs {
 /// Runs a CLI command; returns the process exit code.
 pub async fn run(command: Command, config: Config) -> i32 {
     if let Some(allowed) = config.fetch.allow_private.lifted() {
-        tracing::warn!(
+        let warning = format!(
             "PERPLEXITY_FETCH_ALLOW_PRIVATE={allowed}: the page fetcher may reach these non-public addresses"
         );
+        // A server's log line; a person at a terminal gets a sentence.
+        match command {
+            Command::Serve(_) | Command::Tui => tracing::warn!("{warning}"),
+            _ => output::warn(&warning),
+        }
     }
     let services = match crate::app::Services::build(&config) {
         Ok(services) => services,
@@ -210,7 +215,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Command::Ask(args) => ask(args, &tools, &guard).await,
         Command::Result(args) => result(args, &tools).await,
         Command::Cancel(args) => cancel(args, &tools).await,
-        Command::Fetch(args) => fetch(args, &tools).await,
+        Command::Fetch(args) => fetch(args, &tools, &guard).await,
         Command::Search(args) => search(args, &tools, config.wait_seconds).await,
         Command::Research(args) => research_command(args, &tools).await,
         Command::Models(args) => models(args, tools.client(), &guard, config.wait_seconds).await,
@@ -394,7 +399,11 @@ fn ask_arguments(args: &AskArgs) -> Map<String, Value> {
 /// A validation message in the names a person typed: `'preset'` is `--preset` here, and
 /// the positional words are "the query" (ask, search) and "the question" (research).
 fn cli_names(message: &str) -> String {
-    const NAMES: [(&str, &str); 12] = [
+    const NAMES: [(&str, &str); 14] = [
+        (
+            "the identifier returned by perplexity_agent",
+            "the id that `perplexity-agent ask` printed",
+        ),
         ("'query'", "the query"),
         ("'preset'", "--preset"),
         ("'recency'", "--recency"),
@@ -403,6 +412,7 @@ fn cli_names(message: &str) -> String {
         ("'wait'", "--no-wait"),
         ("'max_results'", "--max-results"),
         ("'search_mode'", "--mode"),
+        ("'urls' accepts at most", "fetch takes at most"),
         ("'urls'", "the URLs"),
         ("'max_urls'", "the number of URLs"),
         ("'question'", "the question"),
@@ -468,7 +478,21 @@ async fn models(args: ModelsArgs, client: &PerplexityClient, guard: &Arc<Guard>,
     output::models(listed, args.json)
 }
 
-async fn fetch(args: FetchArgs, tools: &Tools) -> i32 {
+async fn fetch(args: FetchArgs, tools: &Tools, guard: &Guard) -> i32 {
+    // Something that is not a web address at all is a typing mistake (exit 2), not a
+    // page that failed to load (exit 1).
+    for arg in &args.urls {
+        let web = url::Url::parse(arg).is_ok_and(|u| matches!(u.scheme(), "http" | "https"));
+        if !web {
+            let message = format!(
+                "'{}' is not a web address: fetch takes http:// or https:// URLs (did you mean https://{}?).",
+                crate::text::inert_line(arg),
+                crate::text::inert_line(arg.trim_start_matches('/'))
+            );
+            let params = json!({ "urls": args.urls });
+            return rejected(guard, "fetch_url", &params, &message);
+        }
+    }
     let mut params = Map::new();
     params.insert("urls".into(), json!(args.urls));
     params.insert("max_urls".into(), json!(args.urls.len()));
@@ -515,7 +539,8 @@ async fn research_command(args: ResearchArgs, tools: &Tools) -> i32 {
     let progress = progress_for(args.json).announcing();
     let wait = args.timeout.clamp(1, MAX_WAIT_SECONDS);
     match call(tools, "deep_research", &params, Some(wait), Some(progress)).await {
-        Ok((_, full)) => output::report(&full, args.json),
+        Ok((Outcome::Report(stop), full)) => output::report(&full, stop.as_ref(), args.json),
+        Ok(_) => Exit::Failed as i32,
         Err(code) => code,
     }
 }

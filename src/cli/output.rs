@@ -45,6 +45,10 @@ pub enum Exit {
     Config = 4,
 }
 
+pub fn warn(message: &str) {
+    note!("perplexity-agent: warning: {message}");
+}
+
 pub fn fail(exit: Exit, message: &str) -> i32 {
     note!("perplexity-agent: {message}");
     exit as i32
@@ -174,11 +178,16 @@ pub fn interrupted(ids: &[String], json: bool) -> i32 {
             note!(
                 "Interrupted; research run {id} may still be running on Perplexity's side and will finish whether or not anyone collects it."
             );
-            note!("Collect it with: perplexity-agent result {id} --wait 300");
-            note!("Stop it with:    perplexity-agent cancel {id}");
+            collect_lines(id);
         }
     }
     INTERRUPTED
+}
+
+/// How to come back to a run that goes on without us.
+fn collect_lines(id: &str) {
+    note!("Collect it with: perplexity-agent result {id} --wait 300");
+    note!("Stop it with:    perplexity-agent cancel {id}");
 }
 
 /// The shell's code for a process ended by SIGINT (128 + 2).
@@ -257,8 +266,7 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
                         "Waited {waited}s; research run {id} is still running on Perplexity's side and will finish whether or not anyone collects it ({progress_text})."
                     );
                 }
-                note!("Collect it with: perplexity-agent result {id} --wait 300");
-                note!("Stop it with:    perplexity-agent cancel {id}");
+                collect_lines(id);
             }
             Exit::StillRunning as i32
         }
@@ -281,13 +289,22 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
     }
 }
 
-/// A wait error phrased for a shell user (commands instead of tool names).
-fn error_text(error: &WaitError) -> String {
-    let text = match &error.kind {
-        WaitErrorKind::Api(ApiError::MissingKey) => {
+/// An API error phrased for a shell user: the key's fix is the shell's, not an MCP
+/// client's configuration.
+fn api_error_text(error: &ApiError) -> String {
+    match error {
+        ApiError::MissingKey => {
             "PERPLEXITY_API_KEY is not set. Export it in your shell (export PERPLEXITY_API_KEY=…) and try again."
                 .to_owned()
         }
+        e => e.to_string(),
+    }
+}
+
+/// A wait error phrased for a shell user (commands instead of tool names).
+fn error_text(error: &WaitError) -> String {
+    let text = match &error.kind {
+        WaitErrorKind::Api(api) => api_error_text(api),
         kind => kind.to_string(),
     };
     render::with_run_hint(error, text, |id| {
@@ -397,7 +414,8 @@ pub fn fetched(
             }
         }
     }
-    if fetched.iter().any(|f| f.outcome.is_ok()) {
+    // Every page the command was given, or a failure a script can see.
+    if fetched.iter().all(|f| f.outcome.is_ok()) {
         Exit::Success as i32
     } else {
         Exit::Failed as i32
@@ -413,8 +431,8 @@ pub fn searched(
 ) -> i32 {
     let results = match outcome {
         Ok(results) => results,
-        Err(e) if e.is_key_problem() => return fail(Exit::Config, &e.to_string()),
-        Err(e) => return fail(Exit::Failed, &e.to_string()),
+        Err(e) if e.is_key_problem() => return fail(Exit::Config, &api_error_text(e)),
+        Err(e) => return fail(Exit::Failed, &api_error_text(e)),
     };
     if json {
         say!("{}", rendered.structured.clone().unwrap_or_default());
@@ -454,7 +472,33 @@ pub fn searched(
 
 /// `research`: the report for people (answer, findings, claims with their confidence,
 /// sources, the validation verdict) on stdout; `--json` prints the structured result.
-pub fn report(rendered: &crate::call::ToolOutput, json: bool) -> i32 {
+pub fn report(
+    rendered: &crate::call::ToolOutput,
+    stop: Option<&crate::tools::deep_research::Stop>,
+    json: bool,
+) -> i32 {
+    use crate::tools::deep_research::Stop;
+    match stop {
+        Some(Stop::Searches(e)) if e.is_key_problem() => {
+            return fail(Exit::Config, &api_error_text(e));
+        }
+        Some(Stop::Searches(e)) => return fail(Exit::Failed, &api_error_text(e)),
+        Some(Stop::StillRunning(id)) => {
+            say!("{id}");
+            note!("The report is still being written (run {id}).");
+            collect_lines(id);
+            return Exit::StillRunning as i32;
+        }
+        Some(Stop::Failed(e)) => {
+            let code = if render::is_key_error(e) {
+                Exit::Config
+            } else {
+                Exit::Failed
+            };
+            return fail(code, &error_text(e));
+        }
+        None => {}
+    }
     let Some(report) = rendered.structured.as_ref().filter(|_| !rendered.is_error) else {
         return fail(Exit::Failed, &rendered.text);
     };

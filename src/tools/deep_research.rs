@@ -27,10 +27,11 @@ use super::{schema_object, starts_a_run};
 use crate::call::ToolOutput;
 use crate::guard::injection;
 use crate::guard::spotlight::spotlight;
+use crate::perplexity::ApiError;
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::CreateRun;
 use crate::perplexity::search::{QueryText, SearchHit, SearchQuery};
-use crate::perplexity::wait::{Waited, create_and_wait};
+use crate::perplexity::wait::{WaitError, Waited, create_and_wait};
 use crate::text::{json_integer, py_strip, strings};
 
 pub const DEEP_ARGS: [&str; 5] = [
@@ -262,7 +263,7 @@ pub async fn run(
     call: &DeepCall,
     budget: Duration,
     ctx: &CallContext,
-) -> (ToolOutput, Vec<&'static str>, Option<String>) {
+) -> Report {
     let deadline = Instant::now() + budget;
     let started = Instant::now();
     let stage = |text: String| {
@@ -307,6 +308,7 @@ pub async fn run(
     let mut sources: Vec<SearchHit> = Vec::new();
     let mut seen = HashSet::new();
     let mut failures = 0;
+    let mut last_failure = None;
     for result in searches {
         match result {
             Ok(results) => {
@@ -316,20 +318,24 @@ pub async fn run(
                     }
                 }
             }
-            Err(_) => failures += 1,
+            Err(e) => {
+                failures += 1;
+                last_failure = Some(e);
+            }
         }
     }
     if sources.is_empty() {
+        // A key problem is the whole story, in the words that fix it.
+        if let Some(e) = last_failure.filter(|e| e.is_key_problem() && failures > 0) {
+            return Report::stopped(ToolOutput::error(e.to_string()), Stop::Searches(e));
+        }
         let why = if failures > 0 {
             "every search failed"
         } else {
             "the searches found nothing"
         };
-        return (
-            ToolOutput::error(format!("No sources to write a report from: {why}.")),
-            Vec::new(),
-            None,
-        );
+        let output = ToolOutput::error(format!("No sources to write a report from: {why}."));
+        return Report::new(output, Vec::new(), None);
     }
     let flags = injection::scan(
         sources
@@ -359,40 +365,35 @@ pub async fn run(
         Ok((id, Waited::Terminal(run))) if run.status() == Some("completed") => (id, run),
         Ok((id, Waited::Terminal(run))) => {
             let status = run.status().unwrap_or("unknown").to_owned();
-            return (
-                ToolOutput::error(format!("The report run {id} ended {status}.")),
-                flags,
-                Some(id),
-            );
+            let output = ToolOutput::error(format!("The report run {id} ended {status}."));
+            return Report::new(output, flags, Some(id));
         }
         Ok((id, Waited::Running(_))) => {
-            return (
-                ToolOutput::error(format!(
-                    "The report is still being written (run {id}); collect it with perplexity_agent_result(response_id=\"{id}\")."
-                )),
-                flags,
-                Some(id),
-            );
+            let output = ToolOutput::error(format!(
+                "The report is still being written (run {id}); collect it with perplexity_agent_result(response_id=\"{id}\")."
+            ));
+            return Report {
+                stop: Some(Stop::StillRunning(id.clone())),
+                ..Report::new(output, flags, Some(id))
+            };
         }
         Err(e) => {
-            return (
-                ToolOutput::error(super::render::wait_error(&e)),
-                flags,
-                e.run_id.clone(),
-            );
+            let output = ToolOutput::error(super::render::wait_error(&e));
+            let id = e.run_id.clone();
+            return Report {
+                stop: Some(Stop::Failed(e)),
+                ..Report::new(output, flags, id)
+            };
         }
     };
     stage("validating claims".to_owned());
     let report: Value = match serde_json::from_str(run.answer_text().trim()) {
         Ok(Value::Object(report)) => Value::Object(report),
         _ => {
-            return (
-                ToolOutput::error(format!(
-                    "The report of run {id} is not the JSON that was asked for."
-                )),
-                flags,
-                Some(id),
-            );
+            let output = ToolOutput::error(format!(
+                "The report of run {id} is not the JSON that was asked for."
+            ));
+            return Report::new(output, flags, Some(id));
         }
     };
     let mut output = validated(call, &sources, &report, &flags, &id);
@@ -408,7 +409,44 @@ pub async fn run(
         ),
         _ => {}
     }
-    (output, flags, Some(id))
+    Report::new(output, flags, Some(id))
+}
+
+/// What a `deep_research` call produced: the tool result, the injection flags of its
+/// sources, the report run, and why it stopped short when a front end words that itself.
+pub struct Report {
+    pub output: ToolOutput,
+    pub flags: Vec<&'static str>,
+    pub run_id: Option<String>,
+    pub stop: Option<Stop>,
+}
+
+impl Report {
+    fn new(output: ToolOutput, flags: Vec<&'static str>, run_id: Option<String>) -> Self {
+        Report {
+            output,
+            flags,
+            run_id,
+            stop: None,
+        }
+    }
+
+    fn stopped(output: ToolOutput, stop: Stop) -> Self {
+        Report {
+            stop: Some(stop),
+            ..Report::new(output, Vec::new(), None)
+        }
+    }
+}
+
+/// Why no report came back, typed.
+pub enum Stop {
+    /// Every search failed for this reason (a key problem: no search could succeed).
+    Searches(ApiError),
+    /// The report run outlasted the wait: collect it later.
+    StillRunning(String),
+    /// Writing the report failed.
+    Failed(WaitError),
 }
 
 /// Checks every claim against the retrieved sources and renders the result.

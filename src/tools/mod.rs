@@ -407,15 +407,14 @@ impl Tools {
                 }
                 Call::Deep(call) => {
                     let budget = Duration::from_secs(wait);
-                    let (output, flags, id) =
-                        deep_research::run(&self.client, call, budget, ctx).await;
-                    typed = Outcome::Report;
+                    let report = deep_research::run(&self.client, call, budget, ctx).await;
+                    typed = Outcome::Report(report.stop);
                     let facts = CallFacts {
-                        run_id: id,
-                        security_flags: flags,
+                        run_id: report.run_id,
+                        security_flags: report.flags,
                         ..CallFacts::default()
                     };
-                    (output, facts)
+                    (report.output, facts)
                 }
                 Call::Create(call) => match (&self.gateway, call.auto_execute) {
                     (Some(gateway), true) => {
@@ -534,8 +533,9 @@ pub enum Outcome {
     },
     Search(Result<crate::perplexity::search::SearchResults, crate::perplexity::error::ApiError>),
     Fetch(Vec<fetch::Fetched>),
-    /// A `deep_research` report: its structured result is the outcome.
-    Report,
+    /// A `deep_research` report: its structured result is the outcome, or why it
+    /// stopped short.
+    Report(Option<deep_research::Stop>),
     /// Tools whose output is their only rendering (and a contained panic).
     Output,
 }

@@ -302,3 +302,93 @@ fn result_of_an_unknown_id_says_there_is_no_such_run() {
         "perplexity-agent: No research run resp_doesnotexist exists for this API key (a wrong id, another account's run, a run created with store: false, or one that has expired): there is nothing to collect."
     );
 }
+
+/// Each front end names its own fix (issue 16): a shell user exports the key, and a
+/// missing key is exit 4 whichever command met it.
+#[test]
+fn a_missing_key_is_the_shells_fix_and_exit_4_for_every_command() {
+    let fake = FakePerplexity::start();
+    let env = vec![("PERPLEXITY_API_BASE".to_owned(), fake.base_url())];
+    for args in [
+        &["search", "q"][..],
+        &["research", "q"][..],
+        &["ask", "q"][..],
+    ] {
+        let (stdout, stderr, code) = run_cli(args, &env);
+        assert_eq!(code, 4, "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}");
+        assert!(
+            stderr.contains("PERPLEXITY_API_KEY is not set. Export it in your shell"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("MCP client"), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("every search failed"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// Messages name the CLI's words, not the MCP tool's parameters.
+#[test]
+fn cli_messages_use_the_cli_words() {
+    let fake = FakePerplexity::start();
+    let env = env_for(&fake);
+    let (_, stderr, code) = run_cli(&["result", "../etc/passwd"], &env);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr.trim(),
+        "perplexity-agent: Malformed response_id. Expected the id that `perplexity-agent ask` printed."
+    );
+    let many: Vec<String> = (0..11)
+        .map(|i| format!("https://example.com/{i}"))
+        .collect();
+    let mut args = vec!["fetch"];
+    args.extend(many.iter().map(String::as_str));
+    let (_, stderr, code) = run_cli(&args, &env);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr.trim(),
+        "perplexity-agent: Fetch takes at most 10 entries."
+    );
+    let (_, stderr, code) = run_cli(&["search", "--max-results", "99", "q"], &env);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--max-results must be"), "{stderr}");
+}
+
+/// Not a web address is a usage error (2), before anything is fetched; a page that
+/// fails is exit 1 even when another page worked.
+#[test]
+fn fetch_exit_codes_tell_typos_from_failed_pages() {
+    let fake = FakePerplexity::start();
+    let env = env_for(&fake);
+    let (stdout, stderr, code) = run_cli(&["fetch", "notaurl"], &env);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty());
+    assert_eq!(
+        stderr.trim(),
+        "perplexity-agent: 'notaurl' is not a web address: fetch takes http:// or https:// URLs (did you mean https://notaurl?)."
+    );
+    let web = crate::web::Web::start("127.0.0.2", 0, |_| {
+        crate::web::html(
+            "<html><head><title>T</title></head><body><p>Hello there.</p></body></html>",
+        )
+    });
+    let mut env = env.clone();
+    env.push((
+        "PERPLEXITY_FETCH_ALLOW_PRIVATE".to_owned(),
+        "127.0.0.2/32".to_owned(),
+    ));
+    let page = web.url("/p");
+    let (stdout, stderr, code) = run_cli(&["fetch", &page, "http://169.254.169.254/"], &env);
+    assert_eq!(code, 1, "one of two pages failed: {stderr}");
+    assert!(stdout.starts_with("# T\n"), "{stdout}");
+    // The lifted address check is said to a person in a sentence, not a log line.
+    assert!(
+        stderr.contains("perplexity-agent: warning: PERPLEXITY_FETCH_ALLOW_PRIVATE=127.0.0.2/32"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(" WARN "), "{stderr}");
+    let (_, _, code) = run_cli(&["fetch", &page], &env);
+    assert_eq!(code, 0);
+}
