@@ -747,8 +747,8 @@ def cases() -> list[Case]:
         call(8, RESULT, {"response_id": "abc", "wait_seconds": {}}),
         call(9, RESULT, {"response_id": "abc", "wait_seconds": -0.0}),
         call(10, RESULT, {"response_id": "abc", "wait_seconds": 1e3}),
-        '{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"perplexity_agent_result",'
-        '"arguments":{"response_id":"abc","wait_seconds":-0}}}',
+        In('{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"perplexity_agent_result",'
+           '"arguments":{"response_id":"abc","wait_seconds":-0}}}', "no-such-run"),
         '{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"perplexity_agent_result",'
         '"arguments":{"response_id":"abc","wait_seconds":-99999999999999999999999}}}',
         '{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"perplexity_agent_result",'
