@@ -91,7 +91,8 @@ pub struct ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct AskArgs {
-    /// The question (several words are joined with spaces).
+    /// The question (several words are joined with spaces); `-` or none reads it from
+    /// standard input when that is not a terminal.
     #[arg(value_name = "QUESTION")]
     pub question: Vec<String>,
     /// Research depth: fast, low, medium (default), high, xhigh, wide-research…
@@ -103,7 +104,8 @@ pub struct AskArgs {
     /// Comma-separated domains to allow, or (each prefixed with '-') to exclude.
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub domains: Option<String>,
-    /// Seconds to wait for the answer (at most 1800); the run keeps going after that.
+    /// Seconds to wait for the answer (default 300, at most 1800); the run keeps going
+    /// after that.
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub timeout: Option<i64>,
     /// Print one JSON document instead of text.
@@ -113,7 +115,7 @@ pub struct AskArgs {
     #[arg(long)]
     pub spotlight: bool,
     /// Start the run, print its id and exit (exit code 3).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "timeout")]
     pub no_wait: bool,
 }
 
@@ -129,7 +131,8 @@ pub struct ResultArgs {
     /// The id printed by `ask`.
     pub response_id: String,
     /// Seconds to wait for the run to finish (0 = check once; at most 1800).
-    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=MAX_WAIT_SECONDS))]
     pub wait: u64,
     #[arg(long)]
     pub json: bool,
@@ -146,7 +149,8 @@ pub struct ResearchArgs {
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub subquestions: u32,
     /// Seconds to wait for the report (at most 1800).
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CLI_TIMEOUT_SECONDS)]
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CLI_TIMEOUT_SECONDS,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_WAIT_SECONDS))]
     pub timeout: u64,
     /// Print one JSON document instead of text.
     #[arg(long)]
@@ -290,19 +294,27 @@ async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> i32 {
     // The arguments an MCP client would send `perplexity_agent`, through the same entry
     // point: one set of bounds and messages (in the CLI's own names), one tool name in
     // the audit log, the same panic containment, whichever front end asked.
+    let mut args = args;
+    if let Err(message) = question_from_stdin(&mut args.question) {
+        return usage_error(&message);
+    }
     let params = ask_arguments(&args);
+    let refuse = |message: &str| rejected(guard, ASK_TOOL, &Value::Object(params.clone()), message);
     let timeout = match args.timeout {
         None => DEFAULT_CLI_TIMEOUT_SECONDS,
-        Some(t) if t <= 0 => {
-            return rejected(
-                guard,
-                ASK_TOOL,
-                &Value::Object(params),
-                "--timeout must be a positive number of seconds.",
-            );
+        Some(t) if t <= 0 || t as u64 > MAX_WAIT_SECONDS => {
+            return refuse(&format!(
+                "--timeout must be from 1 to {MAX_WAIT_SECONDS} seconds."
+            ));
         }
-        Some(t) => (t as u64).min(MAX_WAIT_SECONDS),
+        Some(t) => t as u64,
     };
+    if params
+        .get("domains")
+        .is_some_and(|d| d.as_array().is_some_and(Vec::is_empty))
+    {
+        return refuse(NO_DOMAIN);
+    }
     let style = Style::new(args.json, args.spotlight);
     let progress = progress_for(args.json).announcing();
     match call(tools, ASK_TOOL, &params, Some(timeout), Some(progress)).await {
@@ -370,6 +382,37 @@ async fn call(
         }
     }
 }
+
+/// `ask -`, or `ask` with no words and a pipe on stdin: the question is read from
+/// standard input (bounded: past the tool's own limit it is refused there, by length).
+fn question_from_stdin(words: &mut Vec<String>) -> Result<(), String> {
+    use std::io::Read;
+    let dash = words.len() == 1 && words[0] == "-";
+    let piped = words.is_empty() && !std::io::stdin().is_terminal();
+    if !dash && !piped {
+        return Ok(());
+    }
+    // Four bytes a character is the most UTF-8 needs: enough to see the limit passed.
+    let limit = (crate::tools::research::MAX_QUERY_CHARS as u64 + 1) * 4;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .take(limit)
+        .read_to_end(&mut bytes)
+        .map_err(|e| {
+            format!(
+                "Cannot read the question from standard input: {}.",
+                e.kind()
+            )
+        })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| "The question on standard input is not UTF-8 text.".to_owned())?;
+    *words = vec![text.trim().to_owned()];
+    Ok(())
+}
+
+/// `--domains ,,,` names nothing: refusing beats silently searching everywhere.
+const NO_DOMAIN: &str =
+    "--domains names no domain: give a comma-separated list, e.g. --domains example.com,-spam.com.";
 
 /// `ask` is `perplexity_agent` run from a terminal.
 const ASK_TOOL: &str = "perplexity_agent";
@@ -521,6 +564,9 @@ async fn search(args: SearchArgs, tools: &Tools, wait: u64) -> i32 {
             .map(str::trim)
             .filter(|d| !d.is_empty())
             .collect();
+        if list.is_empty() {
+            return usage_error(NO_DOMAIN);
+        }
         params.insert("domains".into(), json!(list));
     }
     // A person at a terminal waits longer than an MCP client's tool-call limit.

@@ -392,3 +392,79 @@ fn fetch_exit_codes_tell_typos_from_failed_pages() {
     let (_, _, code) = run_cli(&["fetch", &page], &env);
     assert_eq!(code, 0);
 }
+
+/// The question may come on stdin (`ask -`, or no words and a pipe); out-of-range and
+/// contradictory flags are refused before anything is sent (issue 16).
+#[test]
+fn ask_reads_stdin_and_refuses_bad_flags_before_sending() {
+    use std::io::Write;
+    let fake = FakePerplexity::start_with(json!({"answer": "Piped."}));
+    let piped = |args: &[&str], input: &str| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env_for(&fake))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    for args in [&["ask"][..], &["ask", "-"][..]] {
+        let out = piped(args, "what is piped\n");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Piped."));
+    }
+    let inputs: Vec<Value> = agent_creates(&fake)
+        .iter()
+        .map(|b| b["input"].clone())
+        .collect();
+    assert_eq!(inputs, [json!("what is piped"), json!("what is piped")]);
+    let sent = agent_creates(&fake).len();
+    for (args, says) in [
+        (
+            &["ask", "--timeout", "5000", "q"][..],
+            "--timeout must be from 1 to 1800 seconds.",
+        ),
+        (
+            &["ask", "--timeout", "0", "q"][..],
+            "--timeout must be from 1 to 1800 seconds.",
+        ),
+        (
+            &["ask", "--no-wait", "--timeout", "5", "q"][..],
+            "cannot be used with",
+        ),
+        (
+            &["ask", "--domains", ",,,", "q"][..],
+            "--domains names no domain",
+        ),
+        (
+            &["search", "--domains", ",,,", "q"][..],
+            "--domains names no domain",
+        ),
+        (
+            &["research", "--timeout", "5000", "q"][..],
+            "5000 is not in 1..=1800",
+        ),
+        (
+            &["result", "resp_x", "--wait", "5000"][..],
+            "5000 is not in 0..=1800",
+        ),
+    ] {
+        let (_, stderr, code) = run_cli(args, &env_for(&fake));
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    assert_eq!(
+        agent_creates(&fake).len(),
+        sent,
+        "nothing sent for refused flags"
+    );
+}
