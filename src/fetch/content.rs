@@ -2,22 +2,16 @@
 //! (decided from the headers, before the body is read), decoded by its declared charset,
 //! HTML reduced to its readable text, everything capped in characters.
 //!
-//! Pages up to [`READABILITY_MAX_BYTES`] go through a Readability port (the main content
-//! only: no scripts, styles, navigation, sidebars). Larger pages would cost it hundreds of
-//! milliseconds for text we would mostly cut, so they are streamed through the HTML
-//! tokenizer instead, skipping script/style/navigation/header/footer/aside content and
-//! stopping as soon as the character cap is reached.
-
-use std::cell::{Cell, RefCell};
+//! Pages up to [`READABILITY_MAX_BYTES`] go through a Readability port, which picks the
+//! main content. Larger pages would cost it hundreds of milliseconds for text we would
+//! mostly cut, so they skip it. Either way the HTML (the article's, or the whole page's)
+//! becomes text through one renderer (`render.rs`), which separates blocks, drops
+//! navigation and other boilerplate, and stops at the character cap: the two paths
+//! differ in what they keep, never in the shape of the text.
 
 use encoding_rs::{Encoding, UTF_8};
-use html5ever::tendril::StrTendril;
-use html5ever::tokenizer::states::RawKind;
-use html5ever::tokenizer::{
-    BufferQueue, CharacterTokens, EndTag, StartTag, TagToken, Token, TokenSink, TokenSinkResult,
-    Tokenizer, TokenizerOpts,
-};
 
+use super::render::render;
 use crate::text::cap_chars;
 
 /// Whether a `Content-Type` is worth reading. A missing one is allowed (sniffed as text
@@ -93,9 +87,9 @@ pub fn extract(
     }
     let (title, text) = if is_html(content_type, &decoded) {
         if decoded.len() <= READABILITY_MAX_BYTES {
-            readable(&decoded, url)
+            readable(&decoded, url, max_chars)
         } else {
-            streamed(&decoded, max_chars)
+            render(&decoded, max_chars)
         }
     } else {
         // Only what can survive the cap is copied (tidying shrinks text, so keep twice).
@@ -120,7 +114,9 @@ pub fn extract(
     })
 }
 
-fn readable(html: &str, url: &str) -> (Option<String>, String) {
+/// The article Readability finds, rendered from its HTML: its `text_content` would run
+/// every block together. A page it cannot read is rendered whole rather than dropped.
+fn readable(html: &str, url: &str, max_chars: usize) -> (Option<String>, String) {
     let config = dom_smoothie::Config {
         text_mode: dom_smoothie::TextMode::Raw,
         // Bounds the work a hostile page can cause (the body is already capped).
@@ -130,164 +126,14 @@ fn readable(html: &str, url: &str) -> (Option<String>, String) {
     let parsed =
         dom_smoothie::Readability::new(html, Some(url), Some(config)).and_then(|mut r| r.parse());
     match parsed {
-        Ok(article) => (Some(article.title), article.text_content.to_string()),
-        // Nothing readable (e.g. an empty page): no text rather than raw markup.
-        Err(_) => (None, String::new()),
+        Ok(article) => (Some(article.title), render(&article.content, max_chars).1),
+        Err(_) => render(html, max_chars),
     }
 }
 
-/// Above this many bytes of HTML, [`streamed`] extraction instead of Readability.
+/// Above this many bytes of HTML, the page is rendered whole instead of through
+/// Readability.
 pub const READABILITY_MAX_BYTES: usize = 512 * 1024;
-
-/// Elements whose content is never readable text.
-const SKIPPED: [&str; 14] = [
-    "script", "style", "noscript", "template", "svg", "math", "head", "nav", "header", "footer",
-    "aside", "form", "select", "iframe",
-];
-/// Elements that start a new line of text.
-const BLOCKS: [&str; 24] = [
-    "p",
-    "div",
-    "br",
-    "li",
-    "ul",
-    "ol",
-    "dl",
-    "dt",
-    "dd",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "tr",
-    "table",
-    "section",
-    "article",
-    "main",
-    "blockquote",
-    "pre",
-    "figure",
-    "hr",
-];
-
-/// Collects text from tokens; the tokenizer alone does not know which elements hold raw
-/// text, so the sink tells it (as the tree builder would).
-struct TextSink {
-    text: RefCell<String>,
-    title: RefCell<Option<String>>,
-    in_title: Cell<bool>,
-    /// Depth inside skipped elements.
-    skip: Cell<usize>,
-}
-
-impl TokenSink for TextSink {
-    type Handle = ();
-
-    fn process_token(&self, token: Token, _line: u64) -> TokenSinkResult<()> {
-        match token {
-            TagToken(tag) => {
-                let name: &str = &tag.name;
-                let skipped = SKIPPED.contains(&name);
-                match tag.kind {
-                    StartTag => {
-                        if name == "title" {
-                            self.in_title.set(true);
-                        } else if skipped && !tag.self_closing {
-                            self.skip.set(self.skip.get() + 1);
-                        }
-                        if BLOCKS.contains(&name) {
-                            self.text.borrow_mut().push('\n');
-                        }
-                        return match name {
-                            "script" => TokenSinkResult::RawData(RawKind::ScriptData),
-                            "style" | "xmp" | "iframe" | "noembed" | "noframes" => {
-                                TokenSinkResult::RawData(RawKind::Rawtext)
-                            }
-                            "title" | "textarea" => TokenSinkResult::RawData(RawKind::Rcdata),
-                            "plaintext" => TokenSinkResult::Plaintext,
-                            _ => TokenSinkResult::Continue,
-                        };
-                    }
-                    EndTag => {
-                        if name == "title" {
-                            self.in_title.set(false);
-                        } else if skipped {
-                            self.skip.set(self.skip.get().saturating_sub(1));
-                        }
-                        if BLOCKS.contains(&name) {
-                            self.text.borrow_mut().push('\n');
-                        }
-                    }
-                }
-            }
-            CharacterTokens(chars) => self.characters(&chars),
-            _ => {}
-        }
-        TokenSinkResult::Continue
-    }
-}
-
-impl TextSink {
-    fn characters(&self, chars: &StrTendril) {
-        if self.in_title.get() {
-            let mut title = self.title.borrow_mut();
-            title.get_or_insert_with(String::new).push_str(chars);
-            return;
-        }
-        if self.skip.get() > 0 {
-            return;
-        }
-        // Runs of whitespace become one space; lines are made by block elements.
-        let mut text = self.text.borrow_mut();
-        for c in chars.chars() {
-            if c.is_whitespace() {
-                if !text.ends_with([' ', '\n']) && !text.is_empty() {
-                    text.push(' ');
-                }
-            } else {
-                text.push(c);
-            }
-        }
-    }
-}
-
-/// Tokenizer-based extraction for large pages: fed in slices, stopped once the text
-/// passes the cap (plus room for [`tidy`] to shrink it).
-fn streamed(html: &str, max_chars: usize) -> (Option<String>, String) {
-    const SLICE: usize = 64 * 1024;
-    let sink = TextSink {
-        text: RefCell::new(String::new()),
-        title: RefCell::new(None),
-        in_title: Cell::new(false),
-        skip: Cell::new(0),
-    };
-    let tokenizer = Tokenizer::new(sink, TokenizerOpts::default());
-    let input = BufferQueue::default();
-    let mut rest = html;
-    while !rest.is_empty() {
-        let mut end = rest.len().min(SLICE);
-        while !rest.is_char_boundary(end) {
-            end += 1;
-        }
-        input.push_back(StrTendril::from_slice(&rest[..end]));
-        rest = &rest[end..];
-        let _ = tokenizer.feed(&input);
-        // Bytes of text bound characters from above: twice the cap is plenty.
-        if tokenizer.sink.text.borrow().len() > max_chars.saturating_mul(2) + 1024 {
-            break;
-        }
-    }
-    tokenizer.end();
-    let text = tokenizer.sink.text.take();
-    let title = tokenizer
-        .sink
-        .title
-        .take()
-        .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));
-    (title, text)
-}
 
 /// More than 1 % control characters (other than whitespace) or U+FFFD: not text.
 fn looks_binary(text: &str) -> bool {
@@ -367,7 +213,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out.title.as_deref(), Some("The Title"));
-        assert!(out.text.contains("First paragraph"), "{}", out.text);
+        assert!(
+            out.text.contains("with several words.\n\nSecond paragraph"),
+            "{}",
+            out.text
+        );
+        assert!(
+            !out.text.contains("Home") && !out.text.contains("Copyright"),
+            "{}",
+            out.text
+        );
         assert!(
             !out.text.contains("do not show") && !out.text.contains("color:red"),
             "{}",
@@ -398,6 +253,84 @@ mod tests {
             assert!(!out.text.contains(noise), "{noise}");
         }
         assert!(out.text.chars().count() <= 5_000);
+    }
+
+    /// The page, padded past [`READABILITY_MAX_BYTES`] with a comment neither path reads.
+    fn padded(html: &str) -> String {
+        let pad = format!("<!--{}-->", "x".repeat(READABILITY_MAX_BYTES));
+        html.replacen("<html", &format!("{pad}<html"), 1)
+    }
+
+    fn text_of(html: &str) -> String {
+        extract(
+            html.as_bytes(),
+            Some("text/html"),
+            "https://x.org/a",
+            100_000,
+        )
+        .map(|e| e.text)
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Readability may keep less than the whole page, but the shape of what either path
+    /// keeps is the same: blocks apart, items marked, cells separated, no site chrome.
+    #[test]
+    fn both_paths_render_blocks_the_same_way() {
+        use super::super::render::tests::{ARTICLE, LISTS, MINIFIED, TABLE};
+        for page in [MINIFIED, LISTS, TABLE] {
+            let small = text_of(page);
+            assert!(page.len() < READABILITY_MAX_BYTES);
+            assert_eq!(small, text_of(&padded(page)), "the paths differ");
+        }
+        let small = text_of(MINIFIED);
+        assert!(
+            small.starts_with("Heading\n\nFirst para.\n\nSecond para.\n\n- Item one\n- Item two"),
+            "{small}"
+        );
+        let lists = text_of(LISTS);
+        assert!(lists.contains("\n- Cargo\n  - from crates.io\n"), "{lists}");
+        let table = text_of(TABLE);
+        assert!(
+            table.contains("\nPlan | Price | Notes\nFree | $0 |\nPro | $10 | per month"),
+            "{table}"
+        );
+        for text in [text_of(ARTICLE), text_of(&padded(ARTICLE))] {
+            assert!(
+                text.contains(
+                    "The first paragraph spans several source lines, with odd spacing.\n\n\
+                     The second paragraph has a link and emphasis.\n\n\
+                     What changed\n\nThe third paragraph"
+                ),
+                "{text}"
+            );
+            for chrome in [
+                "Logo",
+                "Menu1",
+                "Search",
+                "Related",
+                "Sidebar",
+                "2026",
+                "Privacy",
+                "JavaScript",
+                "dataLayer",
+                "Daily Byte",
+                "Home",
+                "Tech",
+            ] {
+                assert!(!text.contains(chrome), "{chrome} in {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_page_readability_refuses_is_rendered_whole() {
+        // Past its element limit, Readability gives up; the text is still there.
+        let html = format!(
+            "<html><body><nav>Menu</nav><p>Kept text.</p><p>More.</p>{}</body></html>",
+            "<br>".repeat(100_001)
+        );
+        assert!(html.len() < READABILITY_MAX_BYTES);
+        assert_eq!(text_of(&html), "Kept text.\n\nMore.");
     }
 
     #[test]

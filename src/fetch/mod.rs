@@ -14,6 +14,7 @@
 
 pub mod address;
 mod content;
+mod render;
 mod resolve;
 
 use std::net::{IpAddr, SocketAddr};

@@ -415,3 +415,90 @@ fn the_fetch_command_prints_text_and_refuses_blocked_addresses() {
     );
     assert_eq!(trap.connections(), 0);
 }
+
+/// A minified news page (not one newline): site header and menu, an article with a
+/// list and a table, a sidebar, a site footer. `pad` bytes of inline JSON (as framework
+/// pages carry) push it past the 512 KiB where extraction skips Readability.
+fn news_page(pad: usize) -> String {
+    format!(
+        "<!doctype html><html><head><title>Release notes</title>\
+         <script id=\"__NEXT_DATA__\" type=\"application/json\">{{\"blob\":\"{}\"}}</script></head>\
+         <body><header><a href=\"/\">SiteLogo</a><nav><ul><li><a href=\"/a\">NavMenuOne</a></li>\
+         <li><a href=\"/b\">NavMenuTwo</a></li></ul></nav></header><main><nav><a href=\"/\">\
+         CrumbHome</a> / <a href=\"/r\">CrumbReleases</a></nav><h1>Release notes</h1>\
+         <p>Version two brings a faster parser and a smaller binary, the result of a long year \
+         of work by many contributors.</p><h2>Highlights</h2><ul><li>Faster parsing</li>\
+         <li>Smaller binary</li></ul><p>Timings on the reference machine:</p><table><tr><th>Task\
+         </th><th>Before</th><th>After</th></tr><tr><td>Parse</td><td>12 ms</td><td>7 ms</td>\
+         </tr></table><p>Upgrading needs no changes to existing configuration files.</p></main>\
+         <aside>SidebarPromo</aside><footer><p>FooterCopyright</p></footer></body></html>",
+        "x".repeat(pad)
+    )
+}
+
+const NEWS_BLOCKS: &str = "Highlights\n\n- Faster parsing\n- Smaller binary\n\n\
+    Timings on the reference machine:\n\nTask | Before | After\nParse | 12 ms | 7 ms\n\n\
+    Upgrading needs no changes to existing configuration files.";
+
+/// Block-separated, with no site chrome: the shape both extraction paths must give.
+fn assert_news_shape(text: &str) {
+    assert!(
+        text.contains(NEWS_BLOCKS),
+        "blocks run together or differ:\n{text}"
+    );
+    assert!(
+        text.contains("Version two brings a faster parser and a smaller binary, the result of a long year of work by many contributors.\n\nHighlights"),
+        "{text}"
+    );
+    for chrome in [
+        "SiteLogo",
+        "NavMenu",
+        "Crumb",
+        "SidebarPromo",
+        "FooterCopyright",
+        "blob",
+    ] {
+        assert!(!text.contains(chrome), "{chrome} kept:\n{text}");
+    }
+}
+
+fn news_site() -> Web {
+    let small = news_page(0);
+    let large = news_page(600 * 1024);
+    Web::start("127.0.0.2", 0, move |path| match path {
+        "/small" => html(&small),
+        "/large" => html(&large),
+        _ => Reply::Page(404, vec![], Vec::new()),
+    })
+}
+
+#[test]
+fn fetched_text_keeps_blocks_apart_and_drops_site_chrome_on_small_and_large_pages() {
+    let web = news_site();
+    let mut s = Server::start(&fetch_env(&[(
+        "PERPLEXITY_FETCH_ALLOW_PRIVATE",
+        "127.0.0.2/32",
+    )]));
+    let (results, is_error) = fetch(&mut s, &[&web.url("/small"), &web.url("/large")]);
+    assert!(!is_error, "{results:?}");
+    assert!(results[1]["fetched_bytes"].as_u64().unwrap() > 512 * 1024);
+    for page in &results {
+        assert_eq!(page["title"], "Release notes", "{page}");
+        assert_news_shape(page["text"].as_str().unwrap_or_default());
+    }
+}
+
+#[test]
+fn the_fetch_command_prints_the_same_block_separated_text() {
+    let web = news_site();
+    let env = [(
+        "PERPLEXITY_FETCH_ALLOW_PRIVATE".to_owned(),
+        "127.0.0.2/32".to_owned(),
+    )];
+    for path in ["/small", "/large"] {
+        let (stdout, stderr, code) = run_cli(&["fetch", &web.url(path)], &env);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.starts_with("# Release notes\n"), "{stdout}");
+        assert_news_shape(&stdout);
+    }
+}
