@@ -394,6 +394,7 @@ fn client_checks() -> Vec<Check> {
         for (name, entry) in servers.iter().filter(|(_, e)| install::runs_us(e)) {
             checks.push(client_entry(client, &path, name, entry));
             checks.extend(key_exposure(client, &path, name, entry));
+            checks.extend(key_absent(client, &path, name, entry));
         }
     }
     if checks.is_empty() {
@@ -459,6 +460,36 @@ fn client_entry(client: Client, path: &Path, name: &str, entry: &Value) -> Check
         format!("{} (in {})", notes.join("; "), path.display()),
     )
     .fix(format!("reinstall with {reinstall}"))
+}
+
+/// An entry of a client started outside the shell, without the key: install writes none
+/// on purpose, and the shell's `PERPLEXITY_API_KEY` never reaches such a client, so
+/// every call would fail with "not set".
+fn key_absent(client: Client, path: &Path, name: &str, entry: &Value) -> Option<Check> {
+    let env = &entry["env"];
+    // VS Code can also take it from an env file or an input prompt.
+    let provided = env.get("PERPLEXITY_API_KEY").is_some() || entry.get("envFile").is_some();
+    if provided || !client.launched_outside_the_shell() {
+        return None;
+    }
+    let mut with_key = format!("perplexity-agent install {} --with-key-from-env", client.arg());
+    if name != install::DEFAULT_NAME && install::server_name(name).is_ok() {
+        with_key.push_str(&format!(" --name {name}"));
+    }
+    Some(
+        Check::new(
+            Status::Warn,
+            format!("{} ({name}) key", client.title()),
+            format!(
+                "the entry in {} sets no PERPLEXITY_API_KEY, and {} is started outside your shell, so it will not see the key you exported",
+                path.display(),
+                client.title()
+            ),
+        )
+        .fix(format!(
+            "run {with_key} (it writes the key into that file, readable only by you), or add PERPLEXITY_API_KEY to the entry's env block yourself"
+        )),
+    )
 }
 
 /// A key written into a file others can read.

@@ -113,6 +113,12 @@ impl Client {
         }
     }
 
+    /// Started from a desktop or dock rather than a shell, so it does not see the
+    /// shell's environment: an entry without the key gets none.
+    pub fn launched_outside_the_shell(self) -> bool {
+        !matches!(self, Client::ClaudeCode)
+    }
+
     /// Why, in a sentence for the report.
     pub fn wait_reason(self) -> &'static str {
         match self {

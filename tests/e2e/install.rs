@@ -584,3 +584,31 @@ fn a_broken_configuration_is_a_doctor_finding_and_does_not_block_install() {
     assert_eq!(code, 4);
     assert!(stderr.contains("PERPLEXITY_RATE_BURST"), "{stderr}");
 }
+
+/// A desktop-launched client never sees the shell's key: an entry without one is a
+/// warning with the fix, and installing with the key clears it (issue 16).
+#[test]
+fn doctor_warns_when_a_desktop_clients_entry_has_no_key() {
+    let m = Machine::new("doc-gui-key");
+    let (_, stderr, code) = m.install(&["claude-desktop"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (lines, _, _) = m.doctor();
+    let warning = lines
+        .iter()
+        .find(|l| l.starts_with("WARN Claude Desktop (perplexity-agent) key:"))
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(
+        warning.contains("sets no PERPLEXITY_API_KEY")
+            && warning.contains("perplexity-agent install claude-desktop --with-key-from-env"),
+        "{warning}"
+    );
+    // Claude Code is started from the shell: no such warning.
+    let (_, stderr, code) = m.install(&["claude-code"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (lines, _, _) = m.doctor();
+    assert!(!has_line(&lines, "WARN Claude Code (perplexity-agent) key"), "{lines:#?}");
+    let (_, stderr, code) = m.install(&["claude-desktop", "--with-key-from-env"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (lines, _, _) = m.doctor();
+    assert!(!has_line(&lines, "WARN Claude Desktop (perplexity-agent) key"), "{lines:#?}");
+}
