@@ -472,7 +472,10 @@ fn key_absent(client: Client, path: &Path, name: &str, entry: &Value) -> Option<
     if provided || !client.launched_outside_the_shell() {
         return None;
     }
-    let mut with_key = format!("perplexity-agent install {} --with-key-from-env", client.arg());
+    let mut with_key = format!(
+        "perplexity-agent install {} --with-key-from-env",
+        client.arg()
+    );
     if name != install::DEFAULT_NAME && install::server_name(name).is_ok() {
         with_key.push_str(&format!(" --name {name}"));
     }

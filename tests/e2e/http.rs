@@ -782,3 +782,46 @@ fn sigterm_drains_then_tells_waiting_callers_which_run_to_collect() {
         started.elapsed()
     );
 }
+
+/// A header left out is reported as missing, one that differs as a mismatch: a client
+/// author fixes the two differently (issue 16).
+#[test]
+fn a_missing_modern_header_is_called_missing() {
+    let h = Http::start(&http_env(&[]));
+    let call = modern_call(1, "server_metrics", json!({}));
+    let message = |headers: &[(&str, &str)]| {
+        let r = h.post(&call, headers);
+        assert_eq!(r.status, 400);
+        let frame = r.json();
+        assert_eq!(frame["error"]["code"], -32020, "{frame}");
+        frame["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let version = ("MCP-Protocol-Version", V_MODERN);
+    assert_eq!(
+        message(&[version, ("Mcp-Name", "server_metrics")]),
+        "Header missing: Mcp-Method."
+    );
+    assert_eq!(
+        message(&[
+            version,
+            ("Mcp-Method", "tools/list"),
+            ("Mcp-Name", "server_metrics")
+        ]),
+        "Header mismatch: Mcp-Method."
+    );
+    assert_eq!(
+        message(&[version, ("Mcp-Method", "tools/call")]),
+        "Header missing: Mcp-Name."
+    );
+    assert_eq!(
+        message(&[
+            version,
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "retrieve")
+        ]),
+        "Header mismatch: Mcp-Name."
+    );
+}

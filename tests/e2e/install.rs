@@ -606,9 +606,15 @@ fn doctor_warns_when_a_desktop_clients_entry_has_no_key() {
     let (_, stderr, code) = m.install(&["claude-code"]);
     assert_eq!(code, 0, "{stderr}");
     let (lines, _, _) = m.doctor();
-    assert!(!has_line(&lines, "WARN Claude Code (perplexity-agent) key"), "{lines:#?}");
+    assert!(
+        !has_line(&lines, "WARN Claude Code (perplexity-agent) key"),
+        "{lines:#?}"
+    );
     let (_, stderr, code) = m.install(&["claude-desktop", "--with-key-from-env"]);
     assert_eq!(code, 0, "{stderr}");
     let (lines, _, _) = m.doctor();
-    assert!(!has_line(&lines, "WARN Claude Desktop (perplexity-agent) key"), "{lines:#?}");
+    assert!(
+        !has_line(&lines, "WARN Claude Desktop (perplexity-agent) key"),
+        "{lines:#?}"
+    );
 }

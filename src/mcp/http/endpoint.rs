@@ -169,8 +169,8 @@ async fn modern(
             return bad(e);
         }
     }
-    if header(headers, METHOD_HEADER).as_deref() != Some(method) {
-        return bad(mismatch("Mcp-Method"));
+    if let Some(e) = differs(headers, METHOD_HEADER, "Mcp-Method", Some(method)) {
+        return bad(e);
     }
     let named = match method {
         "tools/call" | "prompts/get" => Some("name"),
@@ -179,14 +179,14 @@ async fn modern(
     };
     if let Some(field) = named {
         let expected = params.get(field).and_then(Value::as_str);
-        if expected.is_none() || header(headers, NAME_HEADER).as_deref() != expected {
-            return bad(mismatch("Mcp-Name"));
+        if let Some(e) = differs(headers, NAME_HEADER, "Mcp-Name", expected) {
+            return bad(e);
         }
     }
     if method == "tools/call"
         && let Err(which) = check_param_headers(endpoint.handler.as_ref(), headers, &params)
     {
-        return bad(mismatch(&which));
+        return bad(RpcError::new(HEADER_MISMATCH, which));
     }
     if NOT_MODERN.contains(&method) {
         return rpc_error(
@@ -424,11 +424,33 @@ fn check_param_headers(
             Some(Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),
         };
-        if header(headers, &name).as_deref() != Some(expected.as_str()) {
-            return Err(format!("Mcp-Param-{header_name}"));
+        match header(headers, &name) {
+            None => return Err(format!("Header missing: Mcp-Param-{header_name}.")),
+            Some(v) if v != expected => {
+                return Err(format!("Header mismatch: Mcp-Param-{header_name}."));
+            }
+            Some(_) => {}
         }
     }
     Ok(())
+}
+
+/// A header that must repeat a body field: `None` when it does, else the -32001 that says
+/// whether it was missing or different (a client author fixes those differently).
+fn differs(
+    headers: &HeaderMap,
+    name: &str,
+    shown: &str,
+    expected: Option<&str>,
+) -> Option<RpcError> {
+    match header(headers, name) {
+        None => Some(RpcError::new(
+            HEADER_MISMATCH,
+            format!("Header missing: {shown}."),
+        )),
+        Some(v) if Some(v.as_str()) != expected => Some(mismatch(shown)),
+        Some(_) => None,
+    }
 }
 
 fn mismatch(what: &str) -> RpcError {
