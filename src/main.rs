@@ -6,8 +6,8 @@ use perplexity_agent::config::Config;
 
 fn main() {
     let cli = Cli::parse();
-    init_diagnostics();
     let command = cli.command.unwrap_or(Command::Serve(ServeArgs::default()));
+    init_diagnostics(matches!(command, Command::Serve(_)));
     let tools_flag = match &command {
         Command::Serve(args) => args.tools.as_deref(),
         _ => None,
@@ -61,11 +61,14 @@ impl Drop for ScrubbedStderr {
 }
 
 /// Diagnostics go to stderr only (stdout belongs to the protocol). `PERPLEXITY_LOG`
-/// sets the filter (default `warn`). Panics print where, never what: a payload could
-/// carry secrets.
-fn init_diagnostics() {
+/// sets the filter (default `warn`; for commands other than `serve`, `warn,rmcp=off`:
+/// rmcp, the gateway's MCP client, logs a failed connection again at ERROR in Rust type
+/// names, and `gateway test` already says what failed and what to do, in one line).
+/// Panics print where, never what: a payload could carry secrets.
+fn init_diagnostics(serving: bool) {
+    let default = if serving { "warn" } else { "warn,rmcp=off" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("PERPLEXITY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| ScrubbedStderr(Vec::new()))

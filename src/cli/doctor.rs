@@ -339,14 +339,14 @@ fn gateway_server(config: &Config, def: &ServerDef, source: &str) -> Check {
             def.slug
         )),
         Err(reason) => {
-            let fix = if reason.contains(crate::gateway::secrets::KEY_VARIABLE) {
+            let fix = if matches!(reason, crate::gateway::GatewayError::Secret(_)) {
                 format!(
-                    "set PERPLEXITY_SECRET_KEY to the key {} was saved with, or define it again (perplexity-agent gateway add {} …)",
+                    "set PERPLEXITY_SECRET_KEY to the key {} was saved with, or define it again (perplexity-agent gateway add {} --replace …)",
                     def.slug, def.slug
                 )
             } else if source == "store" {
                 format!(
-                    "fix what the reason names: perplexity-agent gateway add {} … replaces the definition, perplexity-agent gateway remove {} drops it",
+                    "fix what the reason names: perplexity-agent gateway add {} --replace … replaces the definition, perplexity-agent gateway remove {} drops it",
                     def.slug, def.slug
                 )
             } else {

@@ -15,7 +15,7 @@ use serde_json::json;
 use super::output::{self, Exit};
 use crate::config::Config;
 use crate::gateway::definition::{self, NewServer, NewTransport, ServerDef, TransportDef};
-use crate::gateway::{Gateway, status_json};
+use crate::gateway::{Gateway, GatewayError, status_json};
 use crate::store::{Saved, Store};
 
 #[derive(Debug, Subcommand)]
@@ -23,19 +23,31 @@ pub enum GatewayCommand {
     /// Define a downstream server (stdio with --command, or HTTP with --url).
     Add(Box<AddArgs>),
     /// Forget a downstream server.
-    Remove { slug: String },
+    Remove {
+        /// The server's name (as given to gateway add).
+        slug: String,
+    },
     /// Show the defined servers (secrets as ***).
     List {
+        /// Print one JSON document instead of one server a line.
         #[arg(long)]
         json: bool,
     },
     /// Offer this server's tools again.
-    Enable { slug: String },
+    Enable {
+        /// The server's name (as given to gateway add).
+        slug: String,
+    },
     /// Stop offering this server's tools (the definition is kept).
-    Disable { slug: String },
+    Disable {
+        /// The server's name (as given to gateway add).
+        slug: String,
+    },
     /// Connect now: status, latency, the tools offered and what the policy dropped.
     Test {
+        /// The server's name (as given to gateway add, or in the config file).
         slug: String,
+        /// Print one JSON document (with a stable error_kind) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -83,6 +95,9 @@ pub struct AddArgs {
     /// Never offer these tools (repeat).
     #[arg(long = "deny-tool", value_name = "TOOL")]
     pub deny_tools: Vec<String>,
+    /// Overwrite the server of this name if one is defined already.
+    #[arg(long)]
+    pub replace: bool,
 }
 
 pub async fn run(command: GatewayCommand, config: &Config) -> i32 {
@@ -176,6 +191,22 @@ fn pair(raw: &str, separator: char, what: &str) -> Result<(String, String), Stri
 }
 
 fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
+    // Checked first, before any @env: secret is read: a name defined already is kept
+    // unless the operator says to overwrite it (a typo must not clobber a definition).
+    // A second writer between this check and the save would still be overwritten.
+    match store.gateway_server(&args.slug) {
+        Ok(Some(_)) if !args.replace => {
+            return output::fail(
+                Exit::Usage,
+                &format!(
+                    "{} is defined already; pass --replace to overwrite it (perplexity-agent gateway list shows it).",
+                    args.slug
+                ),
+            );
+        }
+        Ok(_) => {}
+        Err(e) => return output::fail(Exit::Config, &e.to_string()),
+    }
     let transport = match (args.command, args.url) {
         (Some(command), None) => {
             let env: Result<Vec<_>, _> = args.env.iter().map(|e| pair(e, '=', "--env")).collect();
@@ -229,7 +260,10 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
             );
         }
     };
-    let is_stdio = matches!(transport, NewTransport::Stdio { .. });
+    let command = match &transport {
+        NewTransport::Stdio { command, .. } => Some(command.clone()),
+        NewTransport::Http { .. } => None,
+    };
     let new = NewServer {
         slug: args.slug.clone(),
         transport,
@@ -241,7 +275,12 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
         Ok(def) => def,
         Err(e) => return output::fail(Exit::Usage, &format!("{} refused: {e}.", args.slug)),
     };
-    if is_stdio {
+    if let Some(command) = command {
+        // The lookup a launch does: a command that could not start now is refused now,
+        // not at the first `gateway test`.
+        if let Err(e) = definition::find_program(&command, &config.gateway.path) {
+            return output::fail(Exit::Usage, &format!("{} refused: {e}.", args.slug));
+        }
         let stdio = match stdio_count(store, &args.slug) {
             Ok(n) => n,
             Err(e) => return output::fail(Exit::Config, &e),
@@ -256,28 +295,33 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
             );
         }
     }
-    save(store, &def, config)
-}
-
-fn save(store: &Store, def: &ServerDef, config: &Config) -> i32 {
-    let text = match serde_json::to_string(def) {
-        Ok(t) => t,
-        Err(_) => return output::fail(Exit::Failed, "the definition could not be written"),
-    };
-    match store.put_gateway_server(&def.slug, &text, config.gateway.max_servers) {
-        Ok(Saved::Added) => done(&format!(
+    match save(store, &def, config) {
+        Ok(Saved::Replaced) => done(&format!(
+            "Replaced {}. Check it with: perplexity-agent gateway test {}",
+            def.slug, def.slug
+        )),
+        Ok(_) => done(&format!(
             "Added {}. Check it with: perplexity-agent gateway test {}",
             def.slug, def.slug
         )),
-        Ok(Saved::Replaced) => done(&format!("Updated {}.", def.slug)),
-        Ok(Saved::TooMany) => output::fail(
+        Err(code) => code,
+    }
+}
+
+/// Writes the definition; a failure is reported here and becomes the exit code.
+fn save(store: &Store, def: &ServerDef, config: &Config) -> Result<Saved, i32> {
+    let text = serde_json::to_string(def)
+        .map_err(|_| output::fail(Exit::Failed, "the definition could not be written"))?;
+    match store.put_gateway_server(&def.slug, &text, config.gateway.max_servers) {
+        Ok(Saved::TooMany) => Err(output::fail(
             Exit::Usage,
             &format!(
                 "{} refused: {} servers are defined already (PERPLEXITY_GATEWAY_MAX_SERVERS).",
                 def.slug, config.gateway.max_servers
             ),
-        ),
-        Err(e) => output::fail(Exit::Config, &e.to_string()),
+        )),
+        Ok(saved) => Ok(saved),
+        Err(e) => Err(output::fail(Exit::Config, &e.to_string())),
     }
 }
 
@@ -317,7 +361,11 @@ fn set_enabled(store: &Store, slug: &str, enabled: bool, config: &Config) -> i32
         );
     };
     def.enabled = enabled;
-    save(store, &def, config)
+    match save(store, &def, config) {
+        Ok(_) if enabled => done(&format!("Enabled {slug}.")),
+        Ok(_) => done(&format!("Disabled {slug}.")),
+        Err(code) => code,
+    }
 }
 
 fn list(store: &Store, json: bool, config: &Config) -> i32 {
@@ -409,7 +457,11 @@ async fn test(store: &Store, slug: &str, json: bool, config: &Config) -> i32 {
         return output::fail(Exit::Usage, &format!("No server named {slug}."));
     };
     def.enabled = true;
-    let gateway = Gateway::new(config.gateway.clone(), config.secret_key.clone(), vec![def]);
+    let gateway = Gateway::new(
+        config.gateway.clone(),
+        config.secret_key.clone(),
+        vec![def.clone()],
+    );
     let status = gateway.test(slug).await.unwrap_or_default();
     gateway.shutdown().await;
     if json {
@@ -421,7 +473,10 @@ async fn test(store: &Store, slug: &str, json: bool, config: &Config) -> i32 {
                 status.latency_ms.unwrap_or_default(),
                 status.exposed.len()
             ),
-            Some(e) => format!("{slug}: FAILED: {e}"),
+            Some(e) => match fix_for(&def, config, e.root()) {
+                Some(fix) => format!("{slug}: FAILED: {fix}"),
+                None => format!("{slug}: FAILED: {e}"),
+            },
         };
         for tool in &status.exposed {
             text.push_str(&format!("\n  {}", tool.name));
@@ -435,5 +490,83 @@ async fn test(store: &Store, slug: &str, json: bool, config: &Config) -> i32 {
         Exit::Failed as i32
     } else {
         Exit::Success as i32
+    }
+}
+
+/// For failures whose fix is a command: that command, for this server, in one line (the
+/// error's own text says it in general terms, for tool results and logs).
+fn fix_for(def: &ServerDef, config: &Config, e: &GatewayError) -> Option<String> {
+    let GatewayError::Unauthorized {
+        status,
+        sent_credentials,
+    } = e
+    else {
+        return None;
+    };
+    let TransportDef::Http {
+        url,
+        allow_insecure_http,
+        allow_private,
+        ca_bundle,
+        ..
+    } = &def.transport
+    else {
+        return None;
+    };
+    let slug = &def.slug;
+    let what = if *sent_credentials {
+        "it refused the credential in this server's headers"
+    } else {
+        "it wants a credential"
+    };
+    if config.file_servers.iter().any(|d| d.slug == def.slug) {
+        return Some(format!(
+            "the server answered {status} — {what}; in the config file, give the server {slug} headers = {{ Authorization = \"@env:VAR\" }} (VAR holding e.g. \"Bearer <token>\")"
+        ));
+    }
+    // `--replace` replaces the whole definition: restate what it had. Header values are
+    // sealed and are not restated (nor shown): a new one is asked for.
+    let mut line = format!(
+        "perplexity-agent gateway add {slug} --replace --url {}",
+        shell_word(url)
+    );
+    for (flag, on) in [
+        ("--allow-insecure-http", *allow_insecure_http),
+        ("--allow-private", *allow_private),
+    ] {
+        if on {
+            line.push_str(&format!(" {flag}"));
+        }
+    }
+    if let Some(pem) = ca_bundle {
+        line.push_str(&format!(
+            " --ca-bundle {}",
+            shell_word(&pem.display().to_string())
+        ));
+    }
+    for (flag, tools) in [
+        ("--allow-tool", &def.allow_tools),
+        ("--deny-tool", &def.deny_tools),
+    ] {
+        for tool in tools {
+            line.push_str(&format!(" {flag} {}", shell_word(tool)));
+        }
+    }
+    line.push_str(" --header \"Authorization: @env:VAR\"");
+    Some(format!(
+        "the server answered {status} — {what}; run {line} (VAR holding e.g. \"Bearer <token>\"; stored encrypted)"
+    ))
+}
+
+/// A word as a POSIX shell reads it back: bare when it is plainly safe, else quoted.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }

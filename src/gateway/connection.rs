@@ -28,6 +28,7 @@ use secrecy::ExposeSecret;
 use tokio::io::AsyncReadExt;
 
 use super::definition::{Resolved, ResolvedTransport};
+use super::error::{self, GatewayError};
 use crate::fetch::address::{AllowPrivate, check_addr};
 
 /// Bytes of a child's stderr kept for status.
@@ -59,13 +60,38 @@ fn lifecycle() -> ClientLifecycleMode {
 }
 
 /// Connects (launching the child for stdio) and lists the tools, within `timeout`.
-pub async fn connect(resolved: &Resolved, timeout: Duration) -> Result<Live, String> {
-    tokio::time::timeout(timeout, connect_inner(resolved))
+pub async fn connect(resolved: &Resolved, timeout: Duration) -> Result<Live, GatewayError> {
+    let secrets = secret_values(resolved);
+    let connected = tokio::time::timeout(timeout, connect_inner(resolved))
         .await
-        .map_err(|_| format!("no answer within {}s", timeout.as_secs()))?
+        .unwrap_or(Err(GatewayError::Timeout {
+            seconds: timeout.as_secs(),
+        }));
+    // A downstream's text may echo what we sent it (a header value, an env secret).
+    connected.map_err(|e| e.scrubbed(&secrets))
 }
 
-async fn connect_inner(resolved: &Resolved) -> Result<Live, String> {
+/// The definition's secret values, to be kept out of error texts.
+fn secret_values(resolved: &Resolved) -> Vec<String> {
+    let values = match &resolved.transport {
+        ResolvedTransport::Stdio { env, .. } => env,
+        ResolvedTransport::Http { headers, .. } => headers,
+    };
+    values
+        .iter()
+        .map(|(_, v)| v.expose_secret().to_owned())
+        .collect()
+}
+
+/// What rmcp's errors cannot tell: whether this definition sends credentials.
+fn context(resolved: &Resolved) -> error::Context {
+    error::Context {
+        sent_credentials: matches!(&resolved.transport, ResolvedTransport::Http { headers, .. } if !headers.is_empty()),
+    }
+}
+
+async fn connect_inner(resolved: &Resolved) -> Result<Live, GatewayError> {
+    let cx = context(resolved);
     let stderr = Arc::new(Mutex::new(VecDeque::new()));
     let client = match &resolved.transport {
         ResolvedTransport::Stdio {
@@ -92,7 +118,10 @@ async fn connect_inner(resolved: &Resolved) -> Result<Live, String> {
             let (transport, child_stderr) = TokioChildProcess::builder(command)
                 .stderr(Stdio::piped())
                 .spawn()
-                .map_err(|e| format!("cannot start {} ({})", program.display(), e.kind()))?;
+                .map_err(|e| GatewayError::Spawn {
+                    program: program.display().to_string(),
+                    reason: e.kind(),
+                })?;
             if let Some(mut pipe) = child_stderr {
                 let sink = stderr.clone();
                 tokio::spawn(async move {
@@ -112,7 +141,7 @@ async fn connect_inner(resolved: &Resolved) -> Result<Live, String> {
             client_info()
                 .serve_with_lifecycle(transport, lifecycle())
                 .await
-                .map_err(|e| format!("the MCP handshake failed: {}", short(&e.to_string())))?
+                .map_err(|e| error::from_init(&e, cx))?
         }
         ResolvedTransport::Http {
             url,
@@ -130,13 +159,21 @@ async fn connect_inner(resolved: &Resolved) -> Result<Live, String> {
             client_info()
                 .serve_with_lifecycle(transport, lifecycle())
                 .await
-                .map_err(|e| format!("the MCP handshake failed: {}", short(&e.to_string())))?
+                .map_err(|e| error::from_init(&e, cx))?
         }
     };
-    let tools = client
-        .list_all_tools()
-        .await
-        .map_err(|e| format!("listing its tools failed: {}", short(&e.to_string())))?;
+    // Said as what it is: the handshake passed, the listing did not.
+    let tools = client.list_all_tools().await.map_err(|e| match e {
+        rmcp::ServiceError::TransportClosed => GatewayError::Handshake(
+            "the server closed the connection before listing its tools".into(),
+        ),
+        e => match error::from_service(&e, cx) {
+            GatewayError::Refused(m) => {
+                GatewayError::Handshake(format!("the server refused to list its tools: {m}"))
+            }
+            other => other,
+        },
+    })?;
     Ok(Live {
         client,
         tools,
@@ -151,7 +188,7 @@ async fn connect_inner(resolved: &Resolved) -> Result<Live, String> {
 async fn check_host(
     url: &url::Url,
     allow_private: bool,
-) -> Result<Option<(String, Vec<std::net::SocketAddr>)>, String> {
+) -> Result<Option<(String, Vec<std::net::SocketAddr>)>, GatewayError> {
     if allow_private {
         return Ok(None);
     }
@@ -159,14 +196,19 @@ async fn check_host(
     let port = url.port_or_known_default().unwrap_or(443);
     let addrs: Vec<_> = tokio::net::lookup_host((host, port))
         .await
-        .map_err(|e| format!("cannot resolve {host} ({})", e.kind()))?
+        .map_err(|e| {
+            GatewayError::Transport(format!(
+                "cannot resolve {host} ({}): check the URL's host name and this machine's DNS",
+                e.kind()
+            ))
+        })?
         .collect();
     if addrs.is_empty() {
-        return Err(format!("{host} has no address"));
+        return Err(GatewayError::Transport(format!("{host} has no address")));
     }
     for addr in &addrs {
         check_addr(addr.ip(), &AllowPrivate::None).map_err(|b| {
-            format!("{host} resolves to a non-public address ({b}); pass --allow-private for this server if that is intended")
+            GatewayError::Policy(format!("{host} resolves to a non-public address ({b}); pass --allow-private for this server if that is intended"))
         })?;
     }
     Ok(Some((host.to_owned(), addrs)))
@@ -178,14 +220,15 @@ fn http_client(
     headers: &[(String, secrecy::SecretString)],
     ca_bundle: Option<&std::path::Path>,
     pinned: Option<(String, Vec<std::net::SocketAddr>)>,
-) -> Result<reqwest::Client, String> {
+) -> Result<reqwest::Client, GatewayError> {
     use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
     let mut map = HeaderMap::new();
     for (name, value) in headers {
         let name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| format!("'{name}' is not a header name"))?;
-        let mut value = HeaderValue::from_str(value.expose_secret())
-            .map_err(|_| format!("the value of {name} is not a valid header value"))?;
+            .map_err(|_| GatewayError::Policy(format!("'{name}' is not a header name")))?;
+        let mut value = HeaderValue::from_str(value.expose_secret()).map_err(|_| {
+            GatewayError::Policy(format!("the value of {name} is not a valid header value"))
+        })?;
         value.set_sensitive(true);
         map.insert(name, value);
     }
@@ -199,26 +242,27 @@ fn http_client(
     }
     if let Some(path) = ca_bundle {
         let pem = std::fs::read(path).map_err(|e| {
-            format!(
+            GatewayError::Policy(format!(
                 "the CA bundle {} cannot be read ({})",
                 path.display(),
                 e.kind()
-            )
+            ))
         })?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem)
-            .map_err(|_| format!("the CA bundle {} is not PEM certificates", path.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|_| {
+            GatewayError::Policy(format!(
+                "the CA bundle {} is not PEM certificates",
+                path.display()
+            ))
+        })?;
         for cert in certs {
             builder = builder.add_root_certificate(cert);
         }
     }
-    builder
-        .build()
-        .map_err(|_| "the HTTP client could not be set up (no certificate store?)".to_owned())
-}
-
-/// Error texts from downstream libraries, bounded.
-pub fn short(text: &str) -> String {
-    crate::text::cap_chars(text, 300)
+    builder.build().map_err(|_| {
+        GatewayError::Transport(
+            "the HTTP client could not be set up (no certificate store?)".to_owned(),
+        )
+    })
 }
 
 /// Names of environment variables a definition may set, and the stderr tail, for status.
@@ -365,7 +409,11 @@ mod tests {
             },
         };
         let refused = connect(&resolved(None), Duration::from_secs(10)).await;
-        assert!(refused.is_err(), "an untrusted certificate was accepted");
+        assert!(
+            matches!(refused, Err(GatewayError::Tls(_))),
+            "an untrusted certificate: {:?}",
+            refused.err()
+        );
         let live = connect(&resolved(Some(bundle.clone())), Duration::from_secs(10))
             .await
             .unwrap_or_else(|e| panic!("with its CA bundle: {e}"));

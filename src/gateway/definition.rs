@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::GatewayConfig;
+use super::error::GatewayError;
 use super::policy;
 use super::secrets::{self, SecretError, SecretKey};
 
@@ -263,14 +264,15 @@ pub fn resolve(
     def: &ServerDef,
     config: &GatewayConfig,
     key: Option<&SecretKey>,
-) -> Result<Resolved, String> {
-    policy::check_slug(&def.slug)?;
-    let open = |field: String, value: &Stored| -> Result<SecretString, String> {
+) -> Result<Resolved, GatewayError> {
+    use GatewayError::Policy;
+    policy::check_slug(&def.slug).map_err(Policy)?;
+    let open = |field: String, value: &Stored| -> Result<SecretString, GatewayError> {
         match value {
             Stored::Plain(v) | Stored::Memory(v) => Ok(SecretString::from(v.clone())),
             Stored::Sealed(sealed) => {
-                let key = key.ok_or_else(|| SecretError::MissingKey.to_string())?;
-                secrets::open(key, sealed, &def.slug, &field).map_err(|e| e.to_string())
+                let key = key.ok_or(GatewayError::Secret(SecretError::MissingKey))?;
+                secrets::open(key, sealed, &def.slug, &field).map_err(GatewayError::Secret)
             }
         }
     };
@@ -281,20 +283,20 @@ pub fn resolve(
             env,
             cwd,
         } => {
-            policy::check_command(command, &config.allowed_commands)?;
-            policy::check_args(command, args)?;
+            policy::check_command(command, &config.allowed_commands).map_err(Policy)?;
+            policy::check_args(command, args).map_err(Policy)?;
             let program = find_program(command, &config.path)?;
             let mut opened = Vec::new();
             for field in env {
-                policy::check_env(&field.name, 0)?;
+                policy::check_env(&field.name, 0).map_err(Policy)?;
                 opened.push((
                     field.name.clone(),
                     open(env_field(&field.name), &field.value)?,
                 ));
             }
             let cwd = match cwd {
-                Some(dir) => policy::resolve_cwd(dir, &config.allowed_roots)?,
-                None => config.server_dir(&def.slug)?,
+                Some(dir) => policy::resolve_cwd(dir, &config.allowed_roots).map_err(Policy)?,
+                None => config.server_dir(&def.slug).map_err(Policy)?,
             };
             ResolvedTransport::Stdio {
                 program,
@@ -312,10 +314,10 @@ pub fn resolve(
             allow_private,
             ca_bundle,
         } => {
-            let url = policy::check_url(url, *allow_insecure_http)?;
+            let url = policy::check_url(url, *allow_insecure_http).map_err(Policy)?;
             let mut opened = Vec::new();
             for field in headers {
-                policy::check_header(&field.name, 0)?;
+                policy::check_header(&field.name, 0).map_err(Policy)?;
                 opened.push((
                     field.name.clone(),
                     open(header_field(&field.name), &field.value)?,
@@ -335,8 +337,9 @@ pub fn resolve(
     })
 }
 
-/// Looks the bare name up on the operator's fixed PATH (never the caller's).
-fn find_program(command: &str, path: &str) -> Result<PathBuf, String> {
+/// Looks the bare name up on the operator's fixed PATH (never the caller's): the one
+/// rule, used at launch and by `gateway add` (which refuses what could not launch).
+pub fn find_program(command: &str, path: &str) -> Result<PathBuf, GatewayError> {
     for dir in path.split(':').filter(|d| d.starts_with('/')) {
         let candidate = std::path::Path::new(dir).join(command);
         if let Ok(meta) = std::fs::metadata(&candidate) {
@@ -352,9 +355,10 @@ fn find_program(command: &str, path: &str) -> Result<PathBuf, String> {
             }
         }
     }
-    Err(format!(
-        "'{command}' was not found on PERPLEXITY_GATEWAY_PATH ({path})"
-    ))
+    Err(GatewayError::NotOnPath {
+        command: command.to_owned(),
+        path: path.to_owned(),
+    })
 }
 
 /// The definition as `gateway list` shows it: secrets as `***`.

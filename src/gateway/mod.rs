@@ -19,6 +19,7 @@
 
 pub mod connection;
 pub mod definition;
+pub mod error;
 pub mod file;
 pub mod policy;
 pub mod secrets;
@@ -26,6 +27,7 @@ pub mod surface;
 
 // What `config.rs` fills in and reads, at the module's door.
 pub use definition::ServerDef;
+pub use error::GatewayError;
 pub use file::load as load_file;
 pub use secrets::{KEY_VARIABLE as SECRET_KEY_VARIABLE, SecretKey};
 
@@ -106,7 +108,7 @@ fn backoff(failures: u32) -> Duration {
 pub struct Status {
     pub connected: bool,
     pub connects: u64,
-    pub last_error: Option<String>,
+    pub last_error: Option<GatewayError>,
     pub exposed: Vec<Exposed>,
     pub rejected: Vec<Rejected>,
     pub stderr_tail: String,
@@ -361,7 +363,7 @@ impl Gateway {
         &self,
         server: &Server,
         slot: &mut Slot,
-    ) -> Result<rmcp::Peer<rmcp::RoleClient>, String> {
+    ) -> Result<rmcp::Peer<rmcp::RoleClient>, GatewayError> {
         if let Some((live, _)) = &slot.live {
             if !live.client.is_closed() {
                 return Ok(live.client.peer().clone());
@@ -372,12 +374,19 @@ impl Gateway {
         if let Some(at) = slot.retry_at
             && Instant::now() < at
         {
-            let wait = at
+            let seconds = at
                 .saturating_duration_since(Instant::now())
                 .as_secs()
                 .max(1);
-            let last = self.status_of(server).last_error.unwrap_or_default();
-            return Err(format!("{last} (next attempt in {wait}s)"));
+            let last = self
+                .status_of(server)
+                .last_error
+                .map(|e| e.root().clone())
+                .unwrap_or(GatewayError::Transport("an earlier attempt failed".into()));
+            return Err(GatewayError::Backoff {
+                last: Box::new(last),
+                seconds,
+            });
         }
         match self.connect(server).await {
             Ok((live, permit)) => {
@@ -421,15 +430,16 @@ impl Gateway {
     async fn connect(
         &self,
         server: &Server,
-    ) -> Result<(Live, Option<OwnedSemaphorePermit>), String> {
+    ) -> Result<(Live, Option<OwnedSemaphorePermit>), GatewayError> {
         let resolved = definition::resolve(&server.def, &self.config, self.key.as_ref())?;
         let permit = match server.def.transport {
-            TransportDef::Stdio { .. } => Some(self.processes.clone().try_acquire_owned().map_err(|_| {
-                format!(
-                    "{} downstream processes are running already (PERPLEXITY_GATEWAY_MAX_STDIO)",
-                    self.config.max_stdio
-                )
-            })?),
+            TransportDef::Stdio { .. } => {
+                Some(self.processes.clone().try_acquire_owned().map_err(|_| {
+                    GatewayError::TooManyProcesses {
+                        max: self.config.max_stdio,
+                    }
+                })?)
+            }
             TransportDef::Http { .. } => None,
         };
         let live = connection::connect(&resolved, self.config.timeout).await?;
@@ -500,17 +510,25 @@ impl Gateway {
                     flags,
                 }
             }
-            Ok(Err(rmcp::ServiceError::McpError(e))) => GatewayResult::error(format!(
-                "Downstream server '{slug}' refused the call: {}",
-                connection::short(&e.message)
-            )),
             Ok(Err(e)) => {
-                // The connection is gone (crash, dropped stream): the next call reconnects.
-                self.drop_live(&server).await;
-                GatewayResult::error(format!(
-                    "Downstream server '{slug}' failed during the call ({}); the next call reconnects.",
-                    connection::short(&e.to_string())
-                ))
+                // Whether a 401 refused our headers or found none.
+                let cx = error::Context {
+                    sent_credentials: matches!(&server.def.transport, TransportDef::Http { headers, .. } if !headers.is_empty()),
+                };
+                match error::from_service(&e, cx) {
+                    // An answer: the connection is fine.
+                    GatewayError::Refused(message) => GatewayResult::error(format!(
+                        "Downstream server '{slug}' refused the call: {message}"
+                    )),
+                    failure => {
+                        // The connection is gone (crash, dropped stream, a credential
+                        // revoked mid-session): the next call reconnects.
+                        self.drop_live(&server).await;
+                        GatewayResult::error(format!(
+                            "Downstream server '{slug}' failed during the call ({failure}); the next call reconnects."
+                        ))
+                    }
+                }
             }
             Err(_) => GatewayResult::error(format!(
                 "Downstream server '{slug}' did not answer within {}s; the call was cancelled.",
@@ -620,7 +638,8 @@ pub fn status_json(slug: &str, status: &Status) -> Value {
         "server": slug,
         "connected": status.connected,
         "connects": status.connects,
-        "last_error": status.last_error,
+        "last_error": status.last_error.as_ref().map(ToString::to_string),
+        "error_kind": status.last_error.as_ref().map(GatewayError::kind),
         "latency_ms": status.latency_ms,
         "tools": status.exposed.iter().map(|e| &e.name).collect::<Vec<_>>(),
         "rejected": status.rejected.iter().map(|r| json!({"tool": r.name, "reason": r.reason})).collect::<Vec<_>>(),

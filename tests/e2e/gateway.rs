@@ -262,7 +262,8 @@ fn the_number_of_servers_is_capped() {
         "{stderr}"
     );
     // Replacing an existing one is not a new server.
-    let (_, stderr, code) = env.gateway(&["add", "b", "--url", "https://y.example/mcp"]);
+    let (_, stderr, code) =
+        env.gateway(&["add", "b", "--replace", "--url", "https://y.example/mcp"]);
     assert_eq!(code, 0, "{stderr}");
     let (_, _, code) = env.gateway(&["disable", "a"]);
     assert_eq!(code, 0);
@@ -522,13 +523,25 @@ fn the_global_switch_and_a_missing_program() {
     assert!(!tool_names(&mut s, 1).iter().any(|n| n.starts_with("mcp__")));
     let r = s.request(&call(2, "mcp__fd__echo", json!({"text": "x"})));
     assert_eq!(r["error"]["code"], -32602);
-    // An allowlisted program that is not on the gateway's PATH.
-    let (_, stderr, code) = env.gateway(&["add", "nd", "--command", "node"]);
+    // An allowlisted program that was on the gateway's PATH when added, and is gone
+    // since: the launch looks it up again.
+    let dir = env.dir.path("gone");
+    std::fs::create_dir_all(&dir).unwrap();
+    let gone = Env {
+        dir: Scratch::new("unused3"),
+        vars: env.vars.clone(),
+    }
+    .with("PERPLEXITY_GATEWAY_PATH", &dir.display().to_string())
+    .with("PERPLEXITY_GATEWAY_ALLOWED_COMMANDS", "gone-server");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(downstream_bin(), dir.join("gone-server")).unwrap();
+    let (_, stderr, code) = gone.gateway(&["add", "nd", "--command", "gone-server"]);
     assert_eq!(code, 0, "{stderr}");
-    let (stdout, _, code) = env.gateway(&["test", "nd"]);
+    std::fs::remove_file(dir.join("gone-server")).unwrap();
+    let (stdout, _, code) = gone.gateway(&["test", "nd"]);
     assert_eq!(code, 1);
     assert!(
-        stdout.contains("'node' was not found on PERPLEXITY_GATEWAY_PATH"),
+        stdout.contains("'gone-server' was not found on PERPLEXITY_GATEWAY_PATH"),
         "{stdout}"
     );
 }
@@ -797,10 +810,13 @@ fn a_server_that_comes_up_later_is_announced_to_legacy_clients() {
     let env = env
         .with("PERPLEXITY_GATEWAY_PATH", &path.display().to_string())
         .with("PERPLEXITY_GATEWAY_ALLOWED_COMMANDS", "late-server");
-    // Defined while its program is not installed yet (the policy is checked, the PATH
-    // only at launch).
+    // Defined while its program is installed, then gone when the server starts: each
+    // launch looks the program up again.
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(downstream_bin(), path.join("late-server")).unwrap();
     let (_, stderr, code) = env.gateway(&["add", "late", "--command", "late-server"]);
     assert_eq!(code, 0, "{stderr}");
+    std::fs::remove_file(path.join("late-server")).unwrap();
     let mut s = serve(&env);
     let r = s.request(&request(1, "initialize", json!({"protocolVersion": V_LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})));
     assert_eq!(r["result"]["capabilities"]["tools"]["listChanged"], true);
@@ -1075,4 +1091,214 @@ fn servers_from_the_config_file_take_their_secrets_from_the_environment() {
         stderr.contains("server cfg: the value of TOKEN must be @env:VARIABLE"),
         "{stderr}"
     );
+}
+
+/// A loopback HTTP endpoint that answers every request 401 with a `WWW-Authenticate`
+/// challenge (what real servers send), until the test process ends.
+fn unauthorized_endpoint() -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for tcp in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(tcp);
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let _ = reader.get_mut().write_all(
+                    b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"test\"\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                );
+            });
+        }
+    });
+    url
+}
+
+/// What no CLI output may show: Rust internals and rmcp's own log lines.
+fn assert_plain(stdout: &str, stderr: &str) {
+    for internal in [
+        "rmcp::",
+        "WorkerTransport",
+        "Transport [",
+        "ERROR",
+        "reqwest::",
+    ] {
+        assert!(
+            !stdout.contains(internal) && !stderr.contains(internal),
+            "{internal}: {stdout}{stderr}"
+        );
+    }
+}
+
+#[test]
+fn gateway_test_of_a_server_answering_401_says_which_header_to_add() {
+    let env = Env::new("gw-401").with("PERPLEXITY_SECRET_KEY", SEALING_KEY);
+    // A challenge (WWW-Authenticate) and no header defined: "add one", as a command.
+    let url = unauthorized_endpoint();
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "locked",
+        "--url",
+        &url,
+        "--allow-insecure-http",
+        "--allow-private",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let fix = format!(
+        "perplexity-agent gateway add locked --replace --url {url} --allow-insecure-http --allow-private --header \"Authorization: @env:VAR\""
+    );
+    // rmcp's ERROR line races our exit: a few runs, so a leak would show.
+    for _ in 0..3 {
+        let (stdout, stderr, code) = env.gateway(&["test", "locked"]);
+        assert_eq!(code, 1, "{stdout}{stderr}");
+        assert_plain(&stdout, &stderr);
+        assert_eq!(stderr, "", "nothing but the answer");
+        assert_eq!(stdout.trim_end().lines().count(), 1, "one line: {stdout}");
+        assert!(
+            stdout.starts_with("locked: FAILED: the server answered 401 — it wants a credential")
+                && stdout.contains(&fix),
+            "{stdout}"
+        );
+    }
+    let (stdout, stderr, _) = env.gateway(&["test", "locked", "--json"]);
+    assert_plain(&stdout, &stderr);
+    let status: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(status["error_kind"], "unauthorized", "{status}");
+
+    // No challenge, and a header that is wrong: its value is never shown.
+    let guarded = HttpDownstream::start(&["--require-header", "Authorization: Bearer right-token"]);
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "wrong",
+        "--url",
+        &format!("{}/mcp", guarded.url),
+        "--allow-insecure-http",
+        "--allow-private",
+        "--header",
+        "Authorization: Bearer wrong-token-value",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    for _ in 0..3 {
+        let (stdout, stderr, code) = env.gateway(&["test", "wrong"]);
+        assert_eq!(code, 1, "{stdout}{stderr}");
+        assert_plain(&stdout, &stderr);
+        assert_eq!(stderr, "", "nothing but the answer");
+        assert!(
+            stdout.contains("answered 401 — it refused the credential in this server's headers")
+                && stdout.contains("--header \"Authorization: @env:VAR\""),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("wrong-token-value"), "{stdout}");
+    }
+}
+
+#[test]
+fn gateway_add_of_a_defined_name_needs_replace() {
+    let env = Env::new("gw-replace");
+    let (stdout, stderr, code) = env.gateway(&["add", "srv", "--url", "https://first.example/mcp"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("Added srv."), "{stdout}");
+    let (stdout, stderr, code) =
+        env.gateway(&["add", "srv", "--url", "https://second.example/mcp"]);
+    assert_eq!(code, 2, "a usage error: {stdout}{stderr}");
+    assert!(
+        stderr.contains("srv is defined already; pass --replace to overwrite it"),
+        "{stderr}"
+    );
+    assert_eq!(
+        env.list()[0]["transport"]["url"],
+        "https://first.example/mcp",
+        "the first definition is unchanged"
+    );
+    let (stdout, stderr, code) = env.gateway(&[
+        "add",
+        "srv",
+        "--replace",
+        "--url",
+        "https://second.example/mcp",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("Replaced srv."), "{stdout}");
+    let listed = env.list();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["transport"]["url"], "https://second.example/mcp");
+    // --replace on a new name simply adds it.
+    let (stdout, _, code) =
+        env.gateway(&["add", "new", "--replace", "--url", "https://n.example/mcp"]);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("Added new."), "{stdout}");
+}
+
+#[test]
+fn gateway_add_refuses_a_command_not_on_the_gateway_path() {
+    let env = Env::new("gw-notonpath");
+    let dir = env.dir.path("bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Allowlisted, but in none of the gateway's directories; and one that is there but
+    // not executable (the launch would refuse it too).
+    std::fs::write(dir.join("not-executable"), "#!/bin/sh\n").unwrap();
+    let env = env
+        .with("PERPLEXITY_GATEWAY_PATH", &dir.display().to_string())
+        .with(
+            "PERPLEXITY_GATEWAY_ALLOWED_COMMANDS",
+            "fake-downstream,not-executable",
+        );
+    for command in ["fake-downstream", "not-executable"] {
+        let (stdout, stderr, code) = env.gateway(&["add", "srv", "--command", command]);
+        assert_eq!(code, 2, "a usage error: {stdout}{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "srv refused: '{command}' was not found on PERPLEXITY_GATEWAY_PATH ({})",
+                dir.display()
+            )) && stderr.contains("set PERPLEXITY_GATEWAY_PATH to include the directory"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(env.list(), json!([]), "nothing was written");
+    // On the path: accepted.
+    let env = env.with(
+        "PERPLEXITY_GATEWAY_PATH",
+        &format!("{}:{}", dir.display(), bin_dir()),
+    );
+    let (_, stderr, code) = env.gateway(&["add", "srv", "--command", "fake-downstream"]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn gateway_enable_and_disable_say_what_they_did() {
+    let env = Env::new("gw-switch-words");
+    let (_, stderr, code) = env.gateway(&["add", "srv", "--url", "https://x.example/mcp"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (stdout, stderr, code) = env.gateway(&["disable", "srv"]);
+    assert_eq!((code, stdout.trim_end()), (0, "Disabled srv."), "{stderr}");
+    assert_eq!(env.list()[0]["enabled"], false);
+    let (stdout, stderr, code) = env.gateway(&["enable", "srv"]);
+    assert_eq!((code, stdout.trim_end()), (0, "Enabled srv."), "{stderr}");
+    assert_eq!(env.list()[0]["enabled"], true);
+    // `gateway test --help` describes what it takes.
+    let (stdout, _, code) = env.gateway(&["test", "--help"]);
+    assert_eq!(code, 0);
+    for arg in ["<SLUG>", "--json"] {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(arg))
+            .unwrap_or_else(|| panic!("{arg}: {stdout}"));
+        assert!(
+            line.trim().len() > arg.len() + 2,
+            "{arg} has no description: {stdout}"
+        );
+    }
 }
