@@ -134,8 +134,10 @@ pub struct ResultArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=MAX_WAIT_SECONDS))]
     pub wait: u64,
+    /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Wrap the answer in the untrusted-content delimiter (as MCP clients get it).
     #[arg(long)]
     pub spotlight: bool,
 }
@@ -193,6 +195,7 @@ pub struct FetchArgs {
 pub struct CancelArgs {
     /// The id printed by `ask`.
     pub response_id: String,
+    /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -247,7 +250,16 @@ pub async fn run(command: Command, config: Config) -> i32 {
             let dispatcher = Arc::new(crate::mcp::dispatch::Dispatcher::new(Arc::new(tools)));
             let code = match http {
                 Some(http) => crate::mcp::http::serve(dispatcher, http, config.wait_seconds).await,
-                None => crate::mcp::stdio::serve(dispatcher).await,
+                None => {
+                    // Someone who ran the bare command at a prompt sees a silent
+                    // process; an MCP client never has a terminal on stdin.
+                    if std::io::stdin().is_terminal() {
+                        output::warn(
+                            "this is the MCP server on stdin/stdout, waiting for JSON-RPC from an MCP client (Ctrl-D ends it). For a person: perplexity-agent ask \"…\", perplexity-agent tui, or perplexity-agent --help.",
+                        );
+                    }
+                    crate::mcp::stdio::serve(dispatcher).await
+                }
             };
             // Stop the downstream processes (they would also see their stdin close).
             if let Some(gateway) = gateway {

@@ -297,6 +297,15 @@ fn api_error_text(error: &ApiError) -> String {
             "PERPLEXITY_API_KEY is not set. Export it in your shell (export PERPLEXITY_API_KEY=…) and try again."
                 .to_owned()
         }
+        // Retries used up: say what to do, not only what happened.
+        ApiError::AttemptsExhausted { last, attempts } => {
+            let advice = match last.http_status() {
+                Some(429) => "Perplexity is limiting this key's request rate: wait a minute and try again.",
+                _ => "Perplexity or the network is having trouble: try again shortly.",
+            };
+            let last = api_error_text(last);
+            format!("{} after {attempts} attempts. {advice}", last.trim_end_matches('.'))
+        }
         e => e.to_string(),
     }
 }

@@ -468,3 +468,17 @@ fn ask_reads_stdin_and_refuses_bad_flags_before_sending() {
         "nothing sent for refused flags"
     );
 }
+
+/// Retries used up read as a sentence with what to do (the MCP text stays the peer's).
+#[test]
+fn used_up_retries_say_what_to_do() {
+    let fake = FakePerplexity::start();
+    fake.push_fault(json!({"route": "search", "status": 429, "body": "", "times": 3}));
+    let (stdout, stderr, code) = run_cli(&["search", "q"], &env_for(&fake));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stdout.is_empty());
+    assert_eq!(
+        stderr.trim(),
+        "perplexity-agent: Perplexity returned HTTP 429 after 3 attempts. Perplexity is limiting this key's request rate: wait a minute and try again."
+    );
+}
