@@ -340,6 +340,19 @@ impl fmt::Debug for HttpConfig {
 pub const MIN_HTTP_TOKEN_CHARS: usize = 32;
 
 impl HttpConfig {
+    /// Who an HTTP caller is, for binding MCP tasks: derived from the token's digest
+    /// (never the token), so whoever holds the same token sees the same tasks and the
+    /// store file holds nothing that opens the server.
+    pub fn caller(&self) -> String {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        hasher.update(b"perplexity-agent task caller\0");
+        hasher.update(self.token_digest);
+        let digest = hasher.finalize();
+        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        format!("http:{hex}")
+    }
+
     pub fn from_env(bind: &str, allow_remote: bool) -> Result<HttpConfig, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok(), bind, allow_remote)
     }

@@ -61,6 +61,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "perplexity",
             "random",
             "signals",
+            "store",
             "text",
             "tools",
         ],

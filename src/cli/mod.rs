@@ -247,7 +247,11 @@ pub async fn run(command: Command, config: Config) -> i32 {
             if let Some(gateway) = &gateway {
                 tools = tools.with_gateway(gateway.clone());
             }
-            let dispatcher = Arc::new(crate::mcp::dispatch::Dispatcher::new(Arc::new(tools)));
+            let mut dispatcher = crate::mcp::dispatch::Dispatcher::new(Arc::new(tools));
+            if let Some(http) = &http {
+                dispatcher = dispatcher.for_caller(http.caller(), FrontEnd::McpHttp);
+            }
+            let dispatcher = Arc::new(dispatcher);
             let code = match http {
                 Some(http) => crate::mcp::http::serve(dispatcher, http, config.wait_seconds).await,
                 None => {

@@ -12,12 +12,13 @@ use super::protocol::{
     INSTRUCTIONS, LOG_LEVELS, RpcError, SUPPORTED_VERSIONS, code, error_frame, negotiated_version,
     result_frame, server_info,
 };
+use super::tasks::{self, TaskDesk};
 use super::{prompts, resources};
-use crate::call::ToolOutput;
+use crate::call::{FrontEnd, ToolOutput};
 use crate::tools::Tools;
 
 /// Methods we know in some era; anything else is -32601 before any era check.
-const KNOWN_METHODS: [&str; 12] = [
+const KNOWN_METHODS: [&str; 15] = [
     "initialize",
     "ping",
     "server/discover",
@@ -30,6 +31,9 @@ const KNOWN_METHODS: [&str; 12] = [
     "prompts/list",
     "prompts/get",
     "completion/complete",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
 
 /// What the transport should do with one message.
@@ -41,6 +45,8 @@ pub enum Action {
     Call(CallJob),
     /// `notifications/cancelled` for this request id.
     Cancel(Value),
+    /// A `tasks/*` request: answer [`Dispatcher::task_reply`] (it reads the store).
+    Task(TaskJob),
     /// Nothing to write (a notification, a blank line).
     Nothing,
 }
@@ -56,6 +62,17 @@ pub struct CallJob {
     pub progress_token: Option<Value>,
     /// What the result becomes: a tool result, or the contents of a resource.
     pub reply: ReplyAs,
+    /// The caller declared the tasks extension and the tool can outlast a call: run it
+    /// through [`TaskDesk::call`].
+    pub as_task: bool,
+}
+
+/// A `tasks/get`, `tasks/update` or `tasks/cancel` request.
+#[derive(Debug)]
+pub struct TaskJob {
+    pub id: Value,
+    pub method: String,
+    pub params: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +89,7 @@ type CachedList = (u64, Arc<str>);
 
 pub struct Dispatcher {
     tools: Arc<Tools>,
+    tasks: Arc<TaskDesk>,
     /// The `tools/list` result of each era, serialized once per version of the list
     /// (it changes only when a downstream server's tools do): rebuilding ~7 KB of JSON
     /// per request was most of the HTTP server's CPU.
@@ -82,9 +100,11 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
+    /// Tasks belong to the local user until [`Dispatcher::for_caller`] says otherwise.
     pub fn new(tools: Arc<Tools>) -> Self {
         Dispatcher {
             tools,
+            tasks: Arc::new(TaskDesk::new(local_caller(), FrontEnd::McpStdio)),
             list_text: [Mutex::new(None), Mutex::new(None)],
             list_changed: std::sync::atomic::AtomicBool::new(false),
         }
@@ -127,6 +147,28 @@ impl Dispatcher {
 
     pub fn tools(&self) -> &Arc<Tools> {
         &self.tools
+    }
+
+    /// Binds the tasks this server creates to `caller` (the HTTP token's identity).
+    pub fn for_caller(mut self, caller: String, front_end: FrontEnd) -> Self {
+        self.tasks = Arc::new(TaskDesk::new(caller, front_end));
+        self
+    }
+
+    pub fn tasks(&self) -> &Arc<TaskDesk> {
+        &self.tasks
+    }
+
+    /// The reply frame of a `tasks/*` request.
+    pub async fn task_reply(&self, job: TaskJob) -> Value {
+        match self
+            .tasks
+            .answer(&self.tools, &job.method, &job.params)
+            .await
+        {
+            Ok(result) => result_frame(&job.id, result),
+            Err(e) => error_frame(&job.id, &e),
+        }
     }
 
     /// The transport will tell legacy clients when the tool list changes.
@@ -172,6 +214,7 @@ impl Dispatcher {
                 Action::Reply(result_frame(&id, shape(era, method, result)))
             }
             Ok(Handled::Call(job)) => Action::Call(job),
+            Ok(Handled::Task(job)) => Action::Task(job),
             Err(e) => Action::Reply(error_frame(&id, &e)),
         }
     }
@@ -210,6 +253,7 @@ impl Dispatcher {
                         .unwrap_or_default(),
                     progress_token: None,
                     reply: ReplyAs::Resource { uri },
+                    as_task: false,
                 }));
             }
             ("prompts/list", _) => prompts::list(),
@@ -222,6 +266,16 @@ impl Dispatcher {
                 let mut result = Map::with_capacity(1);
                 result.insert("tools".to_owned(), self.tools.list());
                 Value::Object(result)
+            }
+            ("tasks/get" | "tasks/update" | "tasks/cancel", Era::Modern) => {
+                if !tasks::declared(&params) {
+                    return Err(tasks::not_declared());
+                }
+                return Ok(Handled::Task(TaskJob {
+                    id: request_id.clone(),
+                    method: method.to_owned(),
+                    params,
+                }));
             }
             ("tools/call", _) => {
                 return self.tool_call(params, era, request_id).map(Handled::Call);
@@ -275,6 +329,11 @@ impl Dispatcher {
             .and_then(|m| m.get("progressToken"))
             .filter(|t| t.is_string() || crate::text::json_integer(t).is_some())
             .cloned();
+        // Only a modern caller that declared the extension gets a task, and only for a
+        // tool whose work can outlast the call.
+        let as_task = era == Era::Modern
+            && tasks::declared(&params)
+            && crate::tools::registry::find(&tool).is_some_and(|spec| spec.long_running);
         Ok(CallJob {
             id: id.clone(),
             era,
@@ -282,6 +341,7 @@ impl Dispatcher {
             arguments,
             progress_token,
             reply: ReplyAs::ToolResult,
+            as_task,
         })
     }
 
@@ -302,6 +362,7 @@ impl Dispatcher {
 enum Handled {
     Result(Value),
     Call(CallJob),
+    Task(TaskJob),
 }
 
 /// A parsed JSON-RPC message, before any era rule.
@@ -400,6 +461,9 @@ fn initialize(params: &Map<String, Value>, list_changed: bool) -> Value {
 /// only stdio delivers the notification; modern clients rely on `ttlMs`. No `subscribe`.
 fn capabilities(era: Era, list_changed: bool) -> Value {
     let mut caps = json!({"tools": {}, "resources": {}, "prompts": {}, "completions": {}});
+    if era == Era::Modern {
+        caps["extensions"] = json!({ tasks::EXTENSION: {} });
+    }
     if list_changed && era == Era::Legacy {
         caps["tools"] = json!({"listChanged": true});
     }
@@ -407,6 +471,19 @@ fn capabilities(era: Era, list_changed: bool) -> Value {
         caps["logging"] = json!({});
     }
     caps
+}
+
+/// Tasks created over stdio belong to the user running the server.
+fn local_caller() -> String {
+    #[cfg(unix)]
+    {
+        // SAFETY: getuid has no preconditions and cannot fail.
+        format!("local:{}", unsafe { libc::getuid() })
+    }
+    #[cfg(not(unix))]
+    {
+        "local".to_owned()
+    }
 }
 
 /// A value the way Python's `repr` shows it (the reference peer's `Unknown tool: 'x'`).

@@ -16,3 +16,4 @@ pub mod prompts;
 pub mod protocol;
 pub mod resources;
 pub mod stdio;
+pub mod tasks;

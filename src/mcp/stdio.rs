@@ -21,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch::{Action, CallJob, Dispatcher};
 use super::framing::{Line, LineReader};
 use super::progress::ProgressNotifier;
-use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, outbound};
+use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, outbound, result_frame};
+use super::tasks::Answered;
 use crate::call::{FrontEnd, Slots};
 use crate::config::MAX_CALLS_IN_FLIGHT;
 use crate::tools::{Admitted, CallContext};
@@ -82,6 +83,13 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                 if let Some((_, token)) = in_flight.lock().ok().and_then(|mut m| m.remove(&key)) {
                     token.cancel();
                 }
+            }
+            Action::Task(job) => {
+                // Reads the store: off the read loop, like a call.
+                let (dispatcher, outbox) = (dispatcher.clone(), outbox.clone());
+                calls.spawn(async move {
+                    send(&outbox, dispatcher.task_reply(job).await).await;
+                });
             }
             Action::Call(job) => {
                 // Accepted here, synchronously: refusals come back in request order,
@@ -178,15 +186,30 @@ async fn run_call(
         ..CallContext::default()
     };
     let tools = dispatcher.tools().clone();
-    let output = tools.run(admitted, &ctx).await;
+    let reply = if job.as_task {
+        // Detached from this request: notifications/cancelled never cancels a task.
+        match dispatcher
+            .tasks()
+            .call(tools, job.tool.clone(), admitted)
+            .await
+        {
+            Answered::Now(output) => output.map(|o| dispatcher.call_reply(&job, &o)),
+            Answered::Task(result) => Some(result_frame(&job.id, result)),
+        }
+    } else {
+        tools
+            .run(admitted, &ctx)
+            .await
+            .map(|output| dispatcher.call_reply(&job, &output))
+    };
     if let Ok(mut map) = in_flight.lock() {
         let key = job.id.to_string();
         if map.get(&key).is_some_and(|(s, _)| *s == seq) {
             map.remove(&key);
         }
     }
-    match output {
-        Some(output) => send(&outbox, dispatcher.call_reply(&job, &output)).await,
+    match reply {
+        Some(frame) => send(&outbox, frame).await,
         None => {
             // The client cancelled (or we are shutting down): no reply. The run keeps
             // going upstream; say which one, so it can still be collected.

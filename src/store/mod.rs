@@ -16,9 +16,11 @@
 mod gateway;
 mod handle;
 mod schema;
+mod tasks;
 
 pub use gateway::Saved;
 pub use handle::StoreHandle;
+pub use tasks::{TaskRecord, TaskUpdate};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     // 1: snapshots; spaces, tabs and history for the terminal workspace.
     "CREATE TABLE snapshots (
          seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -39,6 +39,19 @@ const MIGRATIONS: [&str; 3] = [
          slug TEXT PRIMARY KEY,
          definition TEXT NOT NULL,
          updated_ms INTEGER NOT NULL);",
+    // 4: MCP tasks: who asked, which run backs it, and its result once it has one.
+    "CREATE TABLE tasks (
+         seq INTEGER PRIMARY KEY AUTOINCREMENT,
+         id TEXT NOT NULL UNIQUE,
+         caller TEXT NOT NULL,
+         tool TEXT NOT NULL,
+         run_id TEXT,
+         status TEXT NOT NULL,
+         status_message TEXT,
+         result TEXT,
+         created_ms INTEGER NOT NULL,
+         updated_ms INTEGER NOT NULL,
+         ttl_ms INTEGER NOT NULL);",
 ];
 
 /// Several processes may open one store at once (two MCP servers, the TUI): the version

@@ -5,10 +5,10 @@ use serde_json::json;
 use super::*;
 
 /// A fresh store path under the system temp dir (removed by the caller's guard).
-struct TempDir(PathBuf);
+pub(super) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new(name: &str) -> TempDir {
+    pub(super) fn new(name: &str) -> TempDir {
         let dir = std::env::temp_dir().join(format!(
             "pa-store-{name}-{}-{}",
             std::process::id(),
@@ -17,7 +17,7 @@ impl TempDir {
         TempDir(dir)
     }
 
-    fn config(&self, retention: usize) -> StoreConfig {
+    pub(super) fn config(&self, retention: usize) -> StoreConfig {
         StoreConfig {
             path: self.0.join("data").join("store.sqlite"),
             snapshot_retention: retention,

@@ -405,6 +405,26 @@ pub fn assert_valid(era: Era, def: &str, instance: &Value) {
     );
 }
 
+/// Validates `instance` against a definition of the tasks extension's schema.
+pub fn assert_tasks_valid(def: &str, instance: &Value) {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    let doc = DOC.get_or_init(|| {
+        serde_json::from_str(include_str!("../mcp-schema/ext-tasks-draft.json")).unwrap()
+    });
+    let mut doc = doc.clone();
+    assert!(
+        doc["$defs"].get(def).is_some(),
+        "no {def} in the tasks schema"
+    );
+    doc["$ref"] = json!(format!("#/$defs/{def}"));
+    let v = jsonschema::validator_for(&doc).expect("schema compiles");
+    let errors: Vec<String> = v.iter_errors(instance).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "{instance:.600} is not a valid {def}: {errors:?}"
+    );
+}
+
 /// Checks one server frame against the official schema of its era. `method` is the
 /// request it answers (for results). `id: null` error frames are checked against the
 /// JSON-RPC rule instead (the MCP schemas type ids as string or integer).
@@ -433,6 +453,18 @@ pub fn assert_frame(era: Era, method: &str, frame: &Value) {
         return;
     }
     assert_valid(era, "JSONRPCResultResponse", frame);
+    // A call answered as a task, and the task methods, are the extension's.
+    if method == "tools/call" && frame["result"]["resultType"] == "task" {
+        return assert_tasks_valid("CreateTaskResult", &frame["result"]);
+    }
+    let tasks_def = match method {
+        "tasks/get" => Some("GetTaskResult"),
+        "tasks/cancel" => Some("CancelTaskResult"),
+        _ => None,
+    };
+    if let Some(def) = tasks_def {
+        return assert_tasks_valid(def, &frame["result"]);
+    }
     let def = match (method, era) {
         ("initialize", _) => "InitializeResult",
         ("tools/list", _) => "ListToolsResult",

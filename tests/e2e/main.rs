@@ -49,6 +49,8 @@ mod search;
 mod secrets;
 /// Resources, prompts and completions in both eras.
 mod surfaces;
+/// MCP tasks (2026-07-28 extension): handles, polling, cancel, restart, caller binding.
+mod tasks;
 /// The terminal workspace in a pseudo-terminal.
 mod tui;
 /// A scriptable loopback web server for the fetcher tests (not tests).

@@ -175,6 +175,8 @@ async fn modern(
     let named = match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        // The extension routes by task (a load balancer can pin a task to a replica).
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     };
     if let Some(field) = named {

@@ -12,6 +12,8 @@ use crate::call::ToolOutput;
 use crate::mcp::dispatch::{Action, CallJob, Dispatcher};
 use crate::mcp::era::request_meta;
 use crate::mcp::progress::ProgressNotifier;
+use crate::mcp::protocol::result_frame;
+use crate::mcp::tasks::Answered;
 use crate::tools::CallContext;
 
 pub struct Product {
@@ -41,6 +43,12 @@ impl Handler for Product {
         {
             Action::Reply(frame) => Handled::Now(Some(frame)),
             Action::Call(job) => self.call(job, out),
+            Action::Task(job) => {
+                let dispatcher = self.dispatcher.clone();
+                Handled::Later(Box::pin(
+                    async move { Some(dispatcher.task_reply(job).await) },
+                ))
+            }
             Action::Cancel(_) | Action::Nothing => Handled::Now(None),
         }
     }
@@ -59,6 +67,19 @@ impl Product {
                 return Handled::Now(Some(dispatcher.call_reply(&job, &refusal.output())));
             }
         };
+        if job.as_task {
+            return Handled::Later(Box::pin(async move {
+                // Detached from this request: closing the stream never cancels a task.
+                match dispatcher
+                    .tasks()
+                    .call(tools, job.tool.clone(), admitted)
+                    .await
+                {
+                    Answered::Now(output) => output.map(|o| dispatcher.call_reply(&job, &o)),
+                    Answered::Task(result) => Some(result_frame(&job.id, result)),
+                }
+            }));
+        }
         Handled::Later(Box::pin(async move {
             let ctx = CallContext {
                 progress: job

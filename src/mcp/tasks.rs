@@ -1,0 +1,501 @@
+//! MCP tasks, 2026-07-28 generation (the `io.modelcontextprotocol/tasks` extension):
+//! a research call that outlasts [`INLINE_WINDOW`] answers a task handle instead, and the
+//! client polls `tasks/get` for the same `CallToolResult` the blocking call returns.
+//!
+//! - The call runs through the one call path (the same `Admitted` call as without a task:
+//!   validation, rate limit, audit, output budget), detached from the request.
+//! - A task is a store record written before its handle is sent, bound to the caller
+//!   (the HTTP token's digest, the local user for stdio): another caller's id is unknown.
+//!   Its id is 128 random bits and never the bare `response_id`: the id is a capability.
+//! - A Perplexity run is durable remote state, so after a restart a `working` task is
+//!   resumed from its run (collected through `perplexity_agent_result` or
+//!   `responses_retrieve`); one that has no run to resume from (`deep_research` in its
+//!   local stages, or a restart before the run existed) fails with a message, never stays
+//!   `working`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::era::{request_meta, shape_modern};
+use super::protocol::{META_CLIENT_CAPABILITIES, RpcError, code};
+use crate::call::{FrontEnd, Refusal, ToolOutput};
+use crate::perplexity::wait::RunIdSink;
+use crate::store::{TaskRecord, TaskUpdate};
+use crate::tools::research::ResearchOutcome;
+use crate::tools::{Admitted, CallContext, Outcome, RunIds, Tools};
+
+pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+/// How long a call may take and still be answered directly. A fast-preset answer is
+/// usually ready within it, and a client that declared tasks has no tool-call timeout to
+/// fear, so holding the request this long saves it a poll; anything longer is a task.
+pub const INLINE_WINDOW: Duration = Duration::from_secs(5);
+/// How long a task is kept: a day, long enough for any run (Perplexity's own limit is
+/// far shorter) and for a client to come back after a restart.
+const TTL_MS: i64 = 24 * 60 * 60 * 1000;
+const MISSING_CAPABILITY: i64 = -32021;
+const STATUS_WORKING: &str = "working";
+
+/// The calls that may become tasks, and the caller they belong to.
+pub struct TaskDesk {
+    caller: String,
+    front_end: FrontEnd,
+    /// Tasks this process is running (or resuming): their local cancellation.
+    live: Mutex<HashMap<String, CancellationToken>>,
+}
+
+/// What a task-capable call produced within the window.
+pub enum Answered {
+    /// Done (or not made durable): the ordinary result. `None`: abandoned.
+    Now(Option<ToolOutput>),
+    /// The `CreateTaskResult`, shaped.
+    Task(Value),
+}
+
+impl TaskDesk {
+    pub fn new(caller: String, front_end: FrontEnd) -> Self {
+        TaskDesk {
+            caller,
+            front_end,
+            live: Mutex::default(),
+        }
+    }
+
+    /// Runs an admitted call detached from its request; answers it directly if it ends
+    /// within [`INLINE_WINDOW`], else as a task.
+    pub async fn call(
+        self: &Arc<Self>,
+        tools: Arc<Tools>,
+        tool: String,
+        admitted: Admitted,
+    ) -> Answered {
+        let cancel = CancellationToken::new();
+        let run_id = Arc::new(FirstRunId::default());
+        let ctx = CallContext {
+            run_ids: Arc::new(RunIds::forwarding(run_id.clone())),
+            cancel: cancel.clone(),
+            ..CallContext::default()
+        };
+        let (tx, mut rx) = oneshot::channel();
+        let runner = tools.clone();
+        tokio::spawn(async move {
+            let _ = tx.send(runner.run(admitted, &ctx).await);
+        });
+        tokio::select! {
+            done = &mut rx => return Answered::Now(done.ok().flatten()),
+            () = tokio::time::sleep(INLINE_WINDOW) => {}
+        }
+        let now = now_ms();
+        let record = TaskRecord {
+            id: format!("task_{}", crate::random::secure_hex::<16>()),
+            caller: self.caller.clone(),
+            tool,
+            run_id: run_id.get(),
+            status: STATUS_WORKING.to_owned(),
+            status_message: None,
+            result: None,
+            created_ms: now,
+            updated_ms: now,
+            ttl_ms: TTL_MS,
+        };
+        let put = record.clone();
+        if let Err(e) = tools.store().with(move |s| s.put_task(&put)).await {
+            // No durable record, no task: the call is answered as if tasks were not
+            // declared, rather than handing out a handle that may not resolve.
+            tracing::warn!("cannot record a task, answering the call directly: {e}");
+            return Answered::Now(rx.await.ok().flatten());
+        }
+        self.track(&record.id, cancel);
+        run_id.bind(tools.clone(), &record);
+        let desk = self.clone();
+        let (id, store) = (record.id.clone(), tools.store().clone());
+        tokio::spawn(async move {
+            let update = match rx.await.ok().flatten() {
+                Some(output) => finished(&output),
+                None => cancelled(),
+            };
+            let caller = desk.caller.clone();
+            let task = id.clone();
+            let _ = store
+                .with(move |s| s.update_task(&task, &caller, &update))
+                .await;
+            desk.untrack(&id);
+        });
+        Answered::Task(shape_modern("tools/call", task_json(&record, false)))
+    }
+
+    /// `tasks/get`, `tasks/cancel` and `tasks/update`: the result, shaped.
+    pub async fn answer(
+        self: &Arc<Self>,
+        tools: &Arc<Tools>,
+        method: &str,
+        params: &Map<String, Value>,
+    ) -> Result<Value, RpcError> {
+        let id = task_id(params)?;
+        let record = self.read(tools, id).await?;
+        let result = match method {
+            "tasks/get" => {
+                let record = self.resume_if_orphaned(tools, record).await;
+                task_json(&record, true)
+            }
+            "tasks/cancel" => {
+                self.cancel(tools, &record).await;
+                json!({})
+            }
+            _ => {
+                return Err(RpcError::new(
+                    code::INVALID_PARAMS,
+                    "This task never asks for input: there is nothing to update.",
+                ));
+            }
+        };
+        Ok(shape_modern(method, result))
+    }
+
+    async fn read(&self, tools: &Arc<Tools>, id: &str) -> Result<TaskRecord, RpcError> {
+        let (task, caller) = (id.to_owned(), self.caller.clone());
+        let record = tools
+            .store()
+            .with(move |s| s.task(&task, &caller))
+            .await
+            .map_err(|e| {
+                RpcError::new(
+                    code::INTERNAL_ERROR,
+                    format!("The task store is unavailable: {e}"),
+                )
+            })?;
+        match record {
+            Some(r) if !r.expired(now_ms()) => Ok(r),
+            Some(_) => Err(unknown("This task has expired.")),
+            None => Err(unknown(
+                "Unknown task (wrong id, another caller's task, or expired).",
+            )),
+        }
+    }
+
+    /// A `working` task nobody in this process is running was left by an earlier one.
+    async fn resume_if_orphaned(
+        self: &Arc<Self>,
+        tools: &Arc<Tools>,
+        record: TaskRecord,
+    ) -> TaskRecord {
+        if record.status != STATUS_WORKING || self.is_live(&record.id) {
+            return record;
+        }
+        let collector = match (record.tool.as_str(), &record.run_id) {
+            ("deep_research", _) | (_, None) => None,
+            ("responses_create", Some(run)) => Some(("responses_retrieve", run.clone())),
+            (_, Some(run)) => Some(("perplexity_agent_result", run.clone())),
+        };
+        let Some((collector, run)) = collector else {
+            let message = if record.tool == "deep_research" {
+                "The server restarted while this research was in progress; a deep_research report is put together by the server and cannot be rebuilt from Perplexity's side. Start it again."
+            } else {
+                "The server restarted before this call had started a Perplexity run. Call the tool again."
+            }
+            .to_owned();
+            let error = json!({"code": code::INTERNAL_ERROR, "message": message});
+            let update = TaskUpdate {
+                status: Some("failed".to_owned()),
+                status_message: Some(message),
+                result: Some(error.to_string()),
+                ..TaskUpdate::default()
+            };
+            return self.apply(tools, record, update).await;
+        };
+        let cancel = CancellationToken::new();
+        self.track(&record.id, cancel.clone());
+        let (desk, tools, id) = (self.clone(), tools.clone(), record.id.clone());
+        tokio::spawn(async move {
+            let update = collect(&tools, desk.front_end, collector, &run, &cancel).await;
+            let caller = desk.caller.clone();
+            let task = id.clone();
+            if let Some(update) = update {
+                let _ = tools
+                    .store()
+                    .with(move |s| s.update_task(&task, &caller, &update))
+                    .await;
+            }
+            desk.untrack(&id);
+        });
+        record
+    }
+
+    /// Cooperative: the record says cancelled at once, the local wait ends, and
+    /// Perplexity is asked to stop the run (eventually consistent, as the spec allows).
+    async fn cancel(&self, tools: &Arc<Tools>, record: &TaskRecord) {
+        if record.status != STATUS_WORKING {
+            return;
+        }
+        let update = TaskUpdate {
+            status: Some("cancelled".to_owned()),
+            status_message: Some("Cancelled at the client's request.".to_owned()),
+            ..TaskUpdate::default()
+        };
+        let _ = self.apply(tools, record.clone(), update).await;
+        if let Some(token) = self.live.lock().ok().and_then(|mut l| l.remove(&record.id)) {
+            token.cancel();
+        }
+        if let Some(run) = record.run_id.clone() {
+            let (tools, front_end) = (tools.clone(), self.front_end);
+            tokio::spawn(async move {
+                let args = json!({"response_id": run});
+                let args = args.as_object().cloned().unwrap_or_default();
+                if let Ok(admitted) =
+                    tools.accept(front_end, "perplexity_agent_cancel", &args, None)
+                {
+                    let _ = tools.run(admitted, &CallContext::default()).await;
+                }
+            });
+        }
+    }
+
+    async fn apply(
+        &self,
+        tools: &Arc<Tools>,
+        record: TaskRecord,
+        update: TaskUpdate,
+    ) -> TaskRecord {
+        let (task, caller, change) = (record.id.clone(), self.caller.clone(), update.clone());
+        let _ = tools
+            .store()
+            .with(move |s| s.update_task(&task, &caller, &change))
+            .await;
+        TaskRecord {
+            status: update.status.unwrap_or(record.status),
+            status_message: update.status_message.or(record.status_message),
+            result: update.result.or(record.result),
+            updated_ms: now_ms(),
+            ..record
+        }
+    }
+
+    fn track(&self, id: &str, cancel: CancellationToken) {
+        if let Ok(mut live) = self.live.lock() {
+            live.insert(id.to_owned(), cancel);
+        }
+    }
+
+    fn untrack(&self, id: &str) {
+        if let Ok(mut live) = self.live.lock() {
+            live.remove(id);
+        }
+    }
+
+    fn is_live(&self, id: &str) -> bool {
+        self.live.lock().is_ok_and(|l| l.contains_key(id))
+    }
+
+    /// Tasks this process is running now (for `server_metrics`-style reporting).
+    pub fn in_flight(&self) -> usize {
+        self.live.lock().map_or(0, |l| l.len())
+    }
+}
+
+/// Waits for a run through its collecting tool until it is terminal (or the task is
+/// cancelled); the tool's output is what the original call would have returned.
+async fn collect(
+    tools: &Arc<Tools>,
+    front_end: FrontEnd,
+    collector: &str,
+    run: &str,
+    cancel: &CancellationToken,
+) -> Option<TaskUpdate> {
+    let args = json!({"response_id": run, "wait_seconds": crate::config::MAX_WAIT_SECONDS});
+    let args = args.as_object().cloned().unwrap_or_default();
+    loop {
+        let admitted = match tools.accept(front_end, collector, &args, None) {
+            Ok(admitted) => admitted,
+            Err(Refusal::RateLimited { retry_after }) => {
+                tokio::select! {
+                    () = tokio::time::sleep(retry_after) => continue,
+                    () = cancel.cancelled() => return None,
+                }
+            }
+            Err(refusal) => return Some(finished(&refusal.output())),
+        };
+        let ctx = CallContext {
+            cancel: cancel.clone(),
+            ..CallContext::default()
+        };
+        let done = tools.complete(admitted, &ctx).await?;
+        let running = match &done.outcome {
+            Outcome::Research(ResearchOutcome::Running { .. }) => true,
+            Outcome::Output => done
+                .output
+                .structured
+                .as_ref()
+                .and_then(|s| s["status"].as_str())
+                .is_some_and(|s| matches!(s, "queued" | "in_progress")),
+            _ => false,
+        };
+        if !running {
+            return Some(finished(&done.output));
+        }
+    }
+}
+
+fn finished(output: &ToolOutput) -> TaskUpdate {
+    TaskUpdate {
+        status: Some("completed".to_owned()),
+        result: Some(output.to_json().to_string()),
+        ..TaskUpdate::default()
+    }
+}
+
+fn cancelled() -> TaskUpdate {
+    TaskUpdate {
+        status: Some("cancelled".to_owned()),
+        status_message: Some("Cancelled: the server stopped waiting for it.".to_owned()),
+        ..TaskUpdate::default()
+    }
+}
+
+/// The task as the extension writes it; `detailed` adds the final result or error.
+fn task_json(record: &TaskRecord, detailed: bool) -> Value {
+    let mut task = json!({
+        "taskId": record.id,
+        "status": record.status,
+        "createdAt": rfc3339(record.created_ms),
+        "lastUpdatedAt": rfc3339(record.updated_ms),
+        "ttlMs": record.ttl_ms,
+    });
+    if let Some(message) = &record.status_message {
+        task["statusMessage"] = json!(message);
+    }
+    if record.status == STATUS_WORKING {
+        // Polls come often while an answer may be near, then settle.
+        let age = now_ms().saturating_sub(record.created_ms);
+        task["pollIntervalMs"] = json!(if age < 60_000 { 2_000 } else { 5_000 });
+    }
+    if !detailed {
+        task["resultType"] = json!("task");
+        return task;
+    }
+    let stored = record
+        .result
+        .as_deref()
+        .and_then(|r| serde_json::from_str::<Value>(r).ok());
+    match (record.status.as_str(), stored) {
+        ("completed", Some(result)) => task["result"] = shape_modern("tools/call", result),
+        ("failed", Some(error)) => task["error"] = error,
+        _ => {}
+    }
+    task
+}
+
+/// Whether a 2026-07-28 request declared the tasks extension.
+pub fn declared(params: &Map<String, Value>) -> bool {
+    request_meta(params)
+        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+        .and_then(|c| c.get("extensions"))
+        .is_some_and(|e| e.get(EXTENSION).is_some())
+}
+
+/// -32021 for a caller that did not declare the extension.
+pub fn not_declared() -> RpcError {
+    RpcError::new(
+        MISSING_CAPABILITY,
+        format!("Task methods need the {EXTENSION} extension declared in the request's client capabilities."),
+    )
+    .with_data(json!({"requiredCapabilities": {"extensions": {EXTENSION: {}}}}))
+}
+
+fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
+    params
+        .get("taskId")
+        .and_then(Value::as_str)
+        // Ours are `task_` and 32 hex digits; anything else cannot be one of them.
+        .filter(|id| id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .ok_or_else(|| unknown("'taskId' must be the id of a task this server created."))
+}
+
+fn unknown(message: &str) -> RpcError {
+    RpcError::new(code::INVALID_PARAMS, message)
+}
+
+/// Keeps the first run id a call names, and once the call is a task, writes it to the
+/// task's record (the resume after a restart needs it).
+#[derive(Default)]
+struct FirstRunId {
+    state: Mutex<(Option<String>, Option<Binding>)>,
+}
+
+struct Binding {
+    tools: Arc<Tools>,
+    task: String,
+    caller: String,
+}
+
+impl FirstRunId {
+    fn get(&self) -> Option<String> {
+        self.state.lock().ok().and_then(|s| s.0.clone())
+    }
+
+    /// From now on a new id goes to `record`; one that came after the record was made
+    /// (between reading it and binding) is written now.
+    fn bind(&self, tools: Arc<Tools>, record: &TaskRecord) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        let binding = Binding {
+            tools,
+            task: record.id.clone(),
+            caller: record.caller.clone(),
+        };
+        if let Some(id) = state
+            .0
+            .clone()
+            .filter(|id| record.run_id.as_ref() != Some(id))
+        {
+            binding.write(&id);
+        }
+        state.1 = Some(binding);
+    }
+}
+
+impl RunIdSink for FirstRunId {
+    fn run_id(&self, id: &str) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        if state.0.is_some() {
+            return;
+        }
+        state.0 = Some(id.to_owned());
+        if let Some(binding) = &state.1 {
+            binding.write(id);
+        }
+    }
+}
+
+impl Binding {
+    fn write(&self, run_id: &str) {
+        let (tools, task, caller) = (self.tools.clone(), self.task.clone(), self.caller.clone());
+        let update = TaskUpdate {
+            run_id: Some(run_id.to_owned()),
+            ..TaskUpdate::default()
+        };
+        tokio::spawn(async move {
+            let _ = tools
+                .store()
+                .with(move |s| s.update_task(&task, &caller, &update))
+                .await;
+        });
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn rfc3339(ms: i64) -> String {
+    let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_millis(at).to_string()
+}

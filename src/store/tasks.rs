@@ -1,0 +1,225 @@
+//! MCP task records: one row per task, bound to the caller that created it. A task's id
+//! is the capability to read it, so it is 128 random bits, every read names the caller
+//! too (another caller's id reads as unknown), and tasks are never listed across callers.
+//! Retention is enforced in the same transaction as every insert: expired tasks go, and
+//! at most [`MAX_TASKS`] are kept (oldest first out).
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{Store, StoreError, now_ms};
+
+/// Tasks kept at most, whatever their ttl.
+pub const MAX_TASKS: i64 = 10_000;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRecord {
+    pub id: String,
+    pub caller: String,
+    pub tool: String,
+    /// The upstream run behind it, once known.
+    pub run_id: Option<String>,
+    /// `working`, `completed`, `failed` or `cancelled`.
+    pub status: String,
+    pub status_message: Option<String>,
+    /// The final `CallToolResult` (completed) or JSON-RPC error (failed), as JSON text.
+    pub result: Option<String>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub ttl_ms: i64,
+}
+
+impl TaskRecord {
+    pub fn expired(&self, now_ms: i64) -> bool {
+        self.created_ms.saturating_add(self.ttl_ms) <= now_ms
+    }
+}
+
+/// A change to a task; fields left `None` keep their value.
+#[derive(Debug, Default, Clone)]
+pub struct TaskUpdate {
+    pub run_id: Option<String>,
+    pub status: Option<String>,
+    pub status_message: Option<String>,
+    pub result: Option<String>,
+}
+
+impl Store {
+    pub fn put_task(&self, task: &TaskRecord) -> Result<(), StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                "DELETE FROM tasks WHERE created_ms + ttl_ms <= ?1",
+                params![now_ms()],
+            )?;
+            tx.execute(
+                "INSERT INTO tasks (id, caller, tool, run_id, status, status_message, result,
+                                    created_ms, updated_ms, ttl_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![
+                    task.id,
+                    task.caller,
+                    task.tool,
+                    task.run_id,
+                    task.status,
+                    task.status_message,
+                    task.result,
+                    task.created_ms,
+                    task.updated_ms,
+                    task.ttl_ms
+                ],
+            )?;
+            tx.execute(
+                "DELETE FROM tasks WHERE seq NOT IN (SELECT seq FROM tasks ORDER BY seq DESC LIMIT ?1)",
+                params![MAX_TASKS],
+            )?;
+            tx.commit()
+        })
+    }
+
+    /// The caller's task with this id; another caller's reads as none.
+    pub fn task(&self, id: &str, caller: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.with(|conn| {
+            conn.query_row(
+                "SELECT id, caller, tool, run_id, status, status_message, result, created_ms,
+                        updated_ms, ttl_ms
+                 FROM tasks WHERE id = ?1 AND caller = ?2",
+                params![id, caller],
+                |r| {
+                    Ok(TaskRecord {
+                        id: r.get(0)?,
+                        caller: r.get(1)?,
+                        tool: r.get(2)?,
+                        run_id: r.get(3)?,
+                        status: r.get(4)?,
+                        status_message: r.get(5)?,
+                        result: r.get(6)?,
+                        created_ms: r.get(7)?,
+                        updated_ms: r.get(8)?,
+                        ttl_ms: r.get(9)?,
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
+    /// Applies `update` to the caller's task unless it is already terminal (a finished
+    /// task never changes again: a late result cannot undo a cancellation). Returns
+    /// whether a row changed.
+    pub fn update_task(
+        &self,
+        id: &str,
+        caller: &str,
+        update: &TaskUpdate,
+    ) -> Result<bool, StoreError> {
+        self.with(|conn| {
+            let changed = conn.execute(
+                "UPDATE tasks SET run_id = COALESCE(?3, run_id), status = COALESCE(?4, status),
+                        status_message = COALESCE(?5, status_message),
+                        result = COALESCE(?6, result), updated_ms = ?7
+                 WHERE id = ?1 AND caller = ?2 AND status = 'working'",
+                params![
+                    id,
+                    caller,
+                    update.run_id,
+                    update.status,
+                    update.status_message,
+                    update.result,
+                    now_ms()
+                ],
+            )?;
+            Ok(changed > 0)
+        })
+    }
+
+    /// The caller's tasks, newest first (for `perplexity-agent tasks`).
+    pub fn tasks_of(&self, caller: &str, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT id, caller, tool, run_id, status, status_message, result, created_ms,
+                        updated_ms, ttl_ms
+                 FROM tasks WHERE caller = ?1 AND created_ms + ttl_ms > ?2
+                 ORDER BY seq DESC LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![caller, now_ms(), limit as i64], |r| {
+                Ok(TaskRecord {
+                    id: r.get(0)?,
+                    caller: r.get(1)?,
+                    tool: r.get(2)?,
+                    run_id: r.get(3)?,
+                    status: r.get(4)?,
+                    status_message: r.get(5)?,
+                    result: r.get(6)?,
+                    created_ms: r.get(7)?,
+                    updated_ms: r.get(8)?,
+                    ttl_ms: r.get(9)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, caller: &str) -> TaskRecord {
+        TaskRecord {
+            id: id.to_owned(),
+            caller: caller.to_owned(),
+            tool: "perplexity_agent".to_owned(),
+            run_id: None,
+            status: "working".to_owned(),
+            status_message: None,
+            result: None,
+            created_ms: now_ms(),
+            updated_ms: now_ms(),
+            ttl_ms: 60_000,
+        }
+    }
+
+    #[test]
+    fn a_task_is_read_only_by_its_caller_and_never_changes_once_terminal() {
+        let dir = super::super::tests::TempDir::new("tasks");
+        let store = Store::open(dir.config(10)).unwrap();
+        store.put_task(&record("task_a", "alice")).unwrap();
+        assert!(store.task("task_a", "bob").unwrap().is_none());
+        let done = TaskUpdate {
+            status: Some("completed".into()),
+            result: Some("{}".into()),
+            run_id: Some("resp_1".into()),
+            ..TaskUpdate::default()
+        };
+        assert!(!store.update_task("task_a", "bob", &done).unwrap());
+        assert!(store.update_task("task_a", "alice", &done).unwrap());
+        let late = TaskUpdate {
+            status: Some("cancelled".into()),
+            ..TaskUpdate::default()
+        };
+        assert!(!store.update_task("task_a", "alice", &late).unwrap());
+        let read = store.task("task_a", "alice").unwrap().unwrap();
+        assert_eq!(read.status, "completed");
+        assert_eq!(read.run_id.as_deref(), Some("resp_1"));
+        assert_eq!(store.tasks_of("alice", 10).unwrap().len(), 1);
+        assert!(store.tasks_of("bob", 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn expired_tasks_are_dropped_on_the_next_insert() {
+        let dir = super::super::tests::TempDir::new("tasks");
+        let store = Store::open(dir.config(10)).unwrap();
+        let mut old = record("task_old", "alice");
+        old.created_ms -= 120_000;
+        store.put_task(&old).unwrap();
+        assert!(
+            store
+                .task("task_old", "alice")
+                .unwrap()
+                .unwrap()
+                .expired(now_ms())
+        );
+        store.put_task(&record("task_new", "alice")).unwrap();
+        assert!(store.task("task_old", "alice").unwrap().is_none());
+    }
+}

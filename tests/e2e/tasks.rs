@@ -1,0 +1,309 @@
+//! MCP tasks as a 2026-07-28 client that declares the extension sees them: a long call
+//! becomes a handle, `tasks/get` gives the blocking call's result, cancel stops the run,
+//! a restarted server still resolves the task, and another caller cannot see it.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::http::{Http, TOKEN, http_env};
+
+const EXT: &str = "io.modelcontextprotocol/tasks";
+
+fn meta_with_tasks() -> Value {
+    let mut meta = modern_meta();
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"extensions": {EXT: {}}});
+    meta
+}
+
+fn task_call(id: i64, tool: &str, arguments: Value) -> Value {
+    request(
+        id,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments, "_meta": meta_with_tasks()}),
+    )
+}
+
+fn tasks_request(id: i64, method: &str, task_id: &str) -> Value {
+    request(
+        id,
+        method,
+        json!({"taskId": task_id, "_meta": meta_with_tasks()}),
+    )
+}
+
+fn env_with_store(fake: &FakePerplexity, dir: &Scratch) -> Vec<(String, String)> {
+    let mut env = env_for(fake);
+    env.push((
+        "PERPLEXITY_STORE_PATH".into(),
+        dir.path("store.sqlite").display().to_string(),
+    ));
+    env
+}
+
+/// Polls `tasks/get` until the task leaves `working`.
+fn poll(s: &mut Server, task_id: &str, first_id: i64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut id = first_id;
+    loop {
+        let got = s.request(&tasks_request(id, "tasks/get", task_id));
+        let result = got["result"].clone();
+        assert_tasks_valid("GetTaskResult", &result);
+        if result["status"] != "working" {
+            return result;
+        }
+        assert!(result["pollIntervalMs"].as_i64().is_some_and(|ms| ms > 0));
+        assert!(Instant::now() < deadline, "still working: {result}");
+        std::thread::sleep(Duration::from_millis(300));
+        id += 1;
+    }
+}
+
+fn without_ids(text: &str) -> String {
+    text.split_whitespace()
+        // Run ids and spotlight nonces differ per call; nothing else may.
+        .map(|w| if w.contains("resp_") || w.contains("untrusted-web-content-") { "<id>" } else { w })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn a_long_call_becomes_a_task_whose_result_is_the_blocking_calls() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 7000, "answer": "Tasks work."}));
+    let dir = Scratch::new("tasks-long");
+    let mut s = Server::start(&env_with_store(&fake, &dir));
+    let discover = s.request(&request(
+        1,
+        "server/discover",
+        json!({"_meta": modern_meta()}),
+    ));
+    assert_eq!(
+        discover["result"]["capabilities"]["extensions"][EXT],
+        json!({})
+    );
+
+    let started = Instant::now();
+    let created = s.request(&task_call(2, "perplexity_agent", json!({"query": "q"})));
+    let task = created["result"].clone();
+    assert_tasks_valid("CreateTaskResult", &task);
+    assert_eq!(task["resultType"], "task");
+    assert_eq!(task["status"], "working");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(4) && waited < Duration::from_secs(7),
+        "{waited:?}"
+    );
+    let task_id = task["taskId"].as_str().unwrap().to_owned();
+    assert!(
+        task_id.starts_with("task_") && task_id.len() == 37,
+        "{task_id}"
+    );
+    assert!(
+        !fake.runs().iter().any(|r| task_id.contains(&r.id)),
+        "never the run id"
+    );
+
+    let done = poll(&mut s, &task_id, 3);
+    assert_eq!(done["status"], "completed", "{done}");
+    let inline = &done["result"];
+    assert_valid(Era::Modern, "CallToolResult", inline);
+
+    // The same question without the extension: the blocking call, for comparison.
+    let blocking = s.request(&modern_call(100, "perplexity_agent", json!({"query": "q"})));
+    let (text, is_error) = tool_text(&blocking);
+    assert!(!is_error);
+    assert_eq!(inline["isError"], false);
+    assert_eq!(
+        without_ids(inline["content"][0]["text"].as_str().unwrap()),
+        without_ids(&text)
+    );
+    assert!(text.contains("Tasks work."));
+}
+
+#[test]
+fn a_quick_call_is_answered_directly_and_task_methods_need_the_extension() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "answer": "Quick."}));
+    let dir = Scratch::new("tasks-quick");
+    let mut s = Server::start(&env_with_store(&fake, &dir));
+    let r = s.request(&task_call(1, "perplexity_agent", json!({"query": "q"})));
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert!(tool_text(&r).0.contains("Quick."));
+
+    // A caller that did not declare the extension: -32021, naming what is required.
+    let plain = request(
+        2,
+        "tasks/get",
+        json!({"taskId": "task_x", "_meta": modern_meta()}),
+    );
+    let e = s.request(&plain);
+    assert_eq!(e["error"]["code"], -32021, "{e}");
+    assert_eq!(
+        e["error"]["data"]["requiredCapabilities"]["extensions"][EXT],
+        json!({})
+    );
+    // Unknown ids and updates: -32602.
+    for (id, method) in [(3, "tasks/get"), (4, "tasks/cancel"), (5, "tasks/update")] {
+        let e = s.request(&tasks_request(
+            id,
+            method,
+            "task_0123456789abcdef0123456789abcdef",
+        ));
+        assert_eq!(e["error"]["code"], -32602, "{method}: {e}");
+    }
+    // A legacy client never sees task methods.
+    let legacy = s.request(&request(6, "tasks/get", json!({"taskId": "task_x"})));
+    assert_eq!(legacy["error"]["code"], -32601, "{legacy}");
+}
+
+#[test]
+fn cancelling_a_task_cancels_the_run() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    let dir = Scratch::new("tasks-cancel");
+    let mut s = Server::start(&env_with_store(&fake, &dir));
+    let created = s.request(&task_call(1, "perplexity_ask", json!({"query": "q"})));
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let r = s.request(&tasks_request(2, "tasks/cancel", &task_id));
+    assert_tasks_valid("CancelTaskResult", &r["result"]);
+    let got = s.request(&tasks_request(3, "tasks/get", &task_id));
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+    wait_until("the upstream cancel", Duration::from_secs(10), || {
+        fake.requests().iter().any(|r| r.path.ends_with("/cancel"))
+    });
+}
+
+#[test]
+fn a_restarted_server_still_resolves_the_task() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 9000, "answer": "Survived."}));
+    let dir = Scratch::new("tasks-restart");
+    let env = env_with_store(&fake, &dir);
+    let mut first = Server::start(&env);
+    let created = first.request(&task_call(1, "perplexity_agent", json!({"query": "q"})));
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    // Killed, not stopped: nothing gets to tidy up.
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &first.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let _ = first.wait_exit(Duration::from_secs(5));
+
+    let mut second = Server::start(&env);
+    let done = poll(&mut second, &task_id, 2);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Survived."),
+        "{done}"
+    );
+    assert_eq!(fake.runs().len(), 1, "collected, not started again");
+}
+
+#[test]
+fn a_local_research_task_cut_by_a_restart_fails_with_a_reason() {
+    // deep_research searches locally first: a restart then cannot resume it.
+    let fake = FakePerplexity::start();
+    fake.push_fault(json!({"route": "search", "kind": "slow", "delay_ms": 8000, "times": 20}));
+    let dir = Scratch::new("tasks-deep");
+    let env = env_with_store(&fake, &dir);
+    let mut first = Server::start(&env);
+    let created = first.request(&task_call(1, "deep_research", json!({"question": "q"})));
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &first.pid().to_string()])
+        .status();
+    let _ = first.wait_exit(Duration::from_secs(5));
+    let mut second = Server::start(&env);
+    let got = second.request(&tasks_request(2, "tasks/get", &task_id));
+    let result = &got["result"];
+    assert_tasks_valid("GetTaskResult", result);
+    assert_eq!(result["status"], "failed", "{got}");
+    assert!(
+        result["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("restarted"),
+        "{got}"
+    );
+    assert_eq!(result["error"]["code"], -32603);
+}
+
+#[test]
+fn another_caller_cannot_see_or_cancel_the_task() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    let dir = Scratch::new("tasks-identity");
+    let store = (
+        "PERPLEXITY_STORE_PATH",
+        dir.path("store.sqlite").display().to_string(),
+    );
+    let mut base = env_for(&fake);
+    base.push((store.0.into(), store.1.clone()));
+    let env_a = [base.clone(), http_env(&[])].concat();
+    let a = Http::start(&env_a);
+    let post = |h: &Http, token: &str, message: &Value| {
+        let auth = format!("Bearer {token}");
+        let method = message["method"].as_str().unwrap().to_owned();
+        let name = message["params"]["name"]
+            .as_str()
+            .or(message["params"]["taskId"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", V_MODERN),
+            ("Mcp-Method", method.as_str()),
+            ("Mcp-Name", name.as_str()),
+        ];
+        h.send("POST", "/mcp", &headers, message.to_string().as_bytes())
+            .json()
+    };
+    let created = post(
+        &a,
+        TOKEN,
+        &task_call(1, "perplexity_agent", json!({"query": "q"})),
+    );
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let mine = post(&a, TOKEN, &tasks_request(2, "tasks/get", &task_id));
+    assert_eq!(mine["result"]["status"], "working", "{mine}");
+
+    // The same store, another token: the task does not exist for it.
+    let other = "another-e2e-token-fedcba9876543210fedcba98";
+    let mut env_b = base.clone();
+    env_b.push(("PERPLEXITY_HTTP_AUTH_TOKEN".into(), other.into()));
+    let b = Http::start(&env_b);
+    for (id, method) in [(3, "tasks/get"), (4, "tasks/cancel")] {
+        let e = post(&b, other, &tasks_request(id, method, &task_id));
+        assert_eq!(e["error"]["code"], -32602, "{method}: {e}");
+    }
+    // Nor for the local user over stdio.
+    let mut local = Server::start(&base);
+    let e = local.request(&tasks_request(5, "tasks/get", &task_id));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    // Still running for its owner, and never cancelled upstream by the others.
+    let mine = post(&a, TOKEN, &tasks_request(6, "tasks/get", &task_id));
+    assert_eq!(mine["result"]["status"], "working", "{mine}");
+    assert!(!fake.requests().iter().any(|r| r.path.ends_with("/cancel")));
+    // Task requests over HTTP name their task in Mcp-Name.
+    let auth = format!("Bearer {TOKEN}");
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("MCP-Protocol-Version", V_MODERN),
+        ("Mcp-Method", "tasks/get"),
+        ("Mcp-Name", "task_other"),
+    ];
+    let r = a.send(
+        "POST",
+        "/mcp",
+        &headers,
+        tasks_request(7, "tasks/get", &task_id)
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["code"], -32020);
+}
