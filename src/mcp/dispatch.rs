@@ -12,13 +12,13 @@ use super::protocol::{
     INSTRUCTIONS, LOG_LEVELS, RpcError, SUPPORTED_VERSIONS, code, error_frame, negotiated_version,
     result_frame, server_info,
 };
-use super::tasks::{self, TaskDesk};
+use super::tasks::{self, TaskDesk, TaskMode};
 use super::{prompts, resources};
 use crate::call::{FrontEnd, ToolOutput};
 use crate::tools::Tools;
 
 /// Methods we know in some era; anything else is -32601 before any era check.
-const KNOWN_METHODS: [&str; 15] = [
+const KNOWN_METHODS: [&str; 17] = [
     "initialize",
     "ping",
     "server/discover",
@@ -34,6 +34,8 @@ const KNOWN_METHODS: [&str; 15] = [
     "tasks/get",
     "tasks/update",
     "tasks/cancel",
+    "tasks/result",
+    "tasks/list",
 ];
 
 /// What the transport should do with one message.
@@ -62,15 +64,16 @@ pub struct CallJob {
     pub progress_token: Option<Value>,
     /// What the result becomes: a tool result, or the contents of a resource.
     pub reply: ReplyAs,
-    /// The caller declared the tasks extension and the tool can outlast a call: run it
-    /// through [`TaskDesk::call`].
-    pub as_task: bool,
+    /// The caller asked for a task (2025-11-25 `task`) or declared the extension
+    /// (2026-07-28), and the tool can outlast a call: run it through [`TaskDesk::call`].
+    pub task: Option<TaskMode>,
 }
 
 /// A `tasks/get`, `tasks/update` or `tasks/cancel` request.
 #[derive(Debug)]
 pub struct TaskJob {
     pub id: Value,
+    pub era: Era,
     pub method: String,
     pub params: Map<String, Value>,
 }
@@ -132,7 +135,7 @@ impl Dispatcher {
             .map(|(_, text)| text);
         let result = cached.unwrap_or_else(|| {
             let mut result = Map::with_capacity(1);
-            result.insert("tools".to_owned(), self.tools.list());
+            result.insert("tools".to_owned(), self.tool_list(era));
             let text: Arc<str> = shape(era, method, Value::Object(result)).to_string().into();
             if let Ok(mut s) = slot.lock() {
                 *s = Some((generation, text.clone()));
@@ -149,6 +152,28 @@ impl Dispatcher {
         &self.tools
     }
 
+    /// The tool list as `era` shows it: 2025-11-25 tools that can run as tasks say so
+    /// (`execution.taskSupport`), except in the reference peer's drop-in profile; the
+    /// 2026-07-28 extension needs no such mark.
+    fn tool_list(&self, era: Era) -> Value {
+        let mut list = self.tools.list();
+        if era == Era::Legacy
+            && !self.tools.is_reference()
+            && let Value::Array(tools) = &mut list
+        {
+            for tool in tools {
+                let runs_long = tool["name"]
+                    .as_str()
+                    .and_then(crate::tools::registry::find)
+                    .is_some_and(|spec| spec.long_running);
+                if runs_long {
+                    tool["execution"] = json!({"taskSupport": "optional"});
+                }
+            }
+        }
+        list
+    }
+
     /// Binds the tasks this server creates to `caller` (the HTTP token's identity).
     pub fn for_caller(mut self, caller: String, front_end: FrontEnd) -> Self {
         self.tasks = Arc::new(TaskDesk::new(caller, front_end));
@@ -163,7 +188,7 @@ impl Dispatcher {
     pub async fn task_reply(&self, job: TaskJob) -> Value {
         match self
             .tasks
-            .answer(&self.tools, &job.method, &job.params)
+            .answer(&self.tools, job.era, &job.method, &job.params)
             .await
         {
             Ok(result) => result_frame(&job.id, result),
@@ -227,7 +252,9 @@ impl Dispatcher {
         request_id: &Value,
     ) -> Result<Handled, RpcError> {
         let result = match (method, era) {
-            ("initialize", _) => initialize(&params, self.list_changes()),
+            ("initialize", _) => {
+                initialize(&params, self.list_changes(), !self.tools.is_reference())
+            }
             ("ping", _) => json!({}),
             ("server/discover", _) => json!({
                 "supportedVersions": SUPPORTED_VERSIONS,
@@ -253,7 +280,7 @@ impl Dispatcher {
                         .unwrap_or_default(),
                     progress_token: None,
                     reply: ReplyAs::Resource { uri },
-                    as_task: false,
+                    task: None,
                 }));
             }
             ("prompts/list", _) => prompts::list(),
@@ -264,7 +291,7 @@ impl Dispatcher {
                     return Err(RpcError::new(code::INVALID_PARAMS, "Invalid cursor."));
                 }
                 let mut result = Map::with_capacity(1);
-                result.insert("tools".to_owned(), self.tools.list());
+                result.insert("tools".to_owned(), self.tool_list(era));
                 Value::Object(result)
             }
             ("tasks/get" | "tasks/update" | "tasks/cancel", Era::Modern) => {
@@ -273,6 +300,18 @@ impl Dispatcher {
                 }
                 return Ok(Handled::Task(TaskJob {
                     id: request_id.clone(),
+                    era,
+                    method: method.to_owned(),
+                    params,
+                }));
+            }
+            // 2025-11-25 tasks, except in the reference peer's drop-in profile.
+            ("tasks/get" | "tasks/cancel" | "tasks/result" | "tasks/list", Era::Legacy)
+                if !self.tools.is_reference() =>
+            {
+                return Ok(Handled::Task(TaskJob {
+                    id: request_id.clone(),
+                    era,
                     method: method.to_owned(),
                     params,
                 }));
@@ -331,9 +370,16 @@ impl Dispatcher {
             .cloned();
         // Only a modern caller that declared the extension gets a task, and only for a
         // tool whose work can outlast the call.
-        let as_task = era == Era::Modern
-            && tasks::declared(&params)
-            && crate::tools::registry::find(&tool).is_some_and(|spec| spec.long_running);
+        let long_running =
+            crate::tools::registry::find(&tool).is_some_and(|spec| spec.long_running);
+        let task = match era {
+            Era::Modern => tasks::declared(&params).then(TaskMode::modern),
+            // A `task` for a tool that cannot be one, or in the drop-in profile, is
+            // ignored: the call runs as usual.
+            Era::Legacy if self.tools.is_reference() => None,
+            Era::Legacy => TaskMode::legacy(&params),
+        }
+        .filter(|_| long_running);
         Ok(CallJob {
             id: id.clone(),
             era,
@@ -341,7 +387,7 @@ impl Dispatcher {
             arguments,
             progress_token,
             reply: ReplyAs::ToolResult,
-            as_task,
+            task,
         })
     }
 
@@ -446,10 +492,15 @@ fn notification(message: &Map<String, Value>) -> Action {
     Action::Nothing
 }
 
-fn initialize(params: &Map<String, Value>, list_changed: bool) -> Value {
+fn initialize(params: &Map<String, Value>, list_changed: bool, tasks: bool) -> Value {
+    let mut capabilities = capabilities(Era::Legacy, list_changed);
+    if tasks {
+        capabilities["tasks"] =
+            json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
+    }
     json!({
         "protocolVersion": negotiated_version(params),
-        "capabilities": capabilities(Era::Legacy, list_changed),
+        "capabilities": capabilities,
         "serverInfo": server_info(),
         "instructions": INSTRUCTIONS,
     })
@@ -592,7 +643,8 @@ mod tests {
 
     #[test]
     fn negotiation() {
-        let v = |p: Value| initialize(p.as_object().unwrap(), false)["protocolVersion"].clone();
+        let v =
+            |p: Value| initialize(p.as_object().unwrap(), false, true)["protocolVersion"].clone();
         assert_eq!(v(json!({"protocolVersion": "2025-06-18"})), "2025-06-18");
         assert_eq!(v(json!({"protocolVersion": "2025-03-26"})), "2025-03-26");
         assert_eq!(v(json!({"protocolVersion": "2026-07-28"})), "2025-11-25");

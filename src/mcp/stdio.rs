@@ -186,11 +186,11 @@ async fn run_call(
         ..CallContext::default()
     };
     let tools = dispatcher.tools().clone();
-    let reply = if job.as_task {
+    let reply = if let Some(mode) = job.task {
         // Detached from this request: notifications/cancelled never cancels a task.
         match dispatcher
             .tasks()
-            .call(tools, job.tool.clone(), admitted)
+            .call(tools, job.tool.clone(), admitted, mode)
             .await
         {
             Answered::Now(output) => output.map(|o| dispatcher.call_reply(&job, &o)),

@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::era::{request_meta, shape_modern};
+use super::era::{Era, request_meta, shape_modern};
 use super::protocol::{META_CLIENT_CAPABILITIES, RpcError, code};
 use crate::call::{FrontEnd, Refusal, ToolOutput};
 use crate::perplexity::wait::RunIdSink;
@@ -37,8 +37,41 @@ pub const INLINE_WINDOW: Duration = Duration::from_secs(5);
 /// How long a task is kept: a day, long enough for any run (Perplexity's own limit is
 /// far shorter) and for a client to come back after a restart.
 const TTL_MS: i64 = 24 * 60 * 60 * 1000;
+/// A shorter ttl than this would expire before most research runs finish.
+const MIN_TTL_MS: i64 = 60 * 1000;
+/// Tasks per page of `tasks/list`.
+const PAGE: usize = 50;
 const MISSING_CAPABILITY: i64 = -32021;
 const STATUS_WORKING: &str = "working";
+
+/// How a call asked to be a task: the era decides the shapes; a 2025-11-25 caller names
+/// its ttl (bounded by ours) and gets the task at once, a 2026-07-28 one after the
+/// inline window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskMode {
+    pub era: Era,
+    pub ttl_ms: i64,
+}
+
+impl TaskMode {
+    pub fn modern() -> Self {
+        TaskMode {
+            era: Era::Modern,
+            ttl_ms: TTL_MS,
+        }
+    }
+
+    /// `task: {ttl}` of a 2025-11-25 `tools/call`, if present (a ttl we cannot keep is
+    /// cut to ours; the Task says what we keep).
+    pub fn legacy(params: &Map<String, Value>) -> Option<Self> {
+        let task = params.get("task")?.as_object()?;
+        let asked = task.get("ttl").and_then(Value::as_i64).filter(|t| *t > 0);
+        Some(TaskMode {
+            era: Era::Legacy,
+            ttl_ms: asked.map_or(TTL_MS, |t| t.clamp(MIN_TTL_MS, TTL_MS)),
+        })
+    }
+}
 
 /// The calls that may become tasks, and the caller they belong to.
 pub struct TaskDesk {
@@ -72,6 +105,7 @@ impl TaskDesk {
         tools: Arc<Tools>,
         tool: String,
         admitted: Admitted,
+        mode: TaskMode,
     ) -> Answered {
         let cancel = CancellationToken::new();
         let run_id = Arc::new(FirstRunId::default());
@@ -85,9 +119,11 @@ impl TaskDesk {
         tokio::spawn(async move {
             let _ = tx.send(runner.run(admitted, &ctx).await);
         });
-        tokio::select! {
-            done = &mut rx => return Answered::Now(done.ok().flatten()),
-            () = tokio::time::sleep(INLINE_WINDOW) => {}
+        if mode.era == Era::Modern {
+            tokio::select! {
+                done = &mut rx => return Answered::Now(done.ok().flatten()),
+                () = tokio::time::sleep(INLINE_WINDOW) => {}
+            }
         }
         let now = now_ms();
         let record = TaskRecord {
@@ -100,7 +136,7 @@ impl TaskDesk {
             result: None,
             created_ms: now,
             updated_ms: now,
-            ttl_ms: TTL_MS,
+            ttl_ms: mode.ttl_ms,
         };
         let put = record.clone();
         if let Err(e) = tools.store().with(move |s| s.put_task(&put)).await {
@@ -125,35 +161,132 @@ impl TaskDesk {
                 .await;
             desk.untrack(&id);
         });
-        Answered::Task(shape_modern("tools/call", task_json(&record, false)))
+        Answered::Task(match mode.era {
+            Era::Modern => shape_modern("tools/call", task_json(&record, Era::Modern, false)),
+            Era::Legacy => json!({"task": task_json(&record, Era::Legacy, false)}),
+        })
     }
 
-    /// `tasks/get`, `tasks/cancel` and `tasks/update`: the result, shaped.
+    /// A `tasks/*` request of either era: its result (shaped for the era).
     pub async fn answer(
         self: &Arc<Self>,
         tools: &Arc<Tools>,
+        era: Era,
         method: &str,
         params: &Map<String, Value>,
     ) -> Result<Value, RpcError> {
+        if method == "tasks/list" {
+            return self.list(tools, params).await;
+        }
         let id = task_id(params)?;
         let record = self.read(tools, id).await?;
-        let result = match method {
-            "tasks/get" => {
+        match (era, method) {
+            (Era::Modern, "tasks/get") => {
                 let record = self.resume_if_orphaned(tools, record).await;
-                task_json(&record, true)
+                Ok(shape_modern(method, task_json(&record, era, true)))
             }
-            "tasks/cancel" => {
+            (Era::Modern, "tasks/cancel") => {
                 self.cancel(tools, &record).await;
-                json!({})
+                Ok(shape_modern(method, json!({})))
             }
-            _ => {
+            (Era::Modern, _) => Err(RpcError::new(
+                code::INVALID_PARAMS,
+                "This task never asks for input: there is nothing to update.",
+            )),
+            (Era::Legacy, "tasks/get") => {
+                let record = self.resume_if_orphaned(tools, record).await;
+                Ok(task_json(&record, era, false))
+            }
+            (Era::Legacy, "tasks/cancel") => {
+                let record = self.cancel(tools, &record).await;
+                Ok(task_json(&record, era, false))
+            }
+            (Era::Legacy, _) => self.payload(tools, record).await,
+        }
+    }
+
+    /// `tasks/result` (2025-11-25): blocks until the task is terminal, at most the
+    /// server's longest wait, then gives the original call's result (or its error).
+    async fn payload(
+        self: &Arc<Self>,
+        tools: &Arc<Tools>,
+        record: TaskRecord,
+    ) -> Result<Value, RpcError> {
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_secs(crate::config::MAX_WAIT_SECONDS);
+        let mut record = self.resume_if_orphaned(tools, record).await;
+        while record.status == STATUS_WORKING {
+            if tokio::time::Instant::now() >= deadline {
                 return Err(RpcError::new(
-                    code::INVALID_PARAMS,
-                    "This task never asks for input: there is nothing to update.",
+                    code::INTERNAL_ERROR,
+                    "The task is still working; call tasks/result again.",
                 ));
             }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            record = self.read(tools, &record.id).await?;
+        }
+        let stored = record
+            .result
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<Value>(r).ok());
+        match (record.status.as_str(), stored) {
+            ("completed", Some(mut result)) => {
+                result["_meta"] =
+                    json!({"io.modelcontextprotocol/related-task": {"taskId": record.id}});
+                Ok(result)
+            }
+            ("failed", Some(error)) => Err(RpcError::new(
+                error["code"].as_i64().unwrap_or(code::INTERNAL_ERROR),
+                error["message"].as_str().unwrap_or("The task failed."),
+            )),
+            _ => Err(RpcError::new(
+                code::INTERNAL_ERROR,
+                record
+                    .status_message
+                    .unwrap_or_else(|| "The task was cancelled.".to_owned()),
+            )),
+        }
+    }
+
+    /// `tasks/list` (2025-11-25): this caller's tasks, newest first, [`PAGE`] at a time;
+    /// the cursor is the number already seen.
+    async fn list(
+        &self,
+        tools: &Arc<Tools>,
+        params: &Map<String, Value>,
+    ) -> Result<Value, RpcError> {
+        let offset = match params.get("cursor") {
+            None | Some(Value::Null) => 0,
+            Some(c) => c
+                .as_str()
+                .and_then(|c| c.parse::<usize>().ok())
+                .ok_or_else(|| RpcError::new(code::INVALID_PARAMS, "Invalid cursor."))?,
         };
-        Ok(shape_modern(method, result))
+        let caller = self.caller.clone();
+        let want = offset
+            .saturating_add(PAGE + 1)
+            .min(crate::store::MAX_TASKS as usize);
+        let records = tools
+            .store()
+            .with(move |s| s.tasks_of(&caller, want))
+            .await
+            .map_err(|e| {
+                RpcError::new(
+                    code::INTERNAL_ERROR,
+                    format!("The task store is unavailable: {e}"),
+                )
+            })?;
+        let page: Vec<Value> = records
+            .iter()
+            .skip(offset)
+            .take(PAGE)
+            .map(|r| task_json(r, Era::Legacy, false))
+            .collect();
+        let mut result = json!({ "tasks": page });
+        if records.len() > offset + PAGE {
+            result["nextCursor"] = json!((offset + PAGE).to_string());
+        }
+        Ok(result)
     }
 
     async fn read(&self, tools: &Arc<Tools>, id: &str) -> Result<TaskRecord, RpcError> {
@@ -227,16 +360,16 @@ impl TaskDesk {
 
     /// Cooperative: the record says cancelled at once, the local wait ends, and
     /// Perplexity is asked to stop the run (eventually consistent, as the spec allows).
-    async fn cancel(&self, tools: &Arc<Tools>, record: &TaskRecord) {
+    async fn cancel(&self, tools: &Arc<Tools>, record: &TaskRecord) -> TaskRecord {
         if record.status != STATUS_WORKING {
-            return;
+            return record.clone();
         }
         let update = TaskUpdate {
             status: Some("cancelled".to_owned()),
             status_message: Some("Cancelled at the client's request.".to_owned()),
             ..TaskUpdate::default()
         };
-        let _ = self.apply(tools, record.clone(), update).await;
+        let cancelled = self.apply(tools, record.clone(), update).await;
         if let Some(token) = self.live.lock().ok().and_then(|mut l| l.remove(&record.id)) {
             token.cancel();
         }
@@ -252,6 +385,7 @@ impl TaskDesk {
                 }
             });
         }
+        cancelled
     }
 
     async fn apply(
@@ -355,14 +489,20 @@ fn cancelled() -> TaskUpdate {
     }
 }
 
-/// The task as the extension writes it; `detailed` adds the final result or error.
-fn task_json(record: &TaskRecord, detailed: bool) -> Value {
+/// The task in its era's words (`ttlMs`/`pollIntervalMs` in the extension, `ttl`/
+/// `pollInterval` in 2025-11-25); `detailed` (the extension's `tasks/get`) adds the final
+/// result or error inline. Without `detailed`, a 2026-07-28 task is a `CreateTaskResult`.
+fn task_json(record: &TaskRecord, era: Era, detailed: bool) -> Value {
+    let (ttl, poll) = match era {
+        Era::Modern => ("ttlMs", "pollIntervalMs"),
+        Era::Legacy => ("ttl", "pollInterval"),
+    };
     let mut task = json!({
         "taskId": record.id,
         "status": record.status,
         "createdAt": rfc3339(record.created_ms),
         "lastUpdatedAt": rfc3339(record.updated_ms),
-        "ttlMs": record.ttl_ms,
+        ttl: record.ttl_ms,
     });
     if let Some(message) = &record.status_message {
         task["statusMessage"] = json!(message);
@@ -370,7 +510,10 @@ fn task_json(record: &TaskRecord, detailed: bool) -> Value {
     if record.status == STATUS_WORKING {
         // Polls come often while an answer may be near, then settle.
         let age = now_ms().saturating_sub(record.created_ms);
-        task["pollIntervalMs"] = json!(if age < 60_000 { 2_000 } else { 5_000 });
+        task[poll] = json!(if age < 60_000 { 2_000 } else { 5_000 });
+    }
+    if era == Era::Legacy {
+        return task;
     }
     if !detailed {
         task["resultType"] = json!("task");

@@ -20,7 +20,7 @@ mod tasks;
 
 pub use gateway::Saved;
 pub use handle::StoreHandle;
-pub use tasks::{TaskRecord, TaskUpdate};
+pub use tasks::{MAX_TASKS, TaskRecord, TaskUpdate};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

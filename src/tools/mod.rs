@@ -215,6 +215,11 @@ impl Tools {
         self
     }
 
+    /// Exactly the lifecycle profile: the reference peer's drop-in, byte for byte.
+    pub fn is_reference(&self) -> bool {
+        self.reference_texts
+    }
+
     pub fn gateway(&self) -> Option<&Arc<Gateway>> {
         self.gateway.as_ref()
     }

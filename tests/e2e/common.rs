@@ -453,17 +453,26 @@ pub fn assert_frame(era: Era, method: &str, frame: &Value) {
         return;
     }
     assert_valid(era, "JSONRPCResultResponse", frame);
-    // A call answered as a task, and the task methods, are the extension's.
+    // A call answered as a task, and the task methods: the extension's schema in
+    // 2026-07-28, the core's in 2025-11-25.
     if method == "tools/call" && frame["result"]["resultType"] == "task" {
         return assert_tasks_valid("CreateTaskResult", &frame["result"]);
+    }
+    if method == "tools/call" && era == Era::Legacy && frame["result"].get("task").is_some() {
+        return assert_valid(era, "CreateTaskResult", &frame["result"]);
     }
     let tasks_def = match method {
         "tasks/get" => Some("GetTaskResult"),
         "tasks/cancel" => Some("CancelTaskResult"),
+        "tasks/list" => Some("ListTasksResult"),
+        "tasks/result" => Some("GetTaskPayloadResult"),
         _ => None,
     };
     if let Some(def) = tasks_def {
-        return assert_tasks_valid(def, &frame["result"]);
+        return match era {
+            Era::Modern => assert_tasks_valid(def, &frame["result"]),
+            Era::Legacy => assert_valid(era, def, &frame["result"]),
+        };
     }
     let def = match (method, era) {
         ("initialize", _) => "InitializeResult",

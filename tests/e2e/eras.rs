@@ -75,7 +75,8 @@ fn server_discover_is_always_answered_and_shaped() {
             );
             assert_eq!(
                 result["capabilities"],
-                json!({"tools": {}, "resources": {}, "prompts": {}, "completions": {}})
+                json!({"tools": {}, "resources": {}, "prompts": {}, "completions": {},
+                       "extensions": {"io.modelcontextprotocol/tasks": {}}})
             );
             assert_eq!(result["resultType"], "complete");
             assert_eq!(result["ttlMs"], 300000);
@@ -212,7 +213,12 @@ fn eras_do_not_leak_into_each_other() {
     }
     assert_frame(Era::Modern, "tools/list", &modern);
     assert_eq!(legacy1["result"], legacy2["result"]);
-    assert_eq!(modern["result"]["tools"], legacy1["result"]["tools"]);
+    // The same tools; only 2025-11-25 marks the ones that can run as tasks.
+    let mut unmarked = legacy1["result"]["tools"].clone();
+    for tool in unmarked.as_array_mut().unwrap() {
+        tool.as_object_mut().unwrap().remove("execution");
+    }
+    assert_eq!(modern["result"]["tools"], unmarked);
 }
 
 #[test]

@@ -124,6 +124,7 @@ fn prompts_and_completions_in_both_eras() {
     ));
     assert_eq!(
         init["result"]["capabilities"],
-        json!({"tools": {}, "resources": {}, "prompts": {}, "completions": {}, "logging": {}})
+        json!({"tools": {}, "resources": {}, "prompts": {}, "completions": {}, "logging": {},
+               "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}})
     );
 }

@@ -63,7 +63,13 @@ fn poll(s: &mut Server, task_id: &str, first_id: i64) -> Value {
 fn without_ids(text: &str) -> String {
     text.split_whitespace()
         // Run ids and spotlight nonces differ per call; nothing else may.
-        .map(|w| if w.contains("resp_") || w.contains("untrusted-web-content-") { "<id>" } else { w })
+        .map(|w| {
+            if w.contains("resp_") || w.contains("untrusted-web-content-") {
+                "<id>"
+            } else {
+                w
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -151,9 +157,16 @@ fn a_quick_call_is_answered_directly_and_task_methods_need_the_extension() {
         ));
         assert_eq!(e["error"]["code"], -32602, "{method}: {e}");
     }
-    // A legacy client never sees task methods.
+    // The 2025-11-25 methods answer an unknown id the same way; the extension has no
+    // tasks/result or tasks/list.
     let legacy = s.request(&request(6, "tasks/get", json!({"taskId": "task_x"})));
-    assert_eq!(legacy["error"]["code"], -32601, "{legacy}");
+    assert_eq!(legacy["error"]["code"], -32602, "{legacy}");
+    let modern_list = s.request(&request(
+        7,
+        "tasks/list",
+        json!({"_meta": meta_with_tasks()}),
+    ));
+    assert_eq!(modern_list["error"]["code"], -32601, "{modern_list}");
 }
 
 #[test]
@@ -306,4 +319,131 @@ fn another_caller_cannot_see_or_cancel_the_task() {
     );
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"]["code"], -32020);
+}
+
+fn legacy_task_call(id: i64, tool: &str, arguments: Value, ttl: i64) -> Value {
+    request(
+        id,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments, "task": {"ttl": ttl}}),
+    )
+}
+
+fn initialize_legacy(s: &mut Server) -> Value {
+    let init = s.request(&request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {"tasks": {}}, "clientInfo": {"name": "e2e", "version": "1"}}),
+    ));
+    s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    init
+}
+
+/// 2025-11-25: the core's experimental tasks — a `task` in the call gives a handle at
+/// once; `tasks/result` blocks for the blocking call's result.
+#[test]
+fn a_legacy_client_asks_for_a_task_and_reads_the_result() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 3000, "answer": "Legacy tasks."}));
+    let dir = Scratch::new("tasks-legacy");
+    let mut s = Server::start(&env_with_store(&fake, &dir));
+    let init = initialize_legacy(&mut s);
+    assert_eq!(
+        init["result"]["capabilities"]["tasks"],
+        json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
+    );
+    let list = s.request(&request(2, "tools/list", json!({})));
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let support = |name: &str| {
+        tools.iter().find(|t| t["name"] == name).unwrap()["execution"]["taskSupport"].clone()
+    };
+    assert_eq!(support("perplexity_agent"), "optional");
+    assert_eq!(
+        support("perplexity_search"),
+        Value::Null,
+        "quick tools never run as tasks"
+    );
+
+    let started = Instant::now();
+    let created = s.request(&legacy_task_call(
+        3,
+        "perplexity_agent",
+        json!({"query": "q"}),
+        120_000,
+    ));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the handle comes at once"
+    );
+    let task = &created["result"]["task"];
+    assert_eq!(task["status"], "working", "{created}");
+    assert_eq!(task["ttl"], 120_000);
+    let task_id = task["taskId"].as_str().unwrap().to_owned();
+
+    let got = s.request(&request(4, "tasks/get", json!({"taskId": task_id})));
+    assert_eq!(got["result"]["taskId"], task_id.as_str());
+    let listed = s.request(&request(5, "tasks/list", json!({})));
+    assert!(
+        listed["result"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["taskId"] == task_id.as_str()),
+        "{listed}"
+    );
+    let payload = s.request(&request(6, "tasks/result", json!({"taskId": task_id})));
+    let result = &payload["result"];
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task_id.as_str()
+    );
+    let blocking = s.request(&call(7, "perplexity_agent", json!({"query": "q"})));
+    assert_eq!(
+        without_ids(result["content"][0]["text"].as_str().unwrap()),
+        without_ids(&tool_text(&blocking).0)
+    );
+    let done = s.request(&request(8, "tasks/get", json!({"taskId": task_id})));
+    assert_eq!(done["result"]["status"], "completed");
+
+    // Cancel: the Task comes back cancelled.
+    let created = s.request(&legacy_task_call(
+        9,
+        "perplexity_ask",
+        json!({"query": "q"}),
+        120_000,
+    ));
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cancelled = s.request(&request(10, "tasks/cancel", json!({"taskId": id})));
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    let e = s.request(&request(11, "tasks/result", json!({"taskId": id})));
+    assert!(e["error"]["code"].is_i64(), "{e}");
+}
+
+/// The reference peer's drop-in profile stays byte for byte: no task capability, no
+/// execution marks, and a `task` in a call is ignored.
+#[test]
+fn the_lifecycle_profile_offers_no_tasks() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "answer": "Plain."}));
+    let dir = Scratch::new("tasks-lifecycle");
+    let mut env = env_with_store(&fake, &dir);
+    env.push(("PERPLEXITY_TOOLS".into(), "lifecycle".into()));
+    let mut s = Server::start(&env);
+    let init = initialize_legacy(&mut s);
+    assert!(
+        init["result"]["capabilities"].get("tasks").is_none(),
+        "{init}"
+    );
+    let list = s.request(&request(2, "tools/list", json!({})));
+    assert!(!list.to_string().contains("taskSupport"));
+    let r = s.request(&legacy_task_call(
+        3,
+        "perplexity_agent",
+        json!({"query": "q"}),
+        60_000,
+    ));
+    assert!(tool_text(&r).0.contains("Plain."), "{r}");
+    let e = s.request(&request(4, "tasks/get", json!({"taskId": "task_x"})));
+    assert_eq!(e["error"]["code"], -32601);
 }

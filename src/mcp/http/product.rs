@@ -67,12 +67,12 @@ impl Product {
                 return Handled::Now(Some(dispatcher.call_reply(&job, &refusal.output())));
             }
         };
-        if job.as_task {
+        if let Some(mode) = job.task {
             return Handled::Later(Box::pin(async move {
                 // Detached from this request: closing the stream never cancels a task.
                 match dispatcher
                     .tasks()
-                    .call(tools, job.tool.clone(), admitted)
+                    .call(tools, job.tool.clone(), admitted, mode)
                     .await
                 {
                     Answered::Now(output) => output.map(|o| dispatcher.call_reply(&job, &o)),
