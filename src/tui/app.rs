@@ -2,6 +2,8 @@
 //! commands to run come out, and results arrive as [`Update`]s, so every behaviour can be
 //! tested without a terminal.
 
+use std::collections::HashMap;
+
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::command::{self, Command, TaskKind};
@@ -25,6 +27,8 @@ pub enum Kind {
     Note,
     Error,
     Alert,
+    /// `/help`: rows of `what\tdoes`, drawn as a table.
+    Help,
 }
 
 /// One block of the chat pane.
@@ -74,10 +78,12 @@ pub struct TaskInfo {
 pub enum Update {
     Entry(Entry),
     TabOpened(PageTab),
-    /// The space's tabs (after a switch or at start).
+    /// The space's tabs as the store remembers them (after a switch or at start);
+    /// `announce` when the user asked for the switch.
     Space {
         name: String,
         tabs: Vec<PageTab>,
+        announce: bool,
     },
     TabClosed(String),
     /// A call started (+1) or ended (-1).
@@ -110,6 +116,9 @@ pub struct App {
     pub quit: bool,
     /// Text the front end should copy to the clipboard (Ctrl-Y), then clear.
     pub copy: Option<String>,
+    /// The tabs of spaces switched away from in this session, by name: the store keeps
+    /// only URLs and titles, so switching back restores these (text, order, selection).
+    away: HashMap<String, (Vec<PageTab>, Option<usize>)>,
 }
 
 impl App {
@@ -132,6 +141,7 @@ impl App {
             progress: None,
             quit: false,
             copy: None,
+            away: HashMap::new(),
         }
     }
 
@@ -273,7 +283,7 @@ impl App {
         let line = std::mem::take(&mut self.input);
         match command::parse(&line) {
             Ok(Command::Help) => {
-                self.push(Entry::new(Kind::Note, command::HELP));
+                self.push(Entry::new(Kind::Help, command::help_text()));
                 None
             }
             Ok(Command::Quit) => {
@@ -326,12 +336,11 @@ impl App {
                 }
                 self.page_scroll = 0;
             }
-            Update::Space { name, tabs } => {
-                self.space = name;
-                self.current = (!tabs.is_empty()).then_some(0);
-                self.tabs = tabs;
-                self.page_scroll = 0;
-            }
+            Update::Space {
+                name,
+                tabs,
+                announce,
+            } => self.enter_space(name, tabs, announce),
             Update::TabClosed(url) => {
                 self.tabs.retain(|t| t.url != url);
                 self.current = match self.tabs.len() {
@@ -346,7 +355,10 @@ impl App {
                 }
             }
             Update::Progress(text) => self.progress = Some(text),
-            Update::TaskStarted(task) => self.tasks.push(task),
+            Update::TaskStarted(task) => {
+                self.push(Entry::new(Kind::Note, task_started(&task)));
+                self.tasks.push(task);
+            }
             Update::TaskEnded { id, why } => {
                 self.tasks.retain(|t| t.id != id);
                 self.push(Entry::new(Kind::Alert, format!("Task {id} stopped: {why}")));
@@ -354,6 +366,60 @@ impl App {
             Update::Tokens(n) => self.tokens = n,
         }
     }
+
+    /// Makes `name` the current space. This session's own tabs win over the store's
+    /// (which has no page text): a space switched away from comes back as it was left,
+    /// and the current one only gains remembered tabs it lacks.
+    fn enter_space(&mut self, name: String, stored: Vec<PageTab>, announce: bool) {
+        if name != self.space {
+            let left = (std::mem::take(&mut self.tabs), self.current.take());
+            let old = std::mem::replace(&mut self.space, name.clone());
+            self.away.insert(old, left);
+            match self.away.remove(&name) {
+                Some((tabs, current)) => {
+                    self.tabs = tabs;
+                    self.current = current;
+                }
+                None => self.tabs = stored,
+            }
+        } else {
+            for tab in stored {
+                if !self.tabs.iter().any(|t| t.url == tab.url) {
+                    self.tabs.push(tab);
+                }
+            }
+        }
+        if self.current.is_none_or(|i| i >= self.tabs.len()) {
+            self.current = (!self.tabs.is_empty()).then_some(0);
+        }
+        self.page_scroll = 0;
+        if announce {
+            let text = format!("Space: {} ({}).", self.space, count(self.tabs.len(), "tab"));
+            self.push(Entry::new(Kind::Note, text));
+        }
+    }
+}
+
+/// `1 tab`, `2 tabs`, `no tabs`.
+fn count(n: usize, what: &str) -> String {
+    match n {
+        0 => format!("no {what}s"),
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    }
+}
+
+/// The confirmation of a new monitor, with the id `/untask` needs.
+fn task_started(task: &TaskInfo) -> String {
+    let what = match task.kind {
+        TaskKind::Search => format!("the search \"{}\"", task.target),
+        TaskKind::Fetch => task.target.clone(),
+    };
+    format!(
+        "Task {id} started: watching {what} every {every} s. /untask {id} stops it.",
+        id = task.id,
+        every = task.every_secs,
+    )
 }
 
 #[cfg(test)]
@@ -431,6 +497,56 @@ mod tests {
         });
         assert!(app.tasks.is_empty());
         assert_eq!(app.entries.last().unwrap().kind, Kind::Alert);
+    }
+
+    #[test]
+    fn each_space_keeps_its_tabs_and_a_switch_is_confirmed() {
+        let mut app = App::new("default", 1);
+        let tab = |u: &str, text: Option<&str>| PageTab {
+            url: u.into(),
+            title: u.into(),
+            text: text.map(str::to_owned),
+            flags: vec![],
+        };
+        let space = |name: &str, tabs: Vec<PageTab>, announce| Update::Space {
+            name: name.into(),
+            tabs,
+            announce,
+        };
+        // At start, the remembered tabs (no text), silently.
+        app.apply(space("default", vec![tab("https://a", None)], false));
+        app.apply(Update::TabOpened(tab("https://b", Some("b text"))));
+        let before = app.entries.len();
+        app.apply(space("work", vec![], true));
+        assert!(app.tabs.is_empty());
+        assert_eq!(app.entries.last().unwrap().text, "Space: work (no tabs).");
+        // Back: as left (order, text, selection), whatever the store lists.
+        app.apply(space(
+            "default",
+            vec![tab("https://b", None), tab("https://a", None)],
+            true,
+        ));
+        let urls: Vec<&str> = app.tabs.iter().map(|t| t.url.as_str()).collect();
+        assert_eq!(urls, ["https://a", "https://b"]);
+        assert_eq!(app.current, Some(1));
+        assert_eq!(app.tabs[1].text.as_deref(), Some("b text"));
+        assert_eq!(app.entries.last().unwrap().text, "Space: default (2 tabs).");
+        assert_eq!(app.entries.len(), before + 2);
+    }
+
+    #[test]
+    fn a_new_task_is_confirmed_with_its_id() {
+        let mut app = App::new("s", 1);
+        app.apply(Update::TaskStarted(TaskInfo {
+            id: 4,
+            kind: TaskKind::Search,
+            target: "rust".into(),
+            every_secs: 60,
+        }));
+        assert_eq!(
+            app.entries.last().unwrap().text,
+            "Task 4 started: watching the search \"rust\" every 60 s. /untask 4 stops it."
+        );
     }
 
     #[test]

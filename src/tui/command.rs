@@ -36,19 +36,37 @@ pub enum TaskKind {
     Fetch,
 }
 
-pub const HELP: &str = "\
-/search <q>       results and a cited answer
-/open <url>       read a page (SSRF-guarded) into a tab
-/ask <q>          ask about the current tab
-/summary          summarise the open tabs
-/research <q>     a deep-research report, every claim checked
-/space [name]     list spaces, or switch to one (created if new)
-/tabs             list tabs      /close   close the current tab
-/history          this space's recent questions and answers
-/task search|fetch <seconds> <target>   watch for changes (>= 5 s)
-/untask <id>      stop a watch   /help   this   /quit   leave
-Plain text asks a question with the open tabs as context.
-Keys: Tab/Shift-Tab switch panes, Up/Down/PgUp/PgDn scroll, Ctrl-Y copy, Ctrl-C quit.";
+/// `/help`: (what to type, what it does) rows, drawn as a table whose descriptions wrap
+/// under their own column (see `view::help_lines`).
+pub const HELP_ROWS: &[(&str, &str)] = &[
+    ("/search <q>", "web results and a cited answer"),
+    ("/open <url>", "read a page into a tab"),
+    ("/ask <q>", "ask about the current tab"),
+    ("/summary", "summarise the open tabs"),
+    ("/research <q>", "deep research; claims checked"),
+    ("/space [name]", "list spaces, or switch to one"),
+    ("/tabs /close", "list tabs, close the current"),
+    ("/history", "recent questions and answers"),
+    (
+        "/task search|fetch <seconds> <target>",
+        "watch for changes (5 s or more)",
+    ),
+    ("/untask <id>", "stop a watch"),
+    ("/help /quit", "this list; leave"),
+    ("<question>", "ask with the tabs as context"),
+    ("Tab Shift-Tab", "switch panes"),
+    ("Up Down PgUp PgDn", "scroll, or pick a tab"),
+    ("Ctrl-Y Ctrl-C", "copy the answer or URL; quit"),
+];
+
+/// The help as text: one row a line, its two columns apart by a tab.
+pub fn help_text() -> String {
+    HELP_ROWS
+        .iter()
+        .map(|(what, does)| format!("{what}\t{does}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 /// Parses one submitted line; `Err` says what is wrong (shown, nothing run).
 pub fn parse(line: &str) -> Result<Command, String> {

@@ -79,7 +79,7 @@ pub async fn run(config: &Config) -> Result<(), String> {
     let mut app = App::new(DEFAULT_SPACE, worker.tokens());
     // The first frame goes out before anything slow (the store, the network) starts.
     draw(&mut screen, &app)?;
-    worker.switch_space(DEFAULT_SPACE);
+    worker.switch_space(DEFAULT_SPACE, false);
 
     let mut events = EventStream::new();
     let mut tick = tokio::time::interval(TICK);

@@ -63,33 +63,130 @@ pub fn inert(text: &str) -> String {
         .collect()
 }
 
-/// `text` (made [`inert`]) broken into lines of at most `width` characters (words kept
-/// whole where they fit), so scrolling can count lines exactly.
+/// Display columns of `s` (wide characters take two), as the terminal draws them.
+fn cols(s: &str) -> usize {
+    Span::raw(s).width()
+}
+
+fn char_cols(c: char) -> usize {
+    let mut buf = [0u8; 4];
+    cols(c.encode_utf8(&mut buf))
+}
+
+/// Characters after which a word too long for a line (a URL, mostly) may be broken.
+const BREAK_AFTER: &[char] = &['/', '-', '?', '&', '=', '.', '_', '#', ':', ',', ';'];
+
+/// `text` (made [`inert`]) broken into lines of at most `width` columns, so scrolling can
+/// count lines exactly. Lines break at spaces; a word longer than a whole line (a URL,
+/// mostly) breaks after its punctuation (`/`, `-`, `?`, …) where it can, mid-word only
+/// when it has to. A line's leading spaces indent its continuation lines too, so
+/// indented blocks stay indented.
 pub fn wrap(text: &str, width: usize) -> Vec<String> {
     let width = width.max(1);
     let text = inert(text);
     let mut out = Vec::new();
     for raw in text.split('\n') {
-        let mut line = String::new();
-        for word in raw.split(' ') {
-            let needed =
-                line.chars().count() + usize::from(!line.is_empty()) + word.chars().count();
-            if needed > width && !line.is_empty() {
-                out.push(std::mem::take(&mut line));
-            }
-            if !line.is_empty() {
-                line.push(' ');
-            }
-            line.push_str(word);
-            while line.chars().count() > width {
-                let head: String = line.chars().take(width).collect();
-                line = line.chars().skip(width).collect();
-                out.push(head);
-            }
-        }
-        out.push(line);
+        let body = raw.trim_start_matches(' ');
+        let indent = hang(raw.len() - body.len(), width);
+        wrap_line(&" ".repeat(indent), body, indent, width, &mut out);
     }
     out
+}
+
+/// An indent for continuation lines, or none where it would leave too little room.
+fn hang(indent: usize, width: usize) -> usize {
+    if indent * 2 <= width { indent } else { 0 }
+}
+
+/// One line of `body` (inert, no newlines) wrapped into `out`: the first line starts with
+/// `lead`, the others with `indent` spaces. `lead` fits `width` (callers keep it short).
+fn wrap_line(lead: &str, body: &str, indent: usize, width: usize, out: &mut Vec<String>) {
+    let pad = " ".repeat(indent);
+    let mut line = lead.to_owned();
+    let mut room = width.saturating_sub(cols(lead)).max(1);
+    let mut used = 0;
+    // Spaces seen since the last word: runs of spaces inside a line are kept.
+    let mut gap = 0;
+    for word in body.split(' ') {
+        if word.is_empty() {
+            gap += 1;
+            continue;
+        }
+        let sep = if used == 0 { 0 } else { gap + 1 };
+        gap = 0;
+        let need = cols(word);
+        if used + sep + need <= room {
+            line.push_str(&" ".repeat(sep));
+            line.push_str(word);
+            used += sep + need;
+            continue;
+        }
+        let mut rest = word;
+        if need > room && used > 0 {
+            // A word that must break anyway fills this line first, if it breaks well.
+            if let Some(end) = piece(rest, room.saturating_sub(used + sep), false) {
+                line.push_str(&" ".repeat(sep));
+                line.push_str(&rest[..end]);
+                rest = &rest[end..];
+            }
+        }
+        let mut next = |line: &mut String, room: &mut usize| {
+            out.push(std::mem::replace(line, pad.clone()));
+            *room = width.saturating_sub(indent).max(1);
+        };
+        if used > 0 {
+            next(&mut line, &mut room);
+        }
+        while cols(rest) > room {
+            let end = piece(rest, room, true).unwrap_or(rest.len());
+            if end >= rest.len() {
+                // One character wider than the line: it goes on a line of its own.
+                break;
+            }
+            line.push_str(&rest[..end]);
+            next(&mut line, &mut room);
+            rest = &rest[end..];
+        }
+        line.push_str(rest);
+        used = cols(rest);
+    }
+    // Nothing but an indent is an empty line.
+    if used == 0 && line.trim().is_empty() {
+        line.clear();
+    }
+    out.push(line);
+}
+
+/// Where to break `word` to fit `room` columns (a byte offset): after its last
+/// [`BREAK_AFTER`] character that leaves the piece at least half the room, else (when
+/// `hard`) after as many characters as fit — always at least one, so wrapping ends.
+/// A URL's `://` is never broken inside.
+fn piece(word: &str, room: usize, hard: bool) -> Option<usize> {
+    let scheme_end = word.find("://").map_or(0, |i| i + "://".len());
+    let mut used = 0;
+    let mut fits = 0;
+    let mut soft = None;
+    for (i, c) in word.char_indices() {
+        used += char_cols(c);
+        if used > room {
+            break;
+        }
+        fits = i + c.len_utf8();
+        if BREAK_AFTER.contains(&c) && used * 2 >= room && i + 1 >= scheme_end {
+            soft = Some(fits);
+        }
+    }
+    if soft.is_some() {
+        return soft;
+    }
+    if !hard {
+        return None;
+    }
+    Some(if fits == 0 {
+        word.chars().next().map_or(word.len(), char::len_utf8)
+    } else {
+        fits
+    })
 }
 
 fn entry_lines(entry: &Entry, width: usize) -> Vec<Line<'static>> {
@@ -107,6 +204,7 @@ fn entry_lines(entry: &Entry, width: usize) -> Vec<Line<'static>> {
                 .add_modifier(Modifier::BOLD),
         ),
         Kind::Note => ("note", Style::default().fg(Color::DarkGray)),
+        Kind::Help => ("help", Style::default().fg(Color::Cyan)),
         Kind::Error => (
             "error",
             Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
@@ -128,6 +226,8 @@ fn entry_lines(entry: &Entry, width: usize) -> Vec<Line<'static>> {
     }
     if entry.kind == Kind::Answer {
         lines.extend(markdown(&entry.text, width));
+    } else if entry.kind == Kind::Help {
+        lines.extend(help_lines(&entry.text, width).into_iter().map(Line::from));
     } else {
         lines.extend(wrap(&entry.text, width).into_iter().map(Line::from));
     }
@@ -159,18 +259,137 @@ pub fn markdown(text: &str, width: usize) -> Vec<Line<'static>> {
             .strip_prefix("- ")
             .or_else(|| trimmed.strip_prefix("* "))
         {
-            let indent = &raw[..raw.len() - trimmed.len()];
-            (format!("{indent}• {}", inline(item)), Style::default())
+            // A list item's continuation lines align with its text, after the bullet.
+            let indent = raw.len() - trimmed.len();
+            let lead = format!("{}• ", " ".repeat(indent));
+            out.extend(styled(
+                hanging(&lead, &inline(item), width),
+                Style::default(),
+            ));
+            continue;
+        } else if let Some(number) = citation(trimmed) {
+            // `[3] Title — url`: continuation lines align after the number.
+            let indent = raw.len() - trimmed.len();
+            let lead = format!("{}{number} ", " ".repeat(indent));
+            let rest = &trimmed[number.len() + 1..];
+            out.extend(styled(
+                hanging(&lead, &inline(rest), width),
+                Style::default(),
+            ));
+            continue;
         } else {
             (inline(raw), Style::default())
         };
-        out.extend(
-            wrap(&content, width)
-                .into_iter()
-                .map(|l| Line::from(Span::styled(l, style))),
-        );
+        out.extend(styled(wrap(&content, width), style));
     }
     out
+}
+
+fn styled(lines: Vec<String>, style: Style) -> impl Iterator<Item = Line<'static>> {
+    lines
+        .into_iter()
+        .map(move |l| Line::from(Span::styled(l, style)))
+}
+
+/// `lead` then `text` (made [`inert`]), wrapped to `width` with the continuation lines
+/// indented as far as `lead` is wide (where that leaves room).
+fn hanging(lead: &str, text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let lead = inert(lead);
+    let indent = hang(cols(&lead), width);
+    let mut out = Vec::new();
+    wrap_line(
+        &lead,
+        &inert(text).replace('\n', " "),
+        indent,
+        width,
+        &mut out,
+    );
+    out
+}
+
+/// The `[N]` a source line starts with (followed by a space), if it does.
+fn citation(line: &str) -> Option<&str> {
+    let close = line.find("] ")?;
+    let number = line.get(1..close)?;
+    (line.starts_with('[') && !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| &line[..=close])
+}
+
+/// The widest command the help's first column holds; longer ones get a line of their own.
+const HELP_COLUMN: usize = 13;
+/// Below this many columns for the descriptions, each row is its command above its
+/// description.
+const HELP_MIN_TEXT: usize = 20;
+
+/// `/help`'s rows (`what\tdoes`, see `command::help_text`) as a table: the commands in a
+/// padded column, each description wrapped under its own column (a hanging indent).
+/// Lines without a tab are wrapped as they are.
+pub fn help_lines(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let column = text
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(what, _)| cols(what))
+        .filter(|&w| w <= HELP_COLUMN)
+        .max()
+        .unwrap_or(0)
+        + 2;
+    let column = if width >= column + HELP_MIN_TEXT {
+        column
+    } else {
+        2
+    };
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((what, does)) = line.split_once('\t') else {
+            out.extend(wrap(line, width));
+            continue;
+        };
+        let lead = format!("{what:<column$}");
+        if cols(&lead) > column || column == 2 {
+            // Too wide for the column: the command alone, its description below.
+            out.extend(wrap(what, width));
+            wrap_line(&" ".repeat(column), &inert(does), column, width, &mut out);
+        } else {
+            wrap_line(&inert(&lead), &inert(does), column, width, &mut out);
+        }
+    }
+    out
+}
+
+/// `text` in at most `max` columns, with `…` where some was left out: whole words,
+/// unless they would leave more than half the room empty (then part of the next word,
+/// broken as [`wrap`] breaks long words).
+pub fn fit_words(text: &str, max: usize) -> String {
+    if cols(text) <= max {
+        return text.to_owned();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let room = max - 1;
+    let mut kept = String::new();
+    for word in text.split(' ') {
+        let sep = usize::from(!kept.is_empty());
+        let left = room.saturating_sub(cols(&kept) + sep);
+        if cols(word) <= left {
+            kept.push_str(&" ".repeat(sep));
+            kept.push_str(word);
+            continue;
+        }
+        if (cols(&kept) + sep) * 2 < room && left > 0 {
+            let end = piece(word, left, true).unwrap_or(word.len());
+            // (`piece` takes one character even when it is too wide: not here.)
+            if cols(&word[..end]) <= left {
+                kept.push_str(&" ".repeat(sep));
+                kept.push_str(&word[..end]);
+            }
+        }
+        break;
+    }
+    // A word cut short of its punctuation reads better without it: `results,…`.
+    format!("{}…", kept.trim_end_matches([',', ';', ' ']))
 }
 
 /// `**b**`/`__b__` markers dropped, inline code ticks dropped, links spelled out.
@@ -211,18 +430,7 @@ fn draw_chat(frame: &mut Frame, app: &App, area: Rect) {
     let scroll = app.chat_scroll.min(lines.len().saturating_sub(height));
     let end = lines.len() - scroll;
     let start = end.saturating_sub(height);
-    let title = if app.in_flight > 0 {
-        match &app.progress {
-            Some(p) => format!(
-                " Chat — working ({}): {} ",
-                app.in_flight,
-                crate::text::cap_chars(p, 60)
-            ),
-            None => format!(" Chat — working ({}) ", app.in_flight),
-        }
-    } else {
-        " Chat ".to_owned()
-    };
+    let title = chat_title(app, area.width.saturating_sub(2) as usize);
     let shown: Vec<Line> = lines[start..end].to_vec();
     frame.render_widget(
         Paragraph::new(shown).block(block(&title, app.focus == Pane::Chat)),
@@ -230,8 +438,23 @@ fn draw_chat(frame: &mut Frame, app: &App, area: Rect) {
     );
 }
 
+/// ` Chat `, or what the running work is doing, in whole words within `max` columns
+/// (the title sits on the pane's top border).
+fn chat_title(app: &App, max: usize) -> String {
+    if app.in_flight == 0 {
+        return " Chat ".to_owned();
+    }
+    let doing = match &app.progress {
+        Some(p) => inert(p).replace('\n', " "),
+        None => format!("working ({})", app.in_flight),
+    };
+    let head = " Chat — ";
+    let room = max.saturating_sub(cols(head) + 1);
+    format!("{head}{} ", fit_words(&doing, room))
+}
+
 fn draw_tabs(frame: &mut Frame, app: &App, area: Rect) {
-    let width = area.width.saturating_sub(4) as usize;
+    let inner = area.width.saturating_sub(2) as usize;
     let lines: Vec<Line> = if app.tabs.is_empty() {
         vec![Line::from(Span::styled(
             "no tabs — /open <url>",
@@ -244,10 +467,11 @@ fn draw_tabs(frame: &mut Frame, app: &App, area: Rect) {
             .map(|(i, t)| {
                 let marker = if Some(i) == app.current { "> " } else { "  " };
                 let name = inert(if t.title.is_empty() { &t.url } else { &t.title });
-                let text: String = format!("{marker}{} {name}", i + 1)
-                    .chars()
-                    .take(width + 2)
-                    .collect();
+                let head = format!("{marker}{} ", i + 1);
+                let text = format!(
+                    "{head}{}",
+                    fit_words(&name, inner.saturating_sub(cols(&head)))
+                );
                 let style = if Some(i) == app.current {
                     Style::default().add_modifier(Modifier::BOLD)
                 } else {
@@ -323,13 +547,7 @@ fn draw_input(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
-    let text = format!(
-        " space {} │ tokens {} │ running {} │ tasks {} │ Tab panes · ^Y copy · /help ",
-        app.space,
-        app.tokens,
-        app.in_flight,
-        app.tasks.len()
-    );
+    let text = status_text(app, area.width as usize);
     frame.render_widget(
         Paragraph::new(Line::from(Span::styled(
             text,
@@ -337,6 +555,34 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
         ))),
         area,
     );
+}
+
+/// The status line within `width` columns: the hints go first when it is too long, then
+/// the space name is shortened (in whole words where it can be).
+fn status_text(app: &App, width: usize) -> String {
+    let counts = format!(
+        "tokens {} │ running {} │ tasks {}",
+        app.tokens,
+        app.in_flight,
+        app.tasks.len()
+    );
+    let space = inert(&app.space);
+    let full = format!(" space {space} │ {counts} │ Tab panes · ^Y copy · /help ");
+    if cols(&full) <= width {
+        return full;
+    }
+    let short = format!(" space {space} │ {counts} │ /help ");
+    if cols(&short) <= width {
+        return short;
+    }
+    let rest = format!(" │ {counts} ");
+    let room = width.saturating_sub(cols(" space ") + cols(&rest));
+    let line = if room >= 4 {
+        format!(" space {}{rest}", fit_words(&space, room))
+    } else {
+        format!(" {counts} ")
+    };
+    fit_words(&line, width)
 }
 
 #[cfg(test)]
@@ -386,7 +632,9 @@ mod tests {
             "Rust is fast.",
         )));
         app.apply(Update::Busy(1));
-        app.apply(Update::Progress("status in_progress after 2s".into()));
+        app.apply(Update::Progress(crate::tui::work::short_progress(
+            "status in_progress after 2s; 10 search result(s) gathered; 3 page(s) fetched",
+        )));
         app.apply(Update::TaskStarted(TaskInfo {
             id: 1,
             kind: TaskKind::Search,
@@ -396,13 +644,13 @@ mod tests {
         app.input = "/search tui".into();
         let s = screen(&app, 80, 24);
         for want in [
-            "Chat — working (1): status in_progress",
+            "Chat — in progress, 10 results, 3 pages ─",
             "you:",
             "what is rust?",
             "answer:",
             "[1] Rust",
             "Tabs",
-            "> 1 Title of https://rust-lang",
+            "> 1 Title of https://rust-…",
             "Page",
             "untrusted page text:",
             "Rust is fast.",
@@ -488,5 +736,110 @@ mod tests {
         assert_eq!(wrap("aaa bbb ccc", 7), ["aaa bbb", "ccc"]);
         assert_eq!(wrap("abcdefghij", 4), ["abcd", "efgh", "ij"]);
         assert_eq!(wrap("a\n\nb", 10), ["a", "", "b"]);
+    }
+
+    #[test]
+    fn long_urls_break_after_punctuation_and_words_stay_whole() {
+        // A URL that must break fills the line it starts on, if it breaks well there.
+        assert_eq!(
+            wrap("Opened https://a.example/reading-list/understanding", 20),
+            [
+                "Opened https://a.",
+                "example/reading-",
+                "list/understanding"
+            ]
+        );
+        // Not well (a piece under half the room left): it starts on the next line.
+        assert_eq!(
+            wrap("see the page https://a.example/one/two", 20),
+            ["see the page", "https://a.example/", "one/two"]
+        );
+        // No punctuation: cut where the line ends (the only choice).
+        assert_eq!(wrap("x abcdefghijkl", 5), ["x", "abcde", "fghij", "kl"]);
+        // Wide characters take two columns.
+        assert_eq!(wrap("日本語の文", 4), ["日本", "語の", "文"]);
+        assert!(wrap("😀😀😀", 1).iter().all(|l| l.chars().count() == 1));
+    }
+
+    #[test]
+    fn indented_lines_keep_their_indent_when_they_wrap() {
+        assert_eq!(
+            wrap("    four words go here", 12),
+            ["    four", "    words go", "    here"]
+        );
+        assert_eq!(
+            wrap("see https://a.example", 12),
+            ["see https://", "a.example"]
+        );
+        // Too deep for the width: no hanging indent rather than no room.
+        assert_eq!(wrap("      ab cd", 8), ["ab cd"]);
+        let lines: Vec<String> =
+            markdown("- one two three four\n[12] Title — https://t.example/x", 14)
+                .iter()
+                .map(|l| l.spans.iter().map(|s| s.content.to_string()).collect())
+                .collect();
+        assert_eq!(
+            lines,
+            [
+                "• one two",
+                "  three four",
+                "[12] Title —",
+                "     https://",
+                "     t.example",
+                "     /x"
+            ]
+        );
+    }
+
+    #[test]
+    fn help_is_a_table_with_hanging_descriptions() {
+        let text = "/a\tfirst row\n/bb <x>\tthe second row wraps here\n/a-very-long-command <x>\tits own line";
+        assert_eq!(
+            help_lines(text, 30),
+            [
+                "/a       first row",
+                "/bb <x>  the second row wraps",
+                "         here",
+                "/a-very-long-command <x>",
+                "         its own line",
+            ]
+        );
+        // Too narrow for two columns: each command above its description.
+        assert_eq!(help_lines("/bb <x>\tsecond", 12), ["/bb <x>", "  second"]);
+        // The real help fits the chat pane at 80 and 100 columns, every row in its column.
+        for (width, rows) in [(46, 17), (58, 17)] {
+            let lines = help_lines(&crate::tui::command::help_text(), width);
+            assert_eq!(lines.len(), rows, "{lines:#?}");
+            assert!(lines.iter().all(|l| cols(l) <= width), "{lines:#?}");
+        }
+    }
+
+    #[test]
+    fn titles_and_the_status_line_are_shortened_in_whole_words() {
+        assert_eq!(
+            fit_words("in progress, 10 results", 40),
+            "in progress, 10 results"
+        );
+        assert_eq!(fit_words("in progress, 10 results", 16), "in progress, 10…");
+        assert_eq!(fit_words("in progress, 10 results", 14), "in progress…");
+        assert_eq!(
+            fit_words("Title of https://rust-lang.org", 26),
+            "Title of https://rust-…"
+        );
+        assert_eq!(fit_words("abcdef", 4), "abc…");
+        assert_eq!(fit_words("abc", 0), "");
+        let mut app = App::new("a-space-with-a-rather-long-name", 100_000);
+        app.apply(Update::Busy(1));
+        app.apply(Update::Progress(
+            "searching 4 sub-questions for the report".into(),
+        ));
+        let title = chat_title(&app, 30);
+        assert_eq!(title, " Chat — searching 4… ");
+        for width in [80, 60, 40] {
+            let status = status_text(&app, width);
+            assert!(cols(&status) <= width, "{width}: {status:?}");
+            assert!(status.contains("running 1"), "{status:?}");
+        }
+        assert!(status_text(&app, 120).contains("Tab panes"));
     }
 }

@@ -62,8 +62,9 @@ impl Worker {
     }
 
     /// Opens (or creates) a space and loads its tabs; a store that cannot be opened is
-    /// reported, and the workspace goes on without remembering.
-    pub fn switch_space(&self, name: &str) {
+    /// reported, and the workspace goes on without remembering. `announce` when the user
+    /// asked for it (the workspace confirms the switch).
+    pub fn switch_space(&self, name: &str, announce: bool) {
         let (store, tx, space, name) = (
             self.store.clone(),
             self.tx.clone(),
@@ -83,8 +84,10 @@ impl Worker {
                     if let Ok(mut current) = space.lock() {
                         *current = (name.clone(), Some(id));
                     }
+                    // The store lists the newest first; the tabs pane, in the order opened.
                     let tabs = tabs
                         .into_iter()
+                        .rev()
                         .map(|t| PageTab {
                             url: t.url,
                             title: t.title,
@@ -92,7 +95,11 @@ impl Worker {
                             flags: Vec::new(),
                         })
                         .collect();
-                    let _ = tx.send(Update::Space { name, tabs });
+                    let _ = tx.send(Update::Space {
+                        name,
+                        tabs,
+                        announce,
+                    });
                 }
                 Err(e) => {
                     if let Ok(mut current) = space.lock() {
@@ -101,6 +108,7 @@ impl Worker {
                     let _ = tx.send(Update::Space {
                         name,
                         tabs: Vec::new(),
+                        announce,
                     });
                     let _ = tx.send(Update::Entry(Entry::new(
                         Kind::Error,
@@ -141,12 +149,18 @@ impl Worker {
             }
             Command::Search(q) => self.spawn_call(move |tools, tx| async move {
                 let results = call(&tools, "perplexity_search", json!({"query": q})).await;
-                let mut updates = vec![Update::Entry(search_entry(&results))];
                 let answer = call_showing(&tools, "perplexity_ask", json!({"query": q}), &tx).await;
-                updates.push(Update::Entry(answer_entry(&answer)));
+                let updates = search_reply(&results, &answer)
+                    .into_iter()
+                    .map(Update::Entry)
+                    .collect();
                 (updates, Some(("search", q, answer)))
             }),
-            Command::Open(url) => {
+            Command::Open(typed) => {
+                let (url, guessed) = with_scheme(&typed);
+                if guessed {
+                    self.note(Kind::Note, &format!("No scheme given: opening {url}"));
+                }
                 let (store, space) = (self.store.clone(), self.space.clone());
                 self.spawn_call(move |tools, _tx| async move {
                     let out = call(&tools, "fetch_url", json!({"url": url})).await;
@@ -203,7 +217,7 @@ impl Worker {
                         "A space name is one line of at most 64 characters.",
                     );
                 } else {
-                    self.switch_space(&name);
+                    self.switch_space(&name, true);
                 }
             }
             Command::Close => match app.current_tab() {
@@ -249,7 +263,13 @@ impl Worker {
                 kind,
                 every,
                 target,
-            } => self.start_task(kind, every, target),
+            } => {
+                let target = match kind {
+                    TaskKind::Fetch => with_scheme(&target).0,
+                    TaskKind::Search => target,
+                };
+                self.start_task(kind, every, target)
+            }
             Command::Untask(id) => match self.tasks.remove(&id) {
                 Some(handle) => {
                     handle.abort();
@@ -380,7 +400,68 @@ struct Progress(UnboundedSender<Update>);
 
 impl ProgressSink for Progress {
     fn progress(&self, _elapsed: f64, summary: &str) {
-        let _ = self.0.send(Update::Progress(summary.to_owned()));
+        let _ = self.0.send(Update::Progress(short_progress(summary)));
+    }
+}
+
+/// A run's progress summary in the few words a pane title has room for:
+/// `status in_progress after 3s; 10 search result(s) gathered; no intermediate results
+/// yet` becomes `in progress, 10 results`. The seconds go (the title changes anyway) and
+/// so do the parts that only say there is nothing to say; other texts (deep research's
+/// stages) are short already and pass unchanged.
+pub fn short_progress(summary: &str) -> String {
+    let Some(rest) = summary.strip_prefix("status ") else {
+        return summary.to_owned();
+    };
+    let mut parts = rest.split("; ");
+    let status = parts.next().unwrap_or_default();
+    let status = status.split(" after ").next().unwrap_or(status);
+    let mut words = vec![status.replace('_', " ")];
+    for part in parts {
+        if let Some(n) = part.strip_suffix(" search result(s) gathered") {
+            words.push(counted(n, "result"));
+        } else if let Some(n) = part.strip_suffix(" page(s) fetched") {
+            words.push(counted(n, "page"));
+        } else if part != "no intermediate results yet" && !part.starts_with("working (") {
+            words.push(part.to_owned());
+        }
+    }
+    words.join(", ")
+}
+
+/// `1 result`, `10 results` (`n` as the summary wrote it).
+fn counted(n: &str, what: &str) -> String {
+    if n == "1" {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// A URL typed without a scheme (`example.com/x`, `localhost:8080/x`) as https, and
+/// whether the scheme was added; anything else goes to the fetcher as typed, to be
+/// judged there (`ftp://…`, `mailto:…`, not a URL at all).
+pub fn with_scheme(typed: &str) -> (String, bool) {
+    let typed = typed.trim();
+    let as_typed = (typed.to_owned(), false);
+    if typed.contains("://") {
+        return as_typed;
+    }
+    // `localhost:8080` parses as the scheme `localhost`: a port after the colon says
+    // it is a host.
+    let host_port = typed.split_once(':').is_some_and(|(_, after)| {
+        let port: String = after.chars().take_while(char::is_ascii_digit).collect();
+        !port.is_empty() && after[port.len()..].chars().next().is_none_or(|c| c == '/')
+    });
+    if url::Url::parse(typed).is_ok() && !host_port {
+        return as_typed;
+    }
+    let guess = format!("https://{typed}");
+    match url::Url::parse(&guess) {
+        Ok(u) if u.host_str().is_some_and(|h| !h.is_empty()) && u.username().is_empty() => {
+            (guess, true)
+        }
+        _ => as_typed,
     }
 }
 
@@ -450,6 +531,103 @@ pub fn answer_entry(out: &ToolOutput) -> Entry {
     Entry::new(Kind::Answer, body).flagged(flags)
 }
 
+/// `/search`'s reply: one numbering. The answer's sources keep the numbers its `[N]`
+/// markers use; a search result among them is shown there (with its snippet), the
+/// others below it unnumbered. Without an answer, the results alone, numbered.
+pub fn search_reply(results: &ToolOutput, answer: &ToolOutput) -> Vec<Entry> {
+    if answer.is_error {
+        return vec![search_entry(results), answer_entry(answer)];
+    }
+    let answered = answer_entry(answer);
+    let Some(found) = results.structured.as_ref().filter(|_| !results.is_error) else {
+        return vec![Entry::new(Kind::Error, results.text.clone()), answered];
+    };
+    let hits = found["results"].as_array().cloned().unwrap_or_default();
+    let (body, cited) = split_sources(&answered.text);
+    let mut text = body.to_owned();
+    let mut shown = vec![false; hits.len()];
+    if !cited.is_empty() {
+        text.push_str("\n\nSources:");
+        for (number, title, url) in &cited {
+            text.push_str(&format!("\n[{number}] {title} — {url}"));
+            if let Some(i) = hits.iter().position(|h| same_url(str_of(&h["url"]), url)) {
+                shown[i] = true;
+                text.push_str(&snippet_line(&hits[i], "    "));
+            }
+        }
+    }
+    let others: Vec<&Value> = hits
+        .iter()
+        .zip(&shown)
+        .filter(|(_, s)| !**s)
+        .map(|(h, _)| h)
+        .collect();
+    if !others.is_empty() {
+        text.push_str(if cited.is_empty() {
+            "\n\nSearch results:"
+        } else {
+            "\n\nMore search results:"
+        });
+        for h in others {
+            text.push_str(&format!(
+                "\n- {} — {}",
+                str_of(&h["title"]),
+                str_of(&h["url"])
+            ));
+            text.push_str(&snippet_line(h, "  "));
+        }
+    }
+    let mut flags = answered.flags.clone();
+    for f in strings(&found["security_flags"]) {
+        if !flags.contains(&f) {
+            flags.push(f);
+        }
+    }
+    vec![Entry::new(Kind::Answer, text).flagged(flags)]
+}
+
+fn str_of(v: &Value) -> &str {
+    v.as_str().unwrap_or_default()
+}
+
+/// `\n<indent><snippet>` (one line, under its result's title), or nothing for a result
+/// without one.
+fn snippet_line(hit: &Value, indent: &str) -> String {
+    let snippet = str_of(&hit["snippet"]).replace('\n', " ");
+    let snippet = snippet.trim();
+    if snippet.is_empty() {
+        String::new()
+    } else {
+        format!("\n{indent}{}", cap_chars(snippet, 300))
+    }
+}
+
+/// The same page, ignoring a trailing slash.
+fn same_url(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
+/// An answer's text and its closing `Sources:` block (`[N] title — url` lines) as
+/// (number, title, url); the whole text and no sources when it has no such block.
+fn split_sources(text: &str) -> (&str, Vec<(u64, String, String)>) {
+    const HEAD: &str = "\n\nSources:\n";
+    let Some(at) = text.rfind(HEAD) else {
+        return (text, Vec::new());
+    };
+    let parsed: Option<Vec<_>> = text[at + HEAD.len()..]
+        .lines()
+        .map(|line| {
+            let (number, rest) = line.strip_prefix('[')?.split_once("] ")?;
+            let (title, url) = rest.rsplit_once(" — ")?;
+            Some((number.parse().ok()?, title.to_owned(), url.to_owned()))
+        })
+        .collect();
+    match parsed {
+        Some(sources) if !sources.is_empty() => (&text[..at], sources),
+        _ => (text, Vec::new()),
+    }
+}
+
 pub fn search_entry(out: &ToolOutput) -> Entry {
     let Some(structured) = out.structured.as_ref().filter(|_| !out.is_error) else {
         return Entry::new(Kind::Error, out.text.clone());
@@ -515,6 +693,14 @@ pub fn research_entry(out: &ToolOutput) -> Entry {
         text.push_str("\n\nKey findings:");
         for f in &findings {
             text.push_str(&format!("\n- {f}"));
+        }
+    }
+    // What the sources left unanswered, as the MCP result shows it.
+    let open = strings(&s["open_questions"]);
+    if !open.is_empty() {
+        text.push_str("\n\nOpen questions:");
+        for q in &open {
+            text.push_str(&format!("\n- {q}"));
         }
     }
     let report = &s["validation_report"];
@@ -595,6 +781,98 @@ mod tests {
             opened_tab(&failed).unwrap_err(),
             "Not opened: 10.0.0.1 is private"
         );
+    }
+
+    #[test]
+    fn a_search_reply_has_one_numbering() {
+        let results = ToolOutput {
+            structured: Some(json!({"results": [
+                {"title": "Seven", "url": "https://seven.example", "snippet": "About seven."},
+                {"title": "Other", "url": "https://other.example/", "snippet": ""},
+            ], "security_flags": ["exfiltration"]})),
+            ..ToolOutput::ok("x")
+        };
+        let answer = ToolOutput::ok(
+            "Slipped [7].\n\nSources:\n[3] Three — https://three.example/\n[7] Seven — https://seven.example/",
+        );
+        let reply = search_reply(&results, &answer);
+        assert_eq!(reply.len(), 1);
+        assert_eq!(
+            reply[0].text,
+            "Slipped [7].\n\nSources:\n[3] Three — https://three.example/\n[7] Seven — https://seven.example/\n    About seven.\n\nMore search results:\n- Other — https://other.example/"
+        );
+        assert_eq!(reply[0].flags, ["exfiltration"]);
+        // No sources block: the results below the answer, still unnumbered.
+        let bare = search_reply(&results, &ToolOutput::ok("No citations."));
+        assert!(
+            bare[0]
+                .text
+                .starts_with("No citations.\n\nSearch results:\n- Seven")
+        );
+        // The answer failed: the results alone, numbered, and the error.
+        let failed = search_reply(&results, &ToolOutput::error("upstream down"));
+        assert!(failed[0].text.starts_with("[1] Seven"));
+        assert_eq!(failed[1].kind, Kind::Error);
+    }
+
+    #[test]
+    fn research_shows_open_questions() {
+        let out = ToolOutput {
+            structured: Some(json!({
+                "answer": "A.", "key_findings": ["F."], "open_questions": ["Q?"],
+                "validation_report": {"passed": true, "total_claims": 1}, "sources": []})),
+            ..ToolOutput::ok("x")
+        };
+        let text = research_entry(&out).text;
+        assert!(
+            text.contains("Key findings:\n- F.\n\nOpen questions:\n- Q?\n\nValidated"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn progress_is_said_in_few_words() {
+        assert_eq!(
+            short_progress(
+                "status in_progress after 3s; 10 search result(s) gathered; 1 page(s) fetched"
+            ),
+            "in progress, 10 results, 1 page"
+        );
+        assert_eq!(
+            short_progress("status queued after 0s; no intermediate results yet"),
+            "queued"
+        );
+        assert_eq!(
+            short_progress(
+                "status in_progress after 9s; working (Perplexity shows intermediate results only on the stream)"
+            ),
+            "in progress"
+        );
+        assert_eq!(
+            short_progress("searching 4 sub-questions"),
+            "searching 4 sub-questions"
+        );
+    }
+
+    #[test]
+    fn a_url_without_a_scheme_is_https() {
+        let s = |t: &str| with_scheme(t);
+        assert_eq!(s("example.com/x"), ("https://example.com/x".into(), true));
+        assert_eq!(
+            s("localhost:8080/x"),
+            ("https://localhost:8080/x".into(), true)
+        );
+        assert_eq!(s("127.0.0.1:9"), ("https://127.0.0.1:9".into(), true));
+        for kept in [
+            "https://a.org",
+            "http://a.org/x",
+            "ftp://a.org",
+            "mailto:a@b.org",
+            "",
+            "a b",
+        ] {
+            assert_eq!(s(kept), (kept.to_owned(), false), "{kept:?}");
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The terminal workspace, driven as a person would: the real binary in a pseudo-terminal
-//! (80×24), keys typed, the screen read back through a VT100 emulator — against the fake
-//! upstream and a page served on a loopback port.
+//! (80×24 unless a test says otherwise), keys typed, the screen read back through a VT100
+//! emulator — against the fake upstream and pages served on a loopback port.
 
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::common::*;
+use crate::web::{Web, html};
 
 struct Pty {
     child: Child,
@@ -21,10 +22,14 @@ struct Pty {
 
 impl Pty {
     fn spawn(args: &[&str], env: &[(String, String)]) -> Pty {
+        Pty::spawn_sized(args, env, 80, 24)
+    }
+
+    fn spawn_sized(args: &[&str], env: &[(String, String)], cols: u16, rows: u16) -> Pty {
         let (mut master, mut slave) = (0, 0);
         let size = libc::winsize {
-            ws_row: 24,
-            ws_col: 80,
+            ws_row: rows,
+            ws_col: cols,
             ws_xpixel: 0,
             ws_ypixel: 0,
         };
@@ -66,8 +71,8 @@ impl Pty {
         let writer = std::fs::File::from(master.try_clone().unwrap());
         let mut reader = std::fs::File::from(master);
         let screen = Arc::new(Mutex::new(vt100::Parser::new(
-            std::num::NonZero::new(24).unwrap(),
-            std::num::NonZero::new(80).unwrap(),
+            std::num::NonZero::new(rows).unwrap(),
+            std::num::NonZero::new(cols).unwrap(),
             0,
         )));
         let raw = Arc::new(Mutex::new(Vec::new()));
@@ -92,6 +97,46 @@ impl Pty {
 
     fn contents(&self) -> String {
         self.screen.lock().unwrap().screen().contents()
+    }
+
+    /// The screen's rows, each as wide as the terminal.
+    fn rows(&self) -> Vec<String> {
+        let parser = self.screen.lock().unwrap();
+        let screen = parser.screen();
+        let cols = screen.size().1.get();
+        screen
+            .rows(0, cols)
+            .map(|r| format!("{r:<width$}", width = usize::from(cols)))
+            .collect()
+    }
+
+    /// The screen once it has not changed for a moment (a frame is not read half drawn).
+    fn settled(&self) -> Vec<String> {
+        let mut last = self.rows();
+        loop {
+            std::thread::sleep(Duration::from_millis(60));
+            let now = self.rows();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+    }
+
+    /// The inside of the chat pane (left) and of the side panes (right), row by row, from
+    /// a settled screen: the panes split at the chat pane's top-right corner.
+    fn panes(&self) -> (Vec<String>, Vec<String>) {
+        let rows = self.settled();
+        let split = rows[0].chars().position(|c| c == '┐').unwrap_or(0);
+        let cut = |r: &String, from: usize, to: usize| -> String {
+            r.chars().skip(from).take(to.saturating_sub(from)).collect()
+        };
+        let width = rows[0].chars().count();
+        let body = &rows[1..rows.len().saturating_sub(3)];
+        (
+            body.iter().map(|r| cut(r, 1, split)).collect(),
+            body.iter().map(|r| cut(r, split + 2, width - 1)).collect(),
+        )
     }
 
     fn wait_for(&self, what: &str, timeout: Duration) -> Duration {
@@ -207,6 +252,10 @@ fn the_workspace_numbers_sources_as_the_answer_cites_them() {
             {"id": 3, "title": "Three", "url": "https://three.example/"},
             {"id": 7, "title": "Seven", "url": "https://seven.example/"},
         ],
+        "search_results": [
+            {"title": "Seven", "url": "https://seven.example", "snippet": "Seven's snippet."},
+            {"title": "Other", "url": "https://other.example/", "snippet": "Other's snippet."},
+        ],
     }));
     let dir = Scratch::new("tui-cite");
     let mut env = env_for(&fake);
@@ -224,4 +273,305 @@ fn the_workspace_numbers_sources_as_the_answer_cites_them() {
         !screen.contains("[1] Three") && !screen.contains("[2] Seven"),
         "{screen}"
     );
+    // One numbering in the reply: the search results take the answer's numbers (a cited
+    // result's snippet under its source), the uncited ones none.
+    assert!(
+        !screen.contains("[1]") && !screen.contains("[2]"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Seven's snippet.") && screen.contains("• Other"),
+        "{screen}"
+    );
+}
+
+/// A scratch store and the environment for a workspace against `fake`, loopback pages
+/// allowed.
+fn workspace(fake: &FakePerplexity, name: &str) -> (Scratch, Vec<(String, String)>) {
+    let dir = Scratch::new(name);
+    let mut env = env_for(fake);
+    env.push((
+        "PERPLEXITY_STORE_PATH".into(),
+        dir.path("store.sqlite").display().to_string(),
+    ));
+    env.push(("PERPLEXITY_FETCH_ALLOW_PRIVATE".into(), "true".into()));
+    (dir, env)
+}
+
+/// Pages titled after their path's last segment, whose text names it: `/alpha` is
+/// "Alpha page" saying "alpha words here".
+fn titled_pages() -> Web {
+    Web::start("127.0.0.1", 0, |path| {
+        let name = path.trim_start_matches('/');
+        let mut title = name.to_owned();
+        if let Some(first) = title.get_mut(..1) {
+            first.make_ascii_uppercase();
+        }
+        html(&format!(
+            "<html><head><title>{title} page</title></head><body><p>{name} words here</p></body></html>"
+        ))
+    })
+}
+
+/// Waits until `f` holds for the screen, or fails showing it.
+fn wait_screen(tui: &Pty, what: &str, timeout: Duration, f: impl Fn(&Pty) -> bool) {
+    let started = Instant::now();
+    while !f(tui) {
+        assert!(
+            started.elapsed() < timeout,
+            "{what}: not seen; screen:\n{}",
+            tui.contents()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn switching_spaces_and_back_keeps_each_spaces_tabs_text_and_order() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    let (_dir, env) = workspace(&fake, "tui-spaces");
+    let web = titled_pages();
+    let mut tui = Pty::spawn(&["tui"], &env);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed(&format!("/open {}\r", web.url("/alpha")));
+    tui.wait_for("alpha words here", Duration::from_secs(15));
+    tui.typed(&format!("/open {}\r", web.url("/beta")));
+    tui.wait_for("beta words here", Duration::from_secs(15));
+    tui.typed("/space work\r");
+    wait_screen(&tui, "the empty work space", Duration::from_secs(10), |t| {
+        let (_, side) = t.panes();
+        t.contents().contains("space work") && side[0].contains("no tabs")
+    });
+    tui.typed("/space default\r");
+    wait_screen(
+        &tui,
+        "the default space's tabs",
+        Duration::from_secs(10),
+        |t| {
+            let (_, side) = t.panes();
+            t.contents().contains("space default")
+                && (side[0].contains("Alpha page") || side[0].contains("Beta page"))
+        },
+    );
+    let (_, side) = tui.panes();
+    // As left: in the order opened, the last one still selected, with its text.
+    assert!(side[0].starts_with("  1 Alpha page"), "{side:#?}");
+    assert!(side[1].starts_with("> 2 Beta page"), "{side:#?}");
+    let screen = tui.contents();
+    assert!(
+        screen.contains("beta words here") && !screen.contains("earlier session"),
+        "{screen}"
+    );
+    // The other tab kept its text too.
+    tui.typed("\t\x1b[A");
+    tui.wait_for("alpha words here", Duration::from_secs(5));
+    assert!(!tui.contents().contains("earlier session"));
+    // A new session lists the remembered tabs in the same order.
+    drop(tui);
+    let again = Pty::spawn(&["tui"], &env);
+    again.wait_for("Beta page", Duration::from_secs(10));
+    let (_, side) = again.panes();
+    assert!(
+        side[0].contains("1 Alpha page") && side[1].contains("2 Beta page"),
+        "{side:#?}"
+    );
+}
+
+#[test]
+fn a_space_switch_is_confirmed_with_its_tab_count() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    let (_dir, env) = workspace(&fake, "tui-space-note");
+    let web = titled_pages();
+    let mut tui = Pty::spawn(&["tui"], &env);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed(&format!("/open {}\r", web.url("/alpha")));
+    tui.wait_for("alpha words here", Duration::from_secs(15));
+    tui.typed("/space work\r");
+    tui.wait_for("Space: work (no tabs).", Duration::from_secs(10));
+    tui.typed("/space default\r");
+    tui.wait_for("Space: default (1 tab).", Duration::from_secs(10));
+}
+
+#[test]
+fn notes_and_urls_wrap_at_word_boundaries() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    let (_dir, env) = workspace(&fake, "tui-wrap");
+    let web = Web::start("127.0.0.1", 0, |_| {
+        html(
+            "<html><head><title>Lifetimes</title></head><body><p>See https://docs.example/reading-list/understanding-borrow-checker/appendix-glossary-entries for the glossary.</p></body></html>",
+        )
+    });
+    let mut tui = Pty::spawn(&["tui"], &env);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed(&format!(
+        "/open {}\r",
+        web.url("/reading-list/understanding-borrow-checker/chapter-seventeen-lifetimes")
+    ));
+    tui.wait_for("glossary.", Duration::from_secs(15));
+    let (chat, side) = tui.panes();
+    let (chat, side) = (chat.join("\n"), side.join("\n"));
+    // Each long URL had to break, but after its punctuation: every word is whole.
+    for word in [
+        "reading",
+        "understanding",
+        "borrow",
+        "checker",
+        "chapter",
+        "seventeen",
+        "lifetimes",
+    ] {
+        assert!(
+            chat.contains(word),
+            "{word:?} cut in the chat pane:\n{chat}"
+        );
+        assert!(
+            side.contains(word),
+            "{word:?} cut in the page pane:\n{side}"
+        );
+    }
+    for word in ["appendix", "glossary", "entries"] {
+        assert!(
+            side.contains(word),
+            "{word:?} cut in the page pane:\n{side}"
+        );
+    }
+}
+
+/// The help's rows in the chat pane: from the line after `help:` to the blank line.
+fn help_rows(chat: &[String]) -> Vec<String> {
+    chat.iter()
+        .skip_while(|l| !l.starts_with("help:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.trim_end().to_owned())
+        .collect()
+}
+
+#[test]
+fn help_reads_as_a_table_at_80_and_100_columns() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    for cols in [80, 100] {
+        let (_dir, env) = workspace(&fake, "tui-help");
+        let mut tui = Pty::spawn_sized(&["tui"], &env, cols, 24);
+        tui.wait_for("space default", Duration::from_secs(10));
+        tui.typed("/help\r");
+        tui.wait_for("help:", Duration::from_secs(5));
+        let (chat, _) = tui.panes();
+        let rows = help_rows(&chat);
+        // All of it fits the pane, first row to last.
+        assert!(
+            rows.first().is_some_and(|r| r.starts_with("/search <q>"))
+                && rows.last().is_some_and(|r| r.starts_with("Ctrl-Y")),
+            "{cols} columns: {rows:#?}"
+        );
+        // Descriptions start in one column; a line that starts further left than a row
+        // is the command alone, followed by its description in that column.
+        let column = rows[0]
+            .find("  ")
+            .map(|i| i + 2 + rows[0][i + 2..].find(|c| c != ' ').unwrap_or(0));
+        let column = column.expect("a description column");
+        for (i, row) in rows.iter().enumerate() {
+            let at = |r: &str| r.chars().take_while(|c| *c == ' ').count();
+            if at(row) > 0 {
+                assert_eq!(at(row), column, "{cols} columns, hanging indent: {rows:#?}");
+                continue;
+            }
+            match row.find("  ") {
+                Some(gap) => {
+                    let desc = gap + row[gap..].find(|c| c != ' ').unwrap_or(0);
+                    assert_eq!(desc, column, "{cols} columns, row {row:?}: {rows:#?}");
+                }
+                None => assert!(
+                    rows.get(i + 1).is_some_and(|next| at(next) == column),
+                    "{cols} columns: {row:?} is cut off its row: {rows:#?}"
+                ),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_task_is_confirmed_with_its_id_and_how_to_stop_it() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    let (_dir, env) = workspace(&fake, "tui-task");
+    let mut tui = Pty::spawn(&["tui"], &env);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed("/task search 60 crabs\r");
+    tui.wait_for("Task 1 started", Duration::from_secs(5));
+    tui.wait_for("/untask 1 stops it.", Duration::from_secs(5));
+    tui.wait_for("tasks 1", Duration::from_secs(5));
+    tui.typed("/untask 1\r");
+    tui.wait_for("Task 1 stopped", Duration::from_secs(5));
+    tui.wait_for("tasks 0", Duration::from_secs(5));
+}
+
+#[test]
+fn research_shows_the_reports_open_questions() {
+    let report = json!({
+        "answer": "The sequel slipped.",
+        "key_findings": ["It slipped a year."],
+        "open_questions": ["Will the studio confirm it?"],
+        "claims": [{"text": "It slipped.", "urls": ["https://alpha.example/a"], "confidence": "high"}],
+    });
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 50,
+        "search_results": [{"title": "Alpha", "url": "https://alpha.example/a", "snippet": "First."}],
+        "answer": report.to_string(),
+    }));
+    let (_dir, env) = workspace(&fake, "tui-research");
+    let mut tui = Pty::spawn(&["tui"], &env);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed("/research the sequel\r");
+    tui.wait_for("It slipped a year.", Duration::from_secs(20));
+    tui.wait_for("Open questions:", Duration::from_secs(2));
+    tui.wait_for("Will the studio confirm it?", Duration::from_secs(2));
+}
+
+#[test]
+fn open_without_a_scheme_assumes_https_and_says_so() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    let (_dir, env) = workspace(&fake, "tui-scheme");
+    // Plain HTTP: the TLS handshake fails, but it shows where the fetch went.
+    let web = Web::start("127.0.0.1", 0, |_| html("<p>plain</p>"));
+    let mut tui = Pty::spawn(&["tui"], &env);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed(&format!("/open {}/x\r", web.addr));
+    tui.wait_for("No scheme given", Duration::from_secs(5));
+    tui.wait_for(&format!("https://{}/x", web.addr), Duration::from_secs(5));
+    tui.wait_for("error:", Duration::from_secs(15));
+    let screen = tui.contents();
+    assert!(!screen.contains("relative URL"), "{screen}");
+    assert!(web.connections() >= 1, "the fetch went to the host typed");
+}
+
+#[test]
+fn the_progress_title_is_whole_words_at_80_columns() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 3000}));
+    let (_dir, env) = workspace(&fake, "tui-progress");
+    let mut tui = Pty::spawn(&["tui"], &env);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed("what is new?\r");
+    tui.wait_for("Chat — ", Duration::from_secs(5));
+    let mut seen = Vec::new();
+    while tui.contents().contains("Chat — ") {
+        let top = tui.settled()[0].clone();
+        let corner = top.find('┐').unwrap_or(top.len());
+        let title = top[..corner].trim_start_matches('┌').trim_end_matches('─');
+        // The title ends before the border does (it is not cut by the corner) and says
+        // no seconds.
+        assert!(
+            top[..corner].ends_with('─') && title.ends_with(' ') && !title.contains(" after "),
+            "{top}"
+        );
+        if !seen.contains(&title.to_owned()) {
+            seen.push(title.to_owned());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        seen.iter()
+            .any(|t| t.contains("queued") || t.contains("in progress")),
+        "{seen:?}"
+    );
+    tui.wait_for("Fake answer.", Duration::from_secs(10));
 }
