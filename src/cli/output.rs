@@ -533,6 +533,15 @@ pub fn report(
         }
         say!("");
     }
+    // What the sources could not settle: as much a part of the answer as the findings.
+    let open = list(&report["open_questions"]);
+    if !open.is_empty() {
+        say!("Open questions:");
+        for q in open {
+            say!("- {q}");
+        }
+        say!("");
+    }
     say!("Claims:");
     for (i, c) in report["claims"]
         .as_array()

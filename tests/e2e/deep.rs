@@ -141,7 +141,9 @@ fn the_research_command_prints_the_report_and_its_warnings() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.starts_with("The answer.\n\nKey findings:\n- One finding.\n"),
+        stdout.starts_with(
+            "The answer.\n\nKey findings:\n- One finding.\n\nOpen questions:\n- Still open?\n"
+        ),
         "{stdout}"
     );
     assert!(
