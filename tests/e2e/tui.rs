@@ -575,3 +575,14 @@ fn the_progress_title_is_whole_words_at_80_columns() {
     );
     tui.wait_for("Fake answer.", Duration::from_secs(10));
 }
+
+/// The bare command run at a prompt is the stdio server: it says so on stderr, so a
+/// person is not left looking at a silent terminal (issue 16). (Here, beside the
+/// terminal harness; an MCP client never gives it a terminal.)
+#[test]
+fn the_bare_command_on_a_terminal_says_what_it_waits_for() {
+    let fake = FakePerplexity::start();
+    let pty = Pty::spawn(&[], &env_for(&fake));
+    pty.wait_for("waiting for JSON-RPC from an MCP client", Duration::from_secs(10));
+    assert!(pty.contents().contains("perplexity-agent tui"), "{}", pty.contents());
+}
