@@ -55,6 +55,8 @@ pub enum Command {
     Search(SearchArgs),
     /// Deep research: a report whose every claim is checked against the sources.
     Research(ResearchArgs),
+    /// List your MCP tasks: research that clients left running on this machine's store.
+    Tasks(TasksArgs),
     /// List Perplexity's model catalogue: the valid provider/model names (no key needed).
     Models(ModelsArgs),
     /// Downstream MCP servers whose tools this server offers (the gateway).
@@ -117,6 +119,17 @@ pub struct AskArgs {
     /// Start the run, print its id and exit (exit code 3).
     #[arg(long, conflicts_with = "timeout")]
     pub no_wait: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TasksArgs {
+    /// The tasks of `serve --http` clients (the PERPLEXITY_HTTP_AUTH_TOKEN in the
+    /// environment says whose) instead of those created over stdio by this user.
+    #[arg(long)]
+    pub http: bool,
+    /// Print one JSON document instead of one task a line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -229,6 +242,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Command::Gateway(command) => gateway::run(command, &config).await,
         Command::Install(args) => install::run(args),
         Command::Doctor(args) => doctor::run(args, &config).await,
+        Command::Tasks(args) => tasks_command(args, &tools).await,
         Command::Tui => match crate::tui::run(&config).await {
             Ok(()) => Exit::Success as i32,
             Err(e) => output::fail(Exit::Config, &e),
@@ -517,6 +531,27 @@ async fn cancel(args: CancelArgs, tools: &Tools) -> i32 {
         Ok((Outcome::Cancel { id, result }, _)) => output::cancel(&id, result, args.json),
         Ok(_) => Exit::Failed as i32,
         Err(code) => code,
+    }
+}
+
+/// `tasks`: the caller's tasks, newest first — the same records `tasks/get` reads, so a
+/// person sees what clients left running and which run to collect or stop.
+async fn tasks_command(args: TasksArgs, tools: &Tools) -> i32 {
+    let caller = if args.http {
+        match HttpConfig::from_env("127.0.0.1:0", false) {
+            Ok(http) => http.caller(),
+            Err(e) => return output::fail(Exit::Config, &e.to_string()),
+        }
+    } else {
+        crate::mcp::tasks::local_caller()
+    };
+    let listed = tools
+        .store()
+        .with(move |s| s.tasks_of(&caller, crate::store::MAX_TASKS as usize))
+        .await;
+    match listed {
+        Ok(tasks) => output::tasks(&tasks, args.json),
+        Err(e) => output::fail(Exit::Config, &e.to_string()),
     }
 }
 

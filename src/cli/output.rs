@@ -184,6 +184,38 @@ pub fn interrupted(ids: &[String], json: bool) -> i32 {
     INTERRUPTED
 }
 
+/// `tasks`: one task a line (id, status, tool, run, created), or one JSON document.
+pub fn tasks(tasks: &[crate::store::TaskRecord], json: bool) -> i32 {
+    if json {
+        let list: Vec<Value> = tasks
+            .iter()
+            .map(|t| {
+                json!({"task_id": t.id, "status": t.status, "tool": t.tool, "response_id": t.run_id,
+                       "status_message": t.status_message, "created_ms": t.created_ms,
+                       "updated_ms": t.updated_ms, "ttl_ms": t.ttl_ms})
+            })
+            .collect();
+        say!("{}", json!({ "tasks": list }));
+        return Exit::Success as i32;
+    }
+    if tasks.is_empty() {
+        note!("perplexity-agent: no tasks (MCP clients that use tasks create them; see README).");
+    }
+    for t in tasks {
+        let created =
+            std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(t.created_ms).unwrap_or(0));
+        say!(
+            "{}\t{}\t{}\t{}\t{}",
+            t.id,
+            t.status,
+            t.tool,
+            t.run_id.as_deref().unwrap_or("-"),
+            humantime::format_rfc3339_seconds(created)
+        );
+    }
+    Exit::Success as i32
+}
+
 /// How to come back to a run that goes on without us.
 fn collect_lines(id: &str) {
     note!("Collect it with: perplexity-agent result {id} --wait 300");

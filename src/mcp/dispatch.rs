@@ -107,7 +107,7 @@ impl Dispatcher {
     pub fn new(tools: Arc<Tools>) -> Self {
         Dispatcher {
             tools,
-            tasks: Arc::new(TaskDesk::new(local_caller(), FrontEnd::McpStdio)),
+            tasks: Arc::new(TaskDesk::new(tasks::local_caller(), FrontEnd::McpStdio)),
             list_text: [Mutex::new(None), Mutex::new(None)],
             list_changed: std::sync::atomic::AtomicBool::new(false),
         }
@@ -522,19 +522,6 @@ fn capabilities(era: Era, list_changed: bool) -> Value {
         caps["logging"] = json!({});
     }
     caps
-}
-
-/// Tasks created over stdio belong to the user running the server.
-fn local_caller() -> String {
-    #[cfg(unix)]
-    {
-        // SAFETY: getuid has no preconditions and cannot fail.
-        format!("local:{}", unsafe { libc::getuid() })
-    }
-    #[cfg(not(unix))]
-    {
-        "local".to_owned()
-    }
 }
 
 /// A value the way Python's `repr` shows it (the reference peer's `Unknown tool: 'x'`).

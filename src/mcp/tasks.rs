@@ -632,6 +632,19 @@ impl Binding {
     }
 }
 
+/// Tasks created over stdio belong to the user running the server.
+pub fn local_caller() -> String {
+    #[cfg(unix)]
+    {
+        // SAFETY: getuid has no preconditions and cannot fail.
+        format!("local:{}", unsafe { libc::getuid() })
+    }
+    #[cfg(not(unix))]
+    {
+        "local".to_owned()
+    }
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -447,3 +447,49 @@ fn the_lifecycle_profile_offers_no_tasks() {
     let e = s.request(&request(4, "tasks/get", json!({"taskId": "task_x"})));
     assert_eq!(e["error"]["code"], -32601);
 }
+
+/// `perplexity-agent tasks` shows a person the tasks their clients left running, from the
+/// same records; an HTTP token's tasks are another caller's.
+#[test]
+fn the_tasks_command_lists_this_users_tasks() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    let dir = Scratch::new("tasks-cli");
+    let env = env_with_store(&fake, &dir);
+    let mut s = Server::start(&env);
+    initialize_legacy(&mut s);
+    let created = s.request(&legacy_task_call(
+        2,
+        "perplexity_agent",
+        json!({"query": "q"}),
+        120_000,
+    ));
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let run = fake
+        .runs()
+        .first()
+        .map(|r| r.id.clone())
+        .unwrap_or_default();
+    wait_until("the run id recorded", Duration::from_secs(10), || {
+        let (stdout, _, _) = run_cli(&["tasks"], &env);
+        stdout.contains(&run)
+    });
+    let (stdout, stderr, code) = run_cli(&["tasks", "--json"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    let task = &doc["tasks"][0];
+    assert_eq!(task["task_id"], task_id.as_str());
+    assert_eq!(task["status"], "working");
+    assert_eq!(task["tool"], "perplexity_agent");
+    assert_eq!(task["response_id"], run.as_str());
+    let mut http = env.clone();
+    http.push(("PERPLEXITY_HTTP_AUTH_TOKEN".into(), TOKEN.into()));
+    let (stdout, _, code) = run_cli(&["tasks", "--http", "--json"], &http);
+    assert_eq!(code, 0);
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).unwrap()["tasks"],
+        json!([])
+    );
+}

@@ -583,6 +583,13 @@ fn the_progress_title_is_whole_words_at_80_columns() {
 fn the_bare_command_on_a_terminal_says_what_it_waits_for() {
     let fake = FakePerplexity::start();
     let pty = Pty::spawn(&[], &env_for(&fake));
-    pty.wait_for("waiting for JSON-RPC from an MCP client", Duration::from_secs(10));
-    assert!(pty.contents().contains("perplexity-agent tui"), "{}", pty.contents());
+    pty.wait_for(
+        "waiting for JSON-RPC from an MCP client",
+        Duration::from_secs(10),
+    );
+    assert!(
+        pty.contents().contains("perplexity-agent tui"),
+        "{}",
+        pty.contents()
+    );
 }
