@@ -39,6 +39,8 @@ pub struct CallFacts {
     pub security_flags: Vec<&'static str>,
     /// `PERPLEXITY_FETCH_ALLOW_PRIVATE` when it lifted the fetcher's address check.
     pub fetch_allow_private: Option<String>,
+    /// The MCP task the call became, if it did.
+    pub task_id: Option<String>,
 }
 
 /// A tool result: always exactly one text block, and `isError` always present; tools

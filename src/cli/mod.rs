@@ -396,6 +396,7 @@ async fn call(
         run_ids: Arc::new(run_ids),
         cancel: interrupt,
         wait: wait.map(Duration::from_secs),
+        task_id: Arc::default(),
     };
     let done = tools.complete(admitted, &ctx).await;
     finish();

@@ -44,6 +44,16 @@ pub struct Metrics {
     started: Instant,
     tools: Mutex<BTreeMap<String, ToolStats>>,
     in_flight: Mutex<i64>,
+    tasks: Mutex<TaskCounts>,
+}
+
+/// MCP tasks: running in this process, and how those that ended here ended.
+#[derive(Default)]
+struct TaskCounts {
+    in_flight: i64,
+    completed: u64,
+    failed: u64,
+    cancelled: u64,
 }
 
 pub enum Outcome {
@@ -60,11 +70,31 @@ impl Default for Metrics {
             started: Instant::now(),
             tools: Mutex::default(),
             in_flight: Mutex::new(0),
+            tasks: Mutex::default(),
         }
     }
 }
 
 impl Metrics {
+    /// A task started (+1) or stopped (-1) running in this process.
+    pub fn task_running(&self, delta: i64) {
+        if let Ok(mut t) = self.tasks.lock() {
+            t.in_flight += delta;
+        }
+    }
+
+    /// A task reached a terminal status.
+    pub fn task_settled(&self, status: &str) {
+        if let Ok(mut t) = self.tasks.lock() {
+            match status {
+                "completed" => t.completed += 1,
+                "failed" => t.failed += 1,
+                "cancelled" => t.cancelled += 1,
+                _ => {}
+            }
+        }
+    }
+
     pub fn started_call(&self) {
         if let Ok(mut n) = self.in_flight.lock() {
             *n += 1;
@@ -133,6 +163,12 @@ impl Metrics {
             "upstream_retries": upstream.retries,
             "upstream_circuit_open": upstream.circuit_open,
             "tools": tools.unwrap_or_default(),
+            "tasks": self.tasks.lock().map_or_else(|_| json!({}), |t| json!({
+                "in_flight": t.in_flight.max(0),
+                "completed": t.completed,
+                "failed": t.failed,
+                "cancelled": t.cancelled,
+            })),
         })
     }
 }

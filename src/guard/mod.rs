@@ -169,6 +169,11 @@ impl Guard {
     }
 
     /// The counters `server_metrics` reports.
+    /// The counters themselves, for what the guard does not see (MCP tasks).
+    pub fn counters(&self) -> &Metrics {
+        &self.metrics
+    }
+
     pub fn metrics(&self, upstream: metrics::Upstream) -> Value {
         self.metrics.snapshot(upstream)
     }
@@ -182,7 +187,7 @@ impl Guard {
 
     /// Records a call abandoned before it finished (client cancellation, shutdown),
     /// with the run it leaves behind.
-    pub fn abandoned(&self, pass: Pass, run_ids: &[String]) {
+    pub fn abandoned(&self, pass: Pass, run_ids: &[String], task_id: Option<&str>) {
         self.metrics
             .ended(&pass.tool, Outcome::Abandoned, Some(pass.started.elapsed()));
         let mut f = Map::new();
@@ -190,6 +195,9 @@ impl Guard {
         f.insert("abandoned".into(), json!(true));
         if let Some(id) = run_ids.first() {
             f.insert("response_id".into(), json!(id));
+        }
+        if let Some(task) = task_id {
+            f.insert("task_id".into(), json!(task));
         }
         self.write(
             "tool_abandoned",
@@ -202,13 +210,13 @@ impl Guard {
 }
 
 impl Pass {
-    /// Closes the call's audit pair. `output` is the full result (hashed before any cut);
-    /// `truncated` says whether the caller got it cut.
     /// The front end the call came from.
     pub fn front_end(&self) -> FrontEnd {
         self.front_end
     }
 
+    /// Closes the call's audit pair. `output` is the full result (hashed before any cut);
+    /// `truncated` says whether the caller got it cut.
     pub fn finish(self, output: &ToolOutput, facts: &CallFacts, truncated: bool) {
         let outcome = if output.is_error {
             Outcome::Error
@@ -229,6 +237,9 @@ impl Pass {
         }
         if let Some(usage) = &facts.usage {
             f.insert("usage".into(), usage.clone());
+        }
+        if let Some(task) = &facts.task_id {
+            f.insert("task_id".into(), json!(task));
         }
         if let Some(allowed) = &facts.fetch_allow_private {
             f.insert("fetch_allow_private".into(), json!(allowed));

@@ -95,8 +95,13 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                 // Accepted here, synchronously: refusals come back in request order,
                 // even in a storm, and a refused call takes no slot.
                 let tools = dispatcher.tools();
+                // A task outlives its request: it takes a task slot, not a call slot.
+                let slots = match job.task {
+                    Some(_) => dispatcher.tasks().slots(),
+                    None => &slots,
+                };
                 let accepted =
-                    tools.accept(FrontEnd::McpStdio, &job.tool, &job.arguments, Some(&slots));
+                    tools.accept(FrontEnd::McpStdio, &job.tool, &job.arguments, Some(slots));
                 let admitted = match accepted {
                     Ok(a) => a,
                     Err(refusal) => {

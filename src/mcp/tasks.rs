@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::era::{Era, request_meta, shape_modern};
 use super::protocol::{META_CLIENT_CAPABILITIES, RpcError, code};
-use crate::call::{FrontEnd, Refusal, ToolOutput};
+use crate::call::{FrontEnd, Refusal, Slots, ToolOutput};
 use crate::perplexity::wait::RunIdSink;
 use crate::store::{TaskRecord, TaskUpdate};
 use crate::tools::research::ResearchOutcome;
@@ -39,6 +39,8 @@ pub const INLINE_WINDOW: Duration = Duration::from_secs(5);
 const TTL_MS: i64 = 24 * 60 * 60 * 1000;
 /// A shorter ttl than this would expire before most research runs finish.
 const MIN_TTL_MS: i64 = 60 * 1000;
+/// Task-capable calls running at once in one process (each is a wait on one run).
+pub const MAX_TASKS_IN_FLIGHT: usize = 1024;
 /// Tasks per page of `tasks/list`.
 const PAGE: usize = 50;
 const MISSING_CAPABILITY: i64 = -32021;
@@ -79,6 +81,9 @@ pub struct TaskDesk {
     front_end: FrontEnd,
     /// Tasks this process is running (or resuming): their local cancellation.
     live: Mutex<HashMap<String, CancellationToken>>,
+    /// A task-capable call takes one of these instead of a connection's call slot:
+    /// tasks outlive their requests, so they are capped on their own.
+    slots: Slots,
 }
 
 /// What a task-capable call produced within the window.
@@ -95,7 +100,13 @@ impl TaskDesk {
             caller,
             front_end,
             live: Mutex::default(),
+            slots: Slots::new(MAX_TASKS_IN_FLIGHT),
         }
+    }
+
+    /// The slots task-capable calls are accepted into.
+    pub fn slots(&self) -> &Slots {
+        &self.slots
     }
 
     /// Runs an admitted call detached from its request; answers it directly if it ends
@@ -114,14 +125,15 @@ impl TaskDesk {
             cancel: cancel.clone(),
             ..CallContext::default()
         };
+        let task_tag = ctx.task_id.clone();
         let (tx, mut rx) = oneshot::channel();
         let runner = tools.clone();
         tokio::spawn(async move {
-            let _ = tx.send(runner.run(admitted, &ctx).await);
+            let _ = tx.send(runner.complete(admitted, &ctx).await);
         });
         if mode.era == Era::Modern {
             tokio::select! {
-                done = &mut rx => return Answered::Now(done.ok().flatten()),
+                done = &mut rx => return Answered::Now(done.ok().flatten().map(|d| d.output)),
                 () = tokio::time::sleep(INLINE_WINDOW) => {}
             }
         }
@@ -143,23 +155,21 @@ impl TaskDesk {
             // No durable record, no task: the call is answered as if tasks were not
             // declared, rather than handing out a handle that may not resolve.
             tracing::warn!("cannot record a task, answering the call directly: {e}");
-            return Answered::Now(rx.await.ok().flatten());
+            return Answered::Now(rx.await.ok().flatten().map(|d| d.output));
         }
-        self.track(&record.id, cancel);
+        let _ = task_tag.set(record.id.clone());
+        self.track(&tools, &record.id, cancel);
         run_id.bind(tools.clone(), &record);
-        let desk = self.clone();
-        let (id, store) = (record.id.clone(), tools.store().clone());
+        let (desk, settler, id) = (self.clone(), tools.clone(), record.id.clone());
         tokio::spawn(async move {
             let update = match rx.await.ok().flatten() {
-                Some(output) => finished(&output),
+                // A contained panic is the server failing, not the tool: `failed`.
+                Some(done) if done.panicked => failure(&done.output.text),
+                Some(done) => finished(&done.output),
                 None => cancelled(),
             };
-            let caller = desk.caller.clone();
-            let task = id.clone();
-            let _ = store
-                .with(move |s| s.update_task(&task, &caller, &update))
-                .await;
-            desk.untrack(&id);
+            desk.settle(&settler, &id, update).await;
+            desk.untrack(&settler, &id);
         });
         Answered::Task(match mode.era {
             Era::Modern => shape_modern("tools/call", task_json(&record, Era::Modern, false)),
@@ -331,29 +341,16 @@ impl TaskDesk {
                 "The server restarted before this call had started a Perplexity run. Call the tool again."
             }
             .to_owned();
-            let error = json!({"code": code::INTERNAL_ERROR, "message": message});
-            let update = TaskUpdate {
-                status: Some("failed".to_owned()),
-                status_message: Some(message),
-                result: Some(error.to_string()),
-                ..TaskUpdate::default()
-            };
-            return self.apply(tools, record, update).await;
+            return self.apply(tools, record, failure(&message)).await;
         };
         let cancel = CancellationToken::new();
-        self.track(&record.id, cancel.clone());
+        self.track(tools, &record.id, cancel.clone());
         let (desk, tools, id) = (self.clone(), tools.clone(), record.id.clone());
         tokio::spawn(async move {
-            let update = collect(&tools, desk.front_end, collector, &run, &cancel).await;
-            let caller = desk.caller.clone();
-            let task = id.clone();
-            if let Some(update) = update {
-                let _ = tools
-                    .store()
-                    .with(move |s| s.update_task(&task, &caller, &update))
-                    .await;
+            if let Some(update) = collect(&tools, desk.front_end, collector, &run, &cancel).await {
+                desk.settle(&tools, &id, update).await;
             }
-            desk.untrack(&id);
+            desk.untrack(&tools, &id);
         });
         record
     }
@@ -370,7 +367,13 @@ impl TaskDesk {
             ..TaskUpdate::default()
         };
         let cancelled = self.apply(tools, record.clone(), update).await;
-        if let Some(token) = self.live.lock().ok().and_then(|mut l| l.remove(&record.id)) {
+        // The runner ends its wait and untracks the task itself.
+        if let Some(token) = self
+            .live
+            .lock()
+            .ok()
+            .and_then(|l| l.get(&record.id).cloned())
+        {
             token.cancel();
         }
         if let Some(run) = record.run_id.clone() {
@@ -388,17 +391,28 @@ impl TaskDesk {
         cancelled
     }
 
+    /// Writes a terminal `update` unless the task is terminal already (it never changes
+    /// again), counting the outcome once.
+    async fn settle(&self, tools: &Arc<Tools>, id: &str, update: TaskUpdate) -> bool {
+        let (task, caller, change) = (id.to_owned(), self.caller.clone(), update.clone());
+        let changed = tools
+            .store()
+            .with(move |s| s.update_task(&task, &caller, &change))
+            .await
+            .unwrap_or(false);
+        if changed && let Some(status) = &update.status {
+            tools.guard().counters().task_settled(status);
+        }
+        changed
+    }
+
     async fn apply(
         &self,
         tools: &Arc<Tools>,
         record: TaskRecord,
         update: TaskUpdate,
     ) -> TaskRecord {
-        let (task, caller, change) = (record.id.clone(), self.caller.clone(), update.clone());
-        let _ = tools
-            .store()
-            .with(move |s| s.update_task(&task, &caller, &change))
-            .await;
+        self.settle(tools, &record.id, update.clone()).await;
         TaskRecord {
             status: update.status.unwrap_or(record.status),
             status_message: update.status_message.or(record.status_message),
@@ -408,15 +422,19 @@ impl TaskDesk {
         }
     }
 
-    fn track(&self, id: &str, cancel: CancellationToken) {
-        if let Ok(mut live) = self.live.lock() {
-            live.insert(id.to_owned(), cancel);
+    fn track(&self, tools: &Tools, id: &str, cancel: CancellationToken) {
+        if let Ok(mut live) = self.live.lock()
+            && live.insert(id.to_owned(), cancel).is_none()
+        {
+            tools.guard().counters().task_running(1);
         }
     }
 
-    fn untrack(&self, id: &str) {
-        if let Ok(mut live) = self.live.lock() {
-            live.remove(id);
+    fn untrack(&self, tools: &Tools, id: &str) {
+        if let Ok(mut live) = self.live.lock()
+            && live.remove(id).is_some()
+        {
+            tools.guard().counters().task_running(-1);
         }
     }
 
@@ -477,6 +495,17 @@ fn finished(output: &ToolOutput) -> TaskUpdate {
     TaskUpdate {
         status: Some("completed".to_owned()),
         result: Some(output.to_json().to_string()),
+        ..TaskUpdate::default()
+    }
+}
+
+/// A server-side failure: `failed`, with a JSON-RPC error as the extension asks.
+fn failure(message: &str) -> TaskUpdate {
+    let error = json!({"code": code::INTERNAL_ERROR, "message": message});
+    TaskUpdate {
+        status: Some("failed".to_owned()),
+        status_message: Some(message.to_owned()),
+        result: Some(error.to_string()),
         ..TaskUpdate::default()
     }
 }

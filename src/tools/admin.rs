@@ -86,7 +86,12 @@ pub fn metrics_definition(name: &'static str) -> rmcp::model::Tool {
             "calls_in_flight":{"type":"integer","minimum":0},
             "upstream_retries":{"type":"integer","minimum":0},
             "upstream_circuit_open":{"type":"boolean"},
-            "tools":{"type":"object","additionalProperties": per_tool}},
+            "tools":{"type":"object","additionalProperties": per_tool},
+            "tasks":{"type":"object","properties":{
+                "in_flight":{"type":"integer","minimum":0},
+                "completed":{"type":"integer","minimum":0},
+                "failed":{"type":"integer","minimum":0},
+                "cancelled":{"type":"integer","minimum":0}}}},
         "required":["uptime_seconds","calls_in_flight","upstream_retries","upstream_circuit_open","tools"]})))
     .with_annotations(
         ToolAnnotations::new()

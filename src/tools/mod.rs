@@ -93,6 +93,9 @@ pub struct CallContext {
     /// How long this call may wait for a run, when its front end decides (the CLI's
     /// `--timeout`); otherwise the server's wait budget.
     pub wait: Option<Duration>,
+    /// Set when the call becomes an MCP task (it may, after it started): the closing
+    /// audit record names it.
+    pub task_id: Arc<std::sync::OnceLock<String>>,
 }
 
 impl CallContext {
@@ -497,18 +500,22 @@ impl Tools {
         let ran = tokio::select! {
             ran = run => ran,
             () = ctx.cancel.cancelled() => {
-                self.guard.abandoned(pass, &ctx.run_ids.snapshot());
+                let task = ctx.task_id.get().map(String::as_str);
+                self.guard.abandoned(pass, &ctx.run_ids.snapshot(), task);
                 return None;
             }
         };
-        let (output, facts) = match ran {
+        let mut panicked = false;
+        let (output, mut facts) = match ran {
             Ok(done) => done,
             Err(_) => {
                 tracing::error!(tool = %tool, kind = "panic", "tool failed unexpectedly");
                 typed = Outcome::Output;
+                panicked = true;
                 (ToolOutput::error(UNEXPECTED_FAILURE), CallFacts::default())
             }
         };
+        facts.task_id = ctx.task_id.get().cloned();
         let mut shown = output.clone();
         let truncated = self.guard.budget(&mut shown);
         pass.finish(&output, &facts, truncated);
@@ -516,6 +523,7 @@ impl Tools {
             output: shown,
             full: output,
             outcome: typed,
+            panicked,
         })
     }
 }
@@ -527,6 +535,8 @@ pub struct Done {
     /// The same result before the output budget: a person at a terminal reads it whole.
     pub full: ToolOutput,
     pub outcome: Outcome,
+    /// The handler panicked (contained): a failure of the server, not of the tool.
+    pub panicked: bool,
 }
 
 /// What a call produced, typed.

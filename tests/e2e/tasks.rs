@@ -493,3 +493,72 @@ fn the_tasks_command_lists_this_users_tasks() {
         json!([])
     );
 }
+
+/// A thousand tasks at once over one stdio connection: each handle comes back, the
+/// metrics count them, and tasks are capped on their own (not by the 64 call slots).
+#[test]
+fn a_thousand_tasks_in_flight() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    let dir = Scratch::new("tasks-thousand");
+    let audit = dir.path("audit.jsonl");
+    let mut env = env_with_store(&fake, &dir);
+    env.push((
+        "PERPLEXITY_AUDIT_LOG_PATH".into(),
+        audit.display().to_string(),
+    ));
+    let mut s = Server::start(&env);
+    initialize_legacy(&mut s);
+    let started = Instant::now();
+    for id in 0..1000 {
+        s.send(&legacy_task_call(
+            10 + id,
+            "perplexity_agent",
+            json!({"query": format!("q{id}")}),
+            600_000,
+        ));
+    }
+    let mut ids = std::collections::HashSet::new();
+    for _ in 0..1000 {
+        let frame = s.recv();
+        let task_id = frame["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{frame}"));
+        ids.insert(task_id.to_owned());
+    }
+    assert_eq!(ids.len(), 1000, "one distinct task each");
+    let took = started.elapsed();
+    let metrics = s.request(&call(2000, "server_metrics", json!({})));
+    let tasks = &structured(&metrics)["tasks"];
+    assert_eq!(tasks["in_flight"], 1000, "{tasks}");
+    let page = s.request(&request(2001, "tasks/list", json!({})));
+    assert_eq!(page["result"]["tasks"].as_array().unwrap().len(), 50);
+    assert_eq!(page["result"]["nextCursor"], "50");
+    // Cancelled tasks are counted, and their closing audit records name the task.
+    let some: Vec<String> = ids.iter().take(3).cloned().collect();
+    for (i, id) in some.iter().enumerate() {
+        let r = s.request(&request(
+            3000 + i as i64,
+            "tasks/cancel",
+            json!({"taskId": id}),
+        ));
+        assert_eq!(r["result"]["status"], "cancelled");
+    }
+    wait_until(
+        "the cancelled tasks counted",
+        Duration::from_secs(10),
+        || {
+            let m = s.request(&call(4000, "server_metrics", json!({})));
+            structured(&m)["tasks"]["cancelled"] == 3
+        },
+    );
+    wait_until(
+        "audit records with task ids",
+        Duration::from_secs(10),
+        || {
+            let text = std::fs::read_to_string(&audit).unwrap_or_default();
+            some.iter()
+                .all(|id| text.contains(&format!("\"task_id\":\"{id}\"")))
+        },
+    );
+    eprintln!("1000 task handles in {took:?}");
+}

@@ -60,8 +60,9 @@ impl Product {
         let dispatcher = self.dispatcher.clone();
         let tools = dispatcher.tools().clone();
         // The HTTP policy caps requests in flight across sessions, before the body is
-        // read; there is no per-connection slot left to take here.
-        let admitted = match tools.accept(FrontEnd::McpHttp, &job.tool, &job.arguments, None) {
+        // read; a task outlives its request, so it takes one of the tasks' own slots.
+        let slots = job.task.map(|_| dispatcher.tasks().slots());
+        let admitted = match tools.accept(FrontEnd::McpHttp, &job.tool, &job.arguments, slots) {
             Ok(admitted) => admitted,
             Err(refusal) => {
                 return Handled::Now(Some(dispatcher.call_reply(&job, &refusal.output())));
