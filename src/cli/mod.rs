@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 #[command(
     name = "perplexity-agent",
     version,
-    about = "Perplexity's research APIs for AI agents and people: an MCP server (stdio) and a command line.",
+    about = "Perplexity's research APIs for AI agents and people: an MCP server (stdio or HTTP), a command line, a terminal workspace and a gateway to other MCP servers.",
     long_about = "Perplexity's research APIs for AI agents and people.\n\nWith no command, runs the MCP server on stdio (what MCP clients launch). \
                   The API key is read from PERPLEXITY_API_KEY."
 )]

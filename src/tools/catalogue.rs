@@ -1,5 +1,5 @@
 //! Which tools a server offers: `PERPLEXITY_TOOLS` / `--tools`, a comma list of tool
-//! names and groups (README "Configuration"). `lifecycle` alone makes the server a drop-in for
+//! names and groups (docs/tools.md). `lifecycle` alone makes the server a drop-in for
 //! zalez/perplexity-agent-mcp: the same three tools, in the same order.
 
 /// Every tool this build implements, in `tools/list` order, with its group: the registry.
@@ -9,8 +9,9 @@ fn tools() -> impl Iterator<Item = (&'static str, &'static str)> {
         .map(|spec| (spec.name, spec.group))
 }
 
-/// Group names of the product's catalogue. A group whose tools this build does not
-/// implement yet selects nothing (and says so at startup).
+/// Group names of the product's catalogue. `gateway` names no built-in tool: the
+/// downstream servers' tools are offered whatever the selection (`PERPLEXITY_GATEWAY=off`
+/// removes them), so it selects nothing here.
 pub const GROUPS: [&str; 10] = [
     "lifecycle",
     "search",

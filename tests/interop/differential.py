@@ -50,7 +50,7 @@ W = 2  # PERPLEXITY_AGENT_WAIT_SECONDS for both servers
 #
 # References: MP = /work/shared/reference/mcp-protocol.md,
 #             AT = /work/shared/reference/agent-tools-behaviour.md,
-#             RM = /work/main/README.md ("Beyond the reference peer").
+#             RM = docs/compatibility.md ("Beyond the reference peer").
 # =============================================================================
 
 NORMALISERS_DOC = {

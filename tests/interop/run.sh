@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Real-client interoperability checks for perplexity-agent.
 #
-#   bash tests/interop/run.sh [--with-inspector] [sdk] [differential] [inspector]
+#   bash tests/interop/run.sh [--with-inspector] [sdk] [differential] [tasks] [inspector]
 #
 # With no check names it runs `sdk` (sdk_client.py: the official Python SDK `mcp` 2.3.0
-# in legacy/auto/2026-07-28 modes) and `differential` (differential.py: the same raw
-# JSON-RPC lines through our binary and the peer perplexity-agent-mcp 0.4.0).
+# in legacy/auto/2026-07-28 modes), `differential` (differential.py: the same raw
+# JSON-RPC lines through our binary and the peer perplexity-agent-mcp 0.4.0) and `tasks`
+# (tasks_client.py: FastMCP's client with fastmcp-tasks 4.1.4 driving MCP tasks).
 # `--with-inspector` (or naming `inspector`) also runs inspector.sh (MCP Inspector CLI
 # 2.12.0; installs node@22 from npm; skips cleanly if that install fails).
 #
 # Idempotent setup:
-#   - venv at ${INTEROP_HOME:-/var/tmp/perplexity-agent-interop}/venv with mcp==2.3.0 and
-#     perplexity-agent-mcp==0.4.0 from PyPI (reinstalled only when the versions differ);
+#   - venv at ${INTEROP_HOME:-/var/tmp/perplexity-agent-interop}/venv with mcp==2.3.0,
+#     perplexity-agent-mcp==0.4.0 and fastmcp-tasks==4.1.4 from PyPI (reinstalled only
+#     when the versions differ);
 #   - `cargo build -p perplexity-agent -p fake-perplexity` (debug), into $CARGO_TARGET_DIR
 #     when set, else the workspace default target/.
 # Everything talks to 127.0.0.1 only; the API key is the dummy `pplx-interop-dummy`.
@@ -30,15 +32,15 @@ checks=()
 for arg in "$@"; do
   case "$arg" in
     --with-inspector) checks+=(inspector) ;;
-    sdk|differential|inspector) checks+=("$arg") ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    sdk|differential|tasks|inspector) checks+=("$arg") ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
 has() { local c; for c in "${checks[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
 if ! has sdk && ! has differential; then
   if [ "${#checks[@]}" -eq 0 ] || { [ "${#checks[@]}" -eq 1 ] && [ "$*" = "--with-inspector" ]; }; then
-    checks=(sdk differential "${checks[@]}")
+    checks=(sdk differential tasks "${checks[@]}")
   fi
 fi
 
@@ -49,10 +51,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV" || { echo "run.sh: cannot create a venv with $PYTHON"; echo "0 passed, 1 failed"; exit 1; }
 fi
 want_versions='import importlib.metadata as m, sys
-sys.exit(0 if m.version("mcp") == "2.3.0" and m.version("perplexity-agent-mcp") == "0.4.0" else 1)'
+sys.exit(0 if m.version("mcp") == "2.3.0" and m.version("perplexity-agent-mcp") == "0.4.0"
+         and m.version("fastmcp-tasks") == "4.1.4" else 1)'
 if ! "$VENV/bin/python" -c "$want_versions" 2>/dev/null; then
-  echo "installing mcp==2.3.0 and perplexity-agent-mcp==0.4.0 into $VENV"
+  echo "installing mcp==2.3.0, perplexity-agent-mcp==0.4.0 and fastmcp-tasks==4.1.4 into $VENV"
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q 'mcp==2.3.0' 'perplexity-agent-mcp==0.4.0' \
+    'fastmcp-tasks==4.1.4' \
     || { echo "run.sh: pip install failed"; echo "0 passed, 1 failed"; exit 1; }
 fi
 
@@ -88,6 +92,7 @@ for c in "${checks[@]}"; do
   case "$c" in
     sdk) run_one sdk_client "$VENV/bin/python" "$HERE/sdk_client.py" ;;
     differential) run_one differential "$VENV/bin/python" "$HERE/differential.py" ;;
+    tasks) run_one tasks_client "$VENV/bin/python" "$HERE/tasks_client.py" ;;
     inspector) run_one inspector bash "$HERE/inspector.sh" ;;
   esac
 done

@@ -181,7 +181,12 @@ async fn modern(
     };
     if let Some(field) = named {
         let expected = params.get(field).and_then(Value::as_str);
-        if let Some(e) = differs(headers, NAME_HEADER, "Mcp-Name", expected) {
+        // A task request without Mcp-Name is let through: fastmcp-tasks 4.1.4, the
+        // requester most clients use, never sends it (and the Python SDK's servers do
+        // not ask for it). The header only helps routers; the body's taskId is what is
+        // checked, against the caller. A present header must still match.
+        let lenient = method.starts_with("tasks/") && header(headers, NAME_HEADER).is_none();
+        if !lenient && let Some(e) = differs(headers, NAME_HEADER, "Mcp-Name", expected) {
             return bad(e);
         }
     }
