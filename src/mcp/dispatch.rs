@@ -18,7 +18,7 @@ use crate::call::{FrontEnd, ToolOutput};
 use crate::tools::Tools;
 
 /// Methods we know in some era; anything else is -32601 before any era check.
-const KNOWN_METHODS: [&str; 17] = [
+const KNOWN_METHODS: [&str; 18] = [
     "initialize",
     "ping",
     "server/discover",
@@ -36,6 +36,7 @@ const KNOWN_METHODS: [&str; 17] = [
     "tasks/cancel",
     "tasks/result",
     "tasks/list",
+    "subscriptions/listen",
 ];
 
 /// What the transport should do with one message.
@@ -49,6 +50,9 @@ pub enum Action {
     Cancel(Value),
     /// A `tasks/*` request: answer [`Dispatcher::task_reply`] (it reads the store).
     Task(TaskJob),
+    /// `subscriptions/listen` for tasks: long-lived, cancelled like a call
+    /// ([`Dispatcher::listen`]).
+    Listen(TaskJob),
     /// Nothing to write (a notification, a blank line).
     Nothing,
 }
@@ -184,6 +188,25 @@ impl Dispatcher {
         &self.tasks
     }
 
+    /// A task subscription to its end: the notifications go to `frames`; the reply
+    /// frame when it ended gracefully (or was refused), `None` when cancelled.
+    pub async fn listen(
+        &self,
+        job: TaskJob,
+        frames: Option<tokio::sync::mpsc::Sender<Value>>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Option<Value> {
+        match self
+            .tasks
+            .listen(&self.tools, &job.id, &job.params, frames, cancel)
+            .await
+        {
+            Ok(Some(result)) => Some(result_frame(&job.id, result)),
+            Ok(None) => None,
+            Err(e) => Some(error_frame(&job.id, &e)),
+        }
+    }
+
     /// The reply frame of a `tasks/*` request.
     pub async fn task_reply(&self, job: TaskJob) -> Value {
         match self
@@ -240,6 +263,7 @@ impl Dispatcher {
             }
             Ok(Handled::Call(job)) => Action::Call(job),
             Ok(Handled::Task(job)) => Action::Task(job),
+            Ok(Handled::Listen(job)) => Action::Listen(job),
             Err(e) => Action::Reply(error_frame(&id, &e)),
         }
     }
@@ -256,11 +280,18 @@ impl Dispatcher {
                 initialize(&params, self.list_changes(), !self.tools.is_reference())
             }
             ("ping", _) => json!({}),
-            ("server/discover", _) => json!({
-                "supportedVersions": SUPPORTED_VERSIONS,
-                "capabilities": capabilities(Era::Modern, false),
-                "instructions": INSTRUCTIONS,
-            }),
+            ("server/discover", _) => {
+                let mut capabilities = capabilities(Era::Modern, false);
+                // Not in the reference peer's drop-in profile, whose discover is the peer's.
+                if !self.tools.is_reference() {
+                    capabilities["extensions"] = json!({ tasks::EXTENSION: {} });
+                }
+                json!({
+                    "supportedVersions": SUPPORTED_VERSIONS,
+                    "capabilities": capabilities,
+                    "instructions": INSTRUCTIONS,
+                })
+            }
             ("resources/list", _) => {
                 // Runs are not listed: their ids are capabilities, known to whoever started them.
                 json!({"resources": []})
@@ -294,11 +325,24 @@ impl Dispatcher {
                 result.insert("tools".to_owned(), self.tool_list(era));
                 Value::Object(result)
             }
-            ("tasks/get" | "tasks/update" | "tasks/cancel", Era::Modern) => {
+            ("tasks/get" | "tasks/update" | "tasks/cancel", Era::Modern)
+                if !self.tools.is_reference() =>
+            {
                 if !tasks::declared(&params) {
                     return Err(tasks::not_declared());
                 }
                 return Ok(Handled::Task(TaskJob {
+                    id: request_id.clone(),
+                    era,
+                    method: method.to_owned(),
+                    params,
+                }));
+            }
+            ("subscriptions/listen", Era::Modern) if !self.tools.is_reference() => {
+                if !tasks::declared(&params) {
+                    return Err(tasks::not_declared());
+                }
+                return Ok(Handled::Listen(TaskJob {
                     id: request_id.clone(),
                     era,
                     method: method.to_owned(),
@@ -372,11 +416,11 @@ impl Dispatcher {
         // tool whose work can outlast the call.
         let long_running =
             crate::tools::registry::find(&tool).is_some_and(|spec| spec.long_running);
+        // A task asked for where none can be (a quick tool, the reference peer's drop-in
+        // profile) is ignored: the call runs as usual.
         let task = match era {
+            _ if self.tools.is_reference() => None,
             Era::Modern => tasks::declared(&params).then(TaskMode::modern),
-            // A `task` for a tool that cannot be one, or in the drop-in profile, is
-            // ignored: the call runs as usual.
-            Era::Legacy if self.tools.is_reference() => None,
             Era::Legacy => TaskMode::legacy(&params),
         }
         .filter(|_| long_running);
@@ -409,6 +453,7 @@ enum Handled {
     Result(Value),
     Call(CallJob),
     Task(TaskJob),
+    Listen(TaskJob),
 }
 
 /// A parsed JSON-RPC message, before any era rule.
@@ -512,9 +557,6 @@ fn initialize(params: &Map<String, Value>, list_changed: bool, tasks: bool) -> V
 /// only stdio delivers the notification; modern clients rely on `ttlMs`. No `subscribe`.
 fn capabilities(era: Era, list_changed: bool) -> Value {
     let mut caps = json!({"tools": {}, "resources": {}, "prompts": {}, "completions": {}});
-    if era == Era::Modern {
-        caps["extensions"] = json!({ tasks::EXTENSION: {} });
-    }
     if list_changed && era == Era::Legacy {
         caps["tools"] = json!({"listChanged": true});
     }

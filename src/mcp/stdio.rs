@@ -91,6 +91,28 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                     send(&outbox, dispatcher.task_reply(job).await).await;
                 });
             }
+            Action::Listen(job) => {
+                // Long-lived: `notifications/cancelled` for its id ends it, as for a call.
+                let token = shutdown.child_token();
+                next_seq += 1;
+                let (key, seq) = (job.id.to_string(), next_seq);
+                if let Ok(mut map) = in_flight.lock() {
+                    map.insert(key.clone(), (seq, token.clone()));
+                }
+                let (dispatcher, outbox, in_flight) =
+                    (dispatcher.clone(), outbox.clone(), in_flight.clone());
+                calls.spawn(async move {
+                    let reply = dispatcher.listen(job, Some(outbox.clone()), token).await;
+                    if let Ok(mut map) = in_flight.lock()
+                        && map.get(&key).is_some_and(|(s, _)| *s == seq)
+                    {
+                        map.remove(&key);
+                    }
+                    if let Some(frame) = reply {
+                        send(&outbox, frame).await;
+                    }
+                });
+            }
             Action::Call(job) => {
                 // Accepted here, synchronously: refusals come back in request order,
                 // even in a storm, and a refused call takes no slot.

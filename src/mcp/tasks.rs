@@ -44,6 +44,7 @@ pub const MAX_TASKS_IN_FLIGHT: usize = 1024;
 /// Tasks per page of `tasks/list`.
 const PAGE: usize = 50;
 const MISSING_CAPABILITY: i64 = -32021;
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 const STATUS_WORKING: &str = "working";
 
 /// How a call asked to be a task: the era decides the shapes; a 2025-11-25 caller names
@@ -297,6 +298,88 @@ impl TaskDesk {
             result["nextCursor"] = json!((offset + PAGE).to_string());
         }
         Ok(result)
+    }
+
+    /// `subscriptions/listen` with `notifications.taskIds`: acknowledges which of them are
+    /// the caller's (others are left out, as unknown), then sends `notifications/tasks`
+    /// with each one's detailed task once it has ended, and ends the subscription
+    /// gracefully when all have (`None` if the caller went away first).
+    pub async fn listen(
+        self: &Arc<Self>,
+        tools: &Arc<Tools>,
+        id: &Value,
+        params: &Map<String, Value>,
+        frames: Option<tokio::sync::mpsc::Sender<Value>>,
+        cancel: CancellationToken,
+    ) -> Result<Option<Value>, RpcError> {
+        let wanted = params
+            .get("notifications")
+            .and_then(|n| n.get("taskIds"))
+            .and_then(Value::as_array)
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        if wanted.len() > MAX_TASKS_IN_FLIGHT {
+            return Err(RpcError::new(
+                code::INVALID_PARAMS,
+                format!("A subscription may name at most {MAX_TASKS_IN_FLIGHT} tasks."),
+            ));
+        }
+        let mut pending = Vec::new();
+        for task in &wanted {
+            if let Ok(record) = self.read(tools, task).await
+                && !pending.contains(&record.id)
+            {
+                pending.push(record.id);
+            }
+        }
+        let subscription = json!({ SUBSCRIPTION_ID: id });
+        let send = |frame: Value| {
+            let frames = frames.clone();
+            async move {
+                if let Some(frames) = frames {
+                    let _ = frames.send(frame).await;
+                }
+            }
+        };
+        send(
+            json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                    "params": {"notifications": {"taskIds": pending}, "_meta": subscription}}),
+        )
+        .await;
+        while !pending.is_empty() {
+            let mut still = Vec::with_capacity(pending.len());
+            for task in pending {
+                let record = match self.read(tools, &task).await {
+                    Ok(record) => self.resume_if_orphaned(tools, record).await,
+                    // Expired while watched: nothing more will be said about it.
+                    Err(_) => continue,
+                };
+                if record.status == STATUS_WORKING {
+                    still.push(task);
+                    continue;
+                }
+                let mut params = task_json(&record, Era::Modern, true);
+                params["_meta"] = subscription.clone();
+                send(json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": params}))
+                    .await;
+            }
+            pending = still;
+            if pending.is_empty() {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                () = cancel.cancelled() => return Ok(None),
+            }
+        }
+        let mut result = shape_modern("subscriptions/listen", json!({}));
+        result["_meta"][SUBSCRIPTION_ID] = id.clone();
+        Ok(Some(result))
     }
 
     async fn read(&self, tools: &Arc<Tools>, id: &str) -> Result<TaskRecord, RpcError> {

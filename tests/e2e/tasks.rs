@@ -446,6 +446,22 @@ fn the_lifecycle_profile_offers_no_tasks() {
     assert!(tool_text(&r).0.contains("Plain."), "{r}");
     let e = s.request(&request(4, "tasks/get", json!({"taskId": "task_x"})));
     assert_eq!(e["error"]["code"], -32601);
+    // Nor in 2026-07-28: the peer's discover, and a declared extension changes nothing.
+    let discover = s.request(&request(
+        5,
+        "server/discover",
+        json!({"_meta": modern_meta()}),
+    ));
+    assert!(
+        discover["result"]["capabilities"]
+            .get("extensions")
+            .is_none(),
+        "{discover}"
+    );
+    let r = s.request(&task_call(6, "perplexity_agent", json!({"query": "q"})));
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let e = s.request(&tasks_request(7, "tasks/get", "task_x"));
+    assert_eq!(e["error"]["code"], -32601, "{e}");
 }
 
 /// `perplexity-agent tasks` shows a person the tasks their clients left running, from the
@@ -561,4 +577,125 @@ fn a_thousand_tasks_in_flight() {
         },
     );
     eprintln!("1000 task handles in {took:?}");
+}
+
+/// `subscriptions/listen` with `taskIds`: the caller's tasks are acknowledged (others left
+/// out), each ending is pushed as `notifications/tasks` with the result inline, and the
+/// subscription ends gracefully once all have ended.
+#[test]
+fn a_subscription_pushes_the_tasks_ending() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 7000, "answer": "Pushed."}));
+    let dir = Scratch::new("tasks-listen");
+    let mut s = Server::start(&env_with_store(&fake, &dir));
+    let created = s.request(&task_call(1, "perplexity_agent", json!({"query": "q"})));
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let listen = request(
+        "listen-1",
+        "subscriptions/listen",
+        json!({"_meta": meta_with_tasks(), "notifications": {"taskIds": [task_id, "task_0123456789abcdef0123456789abcdef"]}}),
+    );
+    s.send(&listen);
+    let ack = s.recv();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([task_id]),
+        "only the caller's"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+    assert_valid(Era::Modern, "SubscriptionsAcknowledgedNotification", &ack);
+    let pushed = s.recv();
+    assert_tasks_valid("TaskStatusNotification", &pushed);
+    assert_eq!(pushed["params"]["taskId"], task_id.as_str());
+    assert_eq!(pushed["params"]["status"], "completed");
+    assert!(
+        pushed["params"]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Pushed.")
+    );
+    assert_eq!(
+        pushed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+    let (end, _) = s.recv_response(&json!("listen-1"));
+    assert_valid(Era::Modern, "SubscriptionsListenResult", &end["result"]);
+    assert_eq!(
+        end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+
+    // A caller that did not declare the extension cannot subscribe to tasks.
+    let plain = request(
+        2,
+        "subscriptions/listen",
+        json!({"_meta": modern_meta(), "notifications": {"taskIds": []}}),
+    );
+    assert_eq!(s.request(&plain)["error"]["code"], -32021);
+}
+
+/// The same subscription over HTTP is one SSE stream: the acknowledgement, the pushed
+/// task, then the graceful end.
+#[test]
+fn a_subscription_over_http_is_one_stream() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 7000, "answer": "Streamed."}));
+    let dir = Scratch::new("tasks-listen-http");
+    let mut env = env_with_store(&fake, &dir);
+    env.extend(http_env(&[]));
+    let h = Http::start(&env);
+    let auth = format!("Bearer {TOKEN}");
+    let post = |message: &Value, name: Option<&str>| {
+        let method = message["method"].as_str().unwrap_or_default();
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", V_MODERN),
+            ("Mcp-Method", method),
+        ];
+        if let Some(name) = name {
+            headers.push(("Mcp-Name", name));
+        }
+        h.send("POST", "/mcp", &headers, message.to_string().as_bytes())
+    };
+    let created = post(
+        &task_call(1, "perplexity_agent", json!({"query": "q"})),
+        Some("perplexity_agent"),
+    )
+    .json();
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let listen = request(
+        2,
+        "subscriptions/listen",
+        json!({"_meta": meta_with_tasks(), "notifications": {"taskIds": [task_id]}}),
+    );
+    let r = post(&listen, None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let events = r.events();
+    let methods: Vec<&str> = events
+        .iter()
+        .map(|e| e["method"].as_str().unwrap_or("(reply)"))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/subscriptions/acknowledged",
+            "notifications/tasks",
+            "(reply)"
+        ],
+        "{events:?}"
+    );
+    assert!(
+        events[1]["params"]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Streamed.")
+    );
+    assert_eq!(events[2]["id"], 2);
 }

@@ -40,13 +40,12 @@ const NAME_HEADER: &str = "mcp-name";
 /// modern request.
 const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// Gone from modern HTTP (or never offered there): 404 + -32601.
-const NOT_MODERN: [&str; 6] = [
+const NOT_MODERN: [&str; 5] = [
     "initialize",
     "ping",
     "logging/setLevel",
     "resources/subscribe",
     "resources/unsubscribe",
-    "subscriptions/listen",
 ];
 const HEADER_MISMATCH: i64 = -32020;
 const MISSING_CAPABILITY: i64 = -32021;

@@ -22,10 +22,12 @@ pub struct Product {
 
 impl Handler for Product {
     fn streams(&self, request: &Incoming) -> bool {
-        request.method == "tools/call"
-            && request_meta(&request.params)
-                .and_then(|m| m.get("progressToken"))
-                .is_some_and(|t| t.is_string() || crate::text::json_integer(t).is_some())
+        // A task subscription is a stream of notifications by nature.
+        request.method == "subscriptions/listen"
+            || request.method == "tools/call"
+                && request_meta(&request.params)
+                    .and_then(|m| m.get("progressToken"))
+                    .is_some_and(|t| t.is_string() || crate::text::json_integer(t).is_some())
     }
 
     fn handle(self: Arc<Self>, request: Incoming, out: Outbound) -> Handled {
@@ -48,6 +50,13 @@ impl Handler for Product {
                 Handled::Later(Box::pin(
                     async move { Some(dispatcher.task_reply(job).await) },
                 ))
+            }
+            Action::Listen(job) => {
+                let dispatcher = self.dispatcher.clone();
+                Handled::Later(Box::pin(async move {
+                    let (frames, cancel) = (out.frames(), out.cancel_token());
+                    dispatcher.listen(job, frames, cancel).await
+                }))
             }
             Action::Cancel(_) | Action::Nothing => Handled::Now(None),
         }
