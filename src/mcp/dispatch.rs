@@ -339,9 +339,6 @@ impl Dispatcher {
                 }));
             }
             ("subscriptions/listen", Era::Modern) if !self.tools.is_reference() => {
-                if !tasks::declared(&params) {
-                    return Err(tasks::not_declared());
-                }
                 return Ok(Handled::Listen(TaskJob {
                     id: request_id.clone(),
                     era,

@@ -300,10 +300,12 @@ impl TaskDesk {
         Ok(result)
     }
 
-    /// `subscriptions/listen` with `notifications.taskIds`: acknowledges which of them are
-    /// the caller's (others are left out, as unknown), then sends `notifications/tasks`
-    /// with each one's detailed task once it has ended, and ends the subscription
-    /// gracefully when all have (`None` if the caller went away first).
+    /// `subscriptions/listen`. The only notifications offered are the tasks extension's:
+    /// with it declared, `notifications.taskIds` is acknowledged for those of the ids that
+    /// are the caller's (others are left out, as unknown); each one's ending is sent as
+    /// `notifications/tasks` with the detailed task, and the subscription ends gracefully
+    /// when all have (at once, after the acknowledgement, when nothing is watched, so a
+    /// stream never sits open for nothing). `None` if the caller went away first.
     pub async fn listen(
         self: &Arc<Self>,
         tools: &Arc<Tools>,
@@ -312,8 +314,10 @@ impl TaskDesk {
         frames: Option<tokio::sync::mpsc::Sender<Value>>,
         cancel: CancellationToken,
     ) -> Result<Option<Value>, RpcError> {
+        let declared = declared(params);
         let wanted = params
             .get("notifications")
+            .filter(|_| declared)
             .and_then(|n| n.get("taskIds"))
             .and_then(Value::as_array)
             .map(|ids| {
@@ -346,9 +350,14 @@ impl TaskDesk {
                 }
             }
         };
+        let honoured = if declared {
+            json!({ "taskIds": pending })
+        } else {
+            json!({})
+        };
         send(
             json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-                    "params": {"notifications": {"taskIds": pending}, "_meta": subscription}}),
+                    "params": {"notifications": honoured, "_meta": subscription}}),
         )
         .await;
         while !pending.is_empty() {

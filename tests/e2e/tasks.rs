@@ -631,13 +631,18 @@ fn a_subscription_pushes_the_tasks_ending() {
         "listen-1"
     );
 
-    // A caller that did not declare the extension cannot subscribe to tasks.
+    // Without the extension no task notification is honoured: the acknowledgement says
+    // so, and the subscription ends at once rather than sit open for nothing.
     let plain = request(
         2,
         "subscriptions/listen",
-        json!({"_meta": modern_meta(), "notifications": {"taskIds": []}}),
+        json!({"_meta": modern_meta(), "notifications": {"taskIds": [task_id], "toolsListChanged": true}}),
     );
-    assert_eq!(s.request(&plain)["error"]["code"], -32021);
+    s.send(&plain);
+    let ack = s.recv();
+    assert_eq!(ack["params"]["notifications"], json!({}), "{ack}");
+    let (end, _) = s.recv_response(&json!(2));
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
 }
 
 /// The same subscription over HTTP is one SSE stream: the acknowledgement, the pushed
