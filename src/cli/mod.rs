@@ -20,6 +20,7 @@ use crate::call::{CallFacts, FrontEnd, Refusal, ToolOutput};
 use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, HttpConfig, MAX_WAIT_SECONDS};
 use crate::guard::Guard;
 use crate::perplexity::PerplexityClient;
+use crate::perplexity::client::{RETRY_WAITS, RetryWait};
 use crate::text::py_strip;
 use crate::tools::{CallContext, Done, Outcome, RunIds, Tools};
 use output::{CliProgress, Exit, Style};
@@ -398,7 +399,16 @@ async fn call(
         wait: wait.map(Duration::from_secs),
         task_id: Arc::default(),
     };
-    let done = tools.complete(admitted, &ctx).await;
+    // A long wait before a retry (a Retry-After) is said, not left a silent spinner.
+    let told = progress.clone();
+    let tell: Arc<dyn Fn(&RetryWait) + Send + Sync> =
+        Arc::new(move |wait: &RetryWait| match &told {
+            Some(progress) => progress.retrying(wait),
+            None => output::retrying(wait),
+        });
+    let done = RETRY_WAITS
+        .scope(tell, tools.complete(admitted, &ctx))
+        .await;
     finish();
     match done {
         Some(Done {

@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use crate::guard::spotlight::spotlight;
 use crate::perplexity::ApiError;
 use crate::perplexity::agent::CancelOutcome;
+use crate::perplexity::client::RetryWait;
 use crate::perplexity::wait::{ProgressSink, RunIdSink, WaitError, WaitErrorKind};
 use crate::text::inert_line;
 use crate::tools::render;
@@ -131,6 +132,38 @@ impl ProgressSink for CliProgress {
             None => note!("{PREFIX} {summary}"),
         }
     }
+}
+
+impl CliProgress {
+    /// A wait before a retry: on the spinner, or as a line when there is none.
+    pub fn retrying(&self, wait: &RetryWait) {
+        if self.quiet.lock().map(|q| *q).unwrap_or(true) {
+            return;
+        }
+        match &self.spinner {
+            Some(bar) => bar.set_message(retry_text(wait)),
+            None => retrying(wait),
+        }
+    }
+}
+
+/// A wait before a retry, as a line on stderr.
+pub fn retrying(wait: &RetryWait) {
+    note!("{PREFIX} {}", retry_text(wait));
+}
+
+fn retry_text(wait: &RetryWait) -> String {
+    let why = match wait.status {
+        Some(429) => "Perplexity is limiting the request rate (HTTP 429)".to_owned(),
+        Some(code) => format!("Perplexity answered HTTP {code}"),
+        None => "the connection to Perplexity failed".to_owned(),
+    };
+    format!(
+        "{why}; trying again in {}s (attempt {} of {})…",
+        wait.pause.as_secs_f64().ceil() as u64,
+        wait.next_attempt,
+        wait.attempts
+    )
 }
 
 /// The run's id is shown from the moment it exists: a person who interrupts, or whose

@@ -12,10 +12,10 @@ use super::protocol::{
     INSTRUCTIONS, LOG_LEVELS, RpcError, SUPPORTED_VERSIONS, code, error_frame, negotiated_version,
     result_frame, server_info,
 };
-use super::tasks::{self, TaskDesk, TaskMode};
+use super::tasks::{self, Answered, TaskDesk, TaskMode};
 use super::{prompts, resources};
 use crate::call::{FrontEnd, ToolOutput};
-use crate::tools::Tools;
+use crate::tools::{Admitted, Tools};
 
 /// Methods we know in some era; anything else is -32601 before any era check.
 const KNOWN_METHODS: [&str; 18] = [
@@ -204,6 +204,25 @@ impl Dispatcher {
             Ok(Some(result)) => Some(result_frame(&job.id, result)),
             Ok(None) => None,
             Err(e) => Some(error_frame(&job.id, &e)),
+        }
+    }
+
+    /// Runs a task-capable call (detached from its request: neither a closed stream nor
+    /// `notifications/cancelled` cancels a task); the reply frame, `None` if abandoned.
+    pub async fn task_call_reply(
+        &self,
+        job: &CallJob,
+        admitted: Admitted,
+        mode: TaskMode,
+    ) -> Option<Value> {
+        let tools = self.tools.clone();
+        match self
+            .tasks
+            .call(tools, job.tool.clone(), admitted, mode)
+            .await
+        {
+            Answered::Now(output) => output.map(|o| self.call_reply(job, &o)),
+            Answered::Task(result) => Some(result_frame(&job.id, result)),
         }
     }
 

@@ -21,8 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch::{Action, CallJob, Dispatcher};
 use super::framing::{Line, LineReader};
 use super::progress::ProgressNotifier;
-use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, outbound, result_frame};
-use super::tasks::Answered;
+use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, outbound};
 use crate::call::{FrontEnd, Slots};
 use crate::config::MAX_CALLS_IN_FLIGHT;
 use crate::tools::{Admitted, CallContext};
@@ -214,15 +213,7 @@ async fn run_call(
     };
     let tools = dispatcher.tools().clone();
     let reply = if let Some(mode) = job.task {
-        // Detached from this request: notifications/cancelled never cancels a task.
-        match dispatcher
-            .tasks()
-            .call(tools, job.tool.clone(), admitted, mode)
-            .await
-        {
-            Answered::Now(output) => output.map(|o| dispatcher.call_reply(&job, &o)),
-            Answered::Task(result) => Some(result_frame(&job.id, result)),
-        }
+        dispatcher.task_call_reply(&job, admitted, mode).await
     } else {
         tools
             .run(admitted, &ctx)

@@ -281,12 +281,7 @@ impl TaskDesk {
             .store()
             .with(move |s| s.tasks_of(&caller, want))
             .await
-            .map_err(|e| {
-                RpcError::new(
-                    code::INTERNAL_ERROR,
-                    format!("The task store is unavailable: {e}"),
-                )
-            })?;
+            .map_err(store_unavailable)?;
         let page: Vec<Value> = records
             .iter()
             .skip(offset)
@@ -397,12 +392,7 @@ impl TaskDesk {
             .store()
             .with(move |s| s.task(&task, &caller))
             .await
-            .map_err(|e| {
-                RpcError::new(
-                    code::INTERNAL_ERROR,
-                    format!("The task store is unavailable: {e}"),
-                )
-            })?;
+            .map_err(store_unavailable)?;
         match record {
             Some(r) if !r.expired(now_ms()) => Ok(r),
             Some(_) => Err(unknown("This task has expired.")),
@@ -676,6 +666,13 @@ fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
         // Ours are `task_` and 32 hex digits; anything else cannot be one of them.
         .filter(|id| id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
         .ok_or_else(|| unknown("'taskId' must be the id of a task this server created."))
+}
+
+fn store_unavailable(e: crate::store::StoreError) -> RpcError {
+    RpcError::new(
+        code::INTERNAL_ERROR,
+        format!("The task store is unavailable: {e}"),
+    )
 }
 
 fn unknown(message: &str) -> RpcError {

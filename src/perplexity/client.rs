@@ -281,6 +281,15 @@ impl PerplexityClient {
                 return Err(ApiError::DeadlineExceeded(Box::new(failure.error)));
             }
             tracing::debug!(attempt, ?pause, error = %failure.error, "retrying Perplexity request");
+            if pause >= NOTICEABLE_PAUSE {
+                let wait = RetryWait {
+                    pause,
+                    status: failure.error.http_status(),
+                    next_attempt: attempt + 1,
+                    attempts,
+                };
+                let _ = RETRY_WAITS.try_with(|tell| tell(&wait));
+            }
             tokio::time::sleep(pause).await;
             self.retries.fetch_add(1, Ordering::Relaxed);
             attempt += 1;
@@ -376,6 +385,26 @@ fn authorization_header(key: &secrecy::SecretString) -> Result<HeaderValue, ApiE
     let mut value = HeaderValue::from_str(&text).map_err(|_| ApiError::UnsendableKey)?;
     value.set_sensitive(true);
     Ok(value)
+}
+
+/// A pause before a retry long enough that a person watching would think nothing moves.
+const NOTICEABLE_PAUSE: Duration = Duration::from_secs(2);
+
+/// A request waiting before its next attempt (a `Retry-After`, or the backoff).
+#[derive(Debug, Clone, Copy)]
+pub struct RetryWait {
+    pub pause: Duration,
+    /// The status that asked for the wait; `None` for a network failure.
+    pub status: Option<u16>,
+    pub next_attempt: u32,
+    pub attempts: u32,
+}
+
+tokio::task_local! {
+    /// Told of every noticeable wait before a retry, within the calls it is set around:
+    /// the command line shows it, so a long `Retry-After` is not a silent spinner.
+    /// Unset (every other front end), nobody is told.
+    pub static RETRY_WAITS: std::sync::Arc<dyn Fn(&RetryWait) + Send + Sync>;
 }
 
 /// Before attempt n+1: `2^(n-1) + U[0,1)` seconds, i.e. [1, 2) s then [2, 3) s.

@@ -80,24 +80,9 @@ impl Store {
     pub fn task(&self, id: &str, caller: &str) -> Result<Option<TaskRecord>, StoreError> {
         self.with(|conn| {
             conn.query_row(
-                "SELECT id, caller, tool, run_id, status, status_message, result, created_ms,
-                        updated_ms, ttl_ms
-                 FROM tasks WHERE id = ?1 AND caller = ?2",
+                &format!("SELECT {COLUMNS} FROM tasks WHERE id = ?1 AND caller = ?2"),
                 params![id, caller],
-                |r| {
-                    Ok(TaskRecord {
-                        id: r.get(0)?,
-                        caller: r.get(1)?,
-                        tool: r.get(2)?,
-                        run_id: r.get(3)?,
-                        status: r.get(4)?,
-                        status_message: r.get(5)?,
-                        result: r.get(6)?,
-                        created_ms: r.get(7)?,
-                        updated_ms: r.get(8)?,
-                        ttl_ms: r.get(9)?,
-                    })
-                },
+                record,
             )
             .optional()
         })
@@ -135,29 +120,34 @@ impl Store {
     /// The caller's tasks, newest first (for `perplexity-agent tasks`).
     pub fn tasks_of(&self, caller: &str, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
         self.with(|conn| {
-            let mut stmt = conn.prepare(
-                "SELECT id, caller, tool, run_id, status, status_message, result, created_ms,
-                        updated_ms, ttl_ms
-                 FROM tasks WHERE caller = ?1 AND created_ms + ttl_ms > ?2
-                 ORDER BY seq DESC LIMIT ?3",
-            )?;
-            let rows = stmt.query_map(params![caller, now_ms(), limit as i64], |r| {
-                Ok(TaskRecord {
-                    id: r.get(0)?,
-                    caller: r.get(1)?,
-                    tool: r.get(2)?,
-                    run_id: r.get(3)?,
-                    status: r.get(4)?,
-                    status_message: r.get(5)?,
-                    result: r.get(6)?,
-                    created_ms: r.get(7)?,
-                    updated_ms: r.get(8)?,
-                    ttl_ms: r.get(9)?,
-                })
-            })?;
+            let mut stmt = conn.prepare(&format!(
+                "SELECT {COLUMNS} FROM tasks WHERE caller = ?1 AND created_ms + ttl_ms > ?2
+                 ORDER BY seq DESC LIMIT ?3"
+            ))?;
+            let rows = stmt.query_map(params![caller, now_ms(), limit as i64], record)?;
             rows.collect()
         })
     }
+}
+
+/// What a task read selects, in [`record`]'s order.
+const COLUMNS: &str =
+    "id, caller, tool, run_id, status, status_message, result, created_ms, updated_ms, ttl_ms";
+
+/// A row selected as [`COLUMNS`].
+fn record(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
+    Ok(TaskRecord {
+        id: r.get(0)?,
+        caller: r.get(1)?,
+        tool: r.get(2)?,
+        run_id: r.get(3)?,
+        status: r.get(4)?,
+        status_message: r.get(5)?,
+        result: r.get(6)?,
+        created_ms: r.get(7)?,
+        updated_ms: r.get(8)?,
+        ttl_ms: r.get(9)?,
+    })
 }
 
 #[cfg(test)]

@@ -477,8 +477,25 @@ fn used_up_retries_say_what_to_do() {
     let (stdout, stderr, code) = run_cli(&["search", "q"], &env_for(&fake));
     assert_eq!(code, 1, "{stderr}");
     assert!(stdout.is_empty());
+    // The waits between attempts are said as they happen; the last line is the verdict.
     assert_eq!(
-        stderr.trim(),
+        stderr.trim().lines().last().unwrap_or_default(),
         "perplexity-agent: Perplexity returned HTTP 429 after 3 attempts. Perplexity is limiting this key's request rate: wait a minute and try again."
+    );
+}
+
+/// A long Retry-After is said on stderr, not left as a silent spinner (issue 16).
+#[test]
+fn a_long_retry_after_is_said_while_the_command_waits() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "answer": "After the wait."}));
+    fake.push_fault(json!({"route": "create", "kind": "rate_limit", "retry_after_secs": 3, "times": 1}));
+    let (stdout, stderr, code) = run_cli(&["ask", "q"], &env_for(&fake));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("After the wait."));
+    assert!(
+        stderr.contains(
+            "[perplexity-agent] Perplexity is limiting the request rate (HTTP 429); trying again in 3s (attempt 2 of 3)…"
+        ),
+        "{stderr}"
     );
 }

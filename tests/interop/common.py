@@ -7,9 +7,12 @@ real key is ever used (DUMMY_KEY below).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -131,6 +134,33 @@ class FakeUpstream:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+@contextlib.contextmanager
+def http_server(env: dict):
+    """Our binary as a Streamable HTTP server on a free loopback port; yields the URL."""
+    proc = subprocess.Popen([our_binary(), "serve", "--http", "--bind", "127.0.0.1:0"],
+                            env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in proc.stderr:
+            m = re.search(r"MCP over HTTP on (http://\S+/mcp)", line)
+            if m:
+                url = m.group(1)
+                break
+        if url is None:
+            raise RuntimeError("the HTTP server did not start")
+        assert_loopback(url)
+        # Keep draining stderr so the server never blocks on a full pipe.
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def log(msg: str) -> None:

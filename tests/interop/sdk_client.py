@@ -22,14 +22,11 @@ Usage: python sdk_client.py   (env: CARGO_TARGET_DIR or INTEROP_OUR_BIN / INTERO
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
-import subprocess
 import sys
-import threading
 
-from common import DUMMY_KEY, TOOL_NAMES, FakeUpstream, Tally, base_env, our_binary
+from common import DUMMY_KEY, TOOL_NAMES, FakeUpstream, Tally, base_env, http_server, our_binary
 
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -91,32 +88,6 @@ def server_env(fake: FakeUpstream) -> dict:
         "PERPLEXITY_RATE_PER_MINUTE": "1000000",
         "PERPLEXITY_HTTP_AUTH_TOKEN": HTTP_TOKEN,
     })
-
-
-@contextlib.contextmanager
-def http_server(fake: FakeUpstream):
-    """Our binary as a Streamable HTTP server on a free loopback port; yields the URL."""
-    proc = subprocess.Popen([our_binary(), "serve", "--http", "--bind", "127.0.0.1:0"],
-                            env=server_env(fake), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        url = None
-        for line in proc.stderr:
-            m = re.search(r"MCP over HTTP on (http://\S+/mcp)", line)
-            if m:
-                url = m.group(1)
-                break
-        if url is None:
-            raise RuntimeError("the HTTP server did not start")
-        # Keep draining stderr so the server never blocks on a full pipe.
-        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def target(fake: FakeUpstream, url: str | None):
@@ -261,7 +232,7 @@ async def main() -> int:
                 await run_mode(fake, mode, version)
             except Exception as exc:  # noqa: BLE001 - a crash in one mode is a failed check
                 T.check(f"[{mode}] session ran to completion", False, f"{type(exc).__name__}: {exc}")
-        with http_server(fake) as url:
+        with http_server(server_env(fake)) as url:
             for mode, version in MODES:
                 try:
                     await run_mode(fake, mode, version, url)

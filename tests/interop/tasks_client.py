@@ -22,15 +22,11 @@ Usage: python tasks_client.py   (env: CARGO_TARGET_DIR or INTEROP_OUR_BIN / INTE
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import re
-import subprocess
 import tempfile
-import threading
 import time
 
-from common import DUMMY_KEY, FakeUpstream, Tally, base_env, our_binary
+from common import DUMMY_KEY, FakeUpstream, Tally, base_env, http_server, our_binary
 
 import fastmcp_tasks  # noqa: F401  (registers the tasks extension on every Client)
 from fastmcp import Client
@@ -51,30 +47,6 @@ def server_env(fake: FakeUpstream, store: str) -> dict:
         "PERPLEXITY_HTTP_AUTH_TOKEN": HTTP_TOKEN,
         "PERPLEXITY_STORE_PATH": store,
     })
-
-
-@contextlib.contextmanager
-def http_server(env: dict):
-    proc = subprocess.Popen([our_binary(), "serve", "--http", "--bind", "127.0.0.1:0"],
-                            env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        url = None
-        for line in proc.stderr:
-            m = re.search(r"MCP over HTTP on (http://\S+/mcp)", line)
-            if m:
-                url = m.group(1)
-                break
-        if url is None:
-            raise RuntimeError("the HTTP server did not start")
-        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def text_of(result) -> str:

@@ -12,8 +12,6 @@ use crate::call::ToolOutput;
 use crate::mcp::dispatch::{Action, CallJob, Dispatcher};
 use crate::mcp::era::request_meta;
 use crate::mcp::progress::ProgressNotifier;
-use crate::mcp::protocol::result_frame;
-use crate::mcp::tasks::Answered;
 use crate::tools::CallContext;
 
 pub struct Product {
@@ -79,15 +77,7 @@ impl Product {
         };
         if let Some(mode) = job.task {
             return Handled::Later(Box::pin(async move {
-                // Detached from this request: closing the stream never cancels a task.
-                match dispatcher
-                    .tasks()
-                    .call(tools, job.tool.clone(), admitted, mode)
-                    .await
-                {
-                    Answered::Now(output) => output.map(|o| dispatcher.call_reply(&job, &o)),
-                    Answered::Task(result) => Some(result_frame(&job.id, result)),
-                }
+                dispatcher.task_call_reply(&job, admitted, mode).await
             }));
         }
         Handled::Later(Box::pin(async move {
