@@ -488,7 +488,9 @@ fn used_up_retries_say_what_to_do() {
 #[test]
 fn a_long_retry_after_is_said_while_the_command_waits() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "answer": "After the wait."}));
-    fake.push_fault(json!({"route": "create", "kind": "rate_limit", "retry_after_secs": 3, "times": 1}));
+    fake.push_fault(
+        json!({"route": "create", "kind": "rate_limit", "retry_after_secs": 3, "times": 1}),
+    );
     let (stdout, stderr, code) = run_cli(&["ask", "q"], &env_for(&fake));
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("After the wait."));
