@@ -38,6 +38,7 @@ type InFlight = Arc<Mutex<HashMap<String, (u64, CancellationToken)>>>;
 pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
     let (outbox, frames) = mpsc::channel::<Value>(OUTBOX);
     let writer = tokio::spawn(write_frames(frames));
+    dispatcher.tasks().notify_status_to(outbox.clone());
     announce_list_changes(&dispatcher, outbox.clone());
     let shutdown = CancellationToken::new();
     crate::signals::watch(shutdown.clone());

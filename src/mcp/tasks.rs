@@ -85,6 +85,11 @@ pub struct TaskDesk {
     /// A task-capable call takes one of these instead of a connection's call slot:
     /// tasks outlive their requests, so they are capped on their own.
     slots: Slots,
+    /// Where 2025-11-25 `notifications/tasks/status` go, when the transport can carry
+    /// an unsolicited notification (stdio); and the tasks created in that era here.
+    /// Weak: it must not keep the writer alive after the connection's own senders end.
+    status_sink: std::sync::OnceLock<tokio::sync::mpsc::WeakSender<Value>>,
+    legacy: Mutex<std::collections::HashSet<String>>,
 }
 
 /// What a task-capable call produced within the window.
@@ -102,7 +107,15 @@ impl TaskDesk {
             front_end,
             live: Mutex::default(),
             slots: Slots::new(MAX_TASKS_IN_FLIGHT),
+            status_sink: std::sync::OnceLock::new(),
+            legacy: Mutex::default(),
         }
+    }
+
+    /// Sends 2025-11-25 `notifications/tasks/status` to `frames` when tasks created in
+    /// that era end (stdio: every message shares the one channel).
+    pub fn notify_status_to(&self, frames: tokio::sync::mpsc::Sender<Value>) {
+        let _ = self.status_sink.set(frames.downgrade());
     }
 
     /// The slots task-capable calls are accepted into.
@@ -172,6 +185,11 @@ impl TaskDesk {
             desk.settle(&settler, &id, update).await;
             desk.untrack(&settler, &id);
         });
+        if mode.era == Era::Legacy
+            && let Ok(mut legacy) = self.legacy.lock()
+        {
+            legacy.insert(record.id.clone());
+        }
         Answered::Task(match mode.era {
             Era::Modern => shape_modern("tools/call", task_json(&record, Era::Modern, false)),
             Era::Legacy => json!({"task": task_json(&record, Era::Legacy, false)}),
@@ -484,6 +502,18 @@ impl TaskDesk {
             .unwrap_or(false);
         if changed && let Some(status) = &update.status {
             tools.guard().counters().task_settled(status);
+        }
+        let legacy = self.legacy.lock().is_ok_and(|mut l| l.remove(id));
+        if changed
+            && legacy
+            && let Some(frames) = self.status_sink.get().and_then(|w| w.upgrade())
+            && let Ok(record) = self.read(tools, id).await
+        {
+            // Best effort, as the spec makes it: a full outbox drops the notice, and
+            // tasks/get still answers.
+            let status = json!({"jsonrpc": "2.0", "method": "notifications/tasks/status",
+                                "params": task_json(&record, Era::Legacy, false)});
+            let _ = frames.try_send(status);
         }
         changed
     }

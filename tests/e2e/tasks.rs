@@ -704,3 +704,38 @@ fn a_subscription_over_http_is_one_stream() {
     );
     assert_eq!(events[2]["id"], 2);
 }
+
+/// 2025-11-25 over stdio: when a task ends, the client is told with
+/// `notifications/tasks/status` (the transport carries unsolicited notifications).
+#[test]
+fn a_legacy_task_ending_is_announced_on_stdio() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 1500, "answer": "Announced."}));
+    let dir = Scratch::new("tasks-status");
+    let mut s = Server::start(&env_with_store(&fake, &dir));
+    initialize_legacy(&mut s);
+    let created = s.request(&legacy_task_call(
+        2,
+        "perplexity_agent",
+        json!({"query": "q"}),
+        120_000,
+    ));
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let status = s.recv();
+    assert_eq!(status["method"], "notifications/tasks/status", "{status}");
+    assert_valid(Era::Legacy, "TaskStatusNotification", &status);
+    assert_eq!(status["params"]["taskId"], task_id.as_str());
+    assert_eq!(status["params"]["status"], "completed");
+    // And EOF still ends the process promptly (the announcer holds no writer open).
+    let started = Instant::now();
+    s.close_stdin();
+    let exit = s.wait_exit(Duration::from_secs(10));
+    assert!(exit.success(), "{exit:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
