@@ -558,7 +558,7 @@ async fn tasks_command(args: TasksArgs, tools: &Tools) -> i32 {
     };
     let listed = tools
         .store()
-        .with(move |s| s.tasks_of(&caller, crate::store::MAX_TASKS as usize))
+        .with(move |s| s.tasks_of(&caller, 0, crate::store::MAX_TASKS as usize))
         .await;
     match listed {
         Ok(tasks) => output::tasks(&tasks, args.json),

@@ -172,6 +172,12 @@ impl TaskDesk {
             return Answered::Now(rx.await.ok().flatten().map(|d| d.output));
         }
         let _ = task_tag.set(record.id.clone());
+        // Marked before the run can settle: a run that ends at once is still announced.
+        if mode.era == Era::Legacy
+            && let Ok(mut legacy) = self.legacy.lock()
+        {
+            legacy.insert(record.id.clone());
+        }
         self.track(&tools, &record.id, cancel);
         run_id.bind(tools.clone(), &record);
         let (desk, settler, id) = (self.clone(), tools.clone(), record.id.clone());
@@ -185,11 +191,6 @@ impl TaskDesk {
             desk.settle(&settler, &id, update).await;
             desk.untrack(&settler, &id);
         });
-        if mode.era == Era::Legacy
-            && let Ok(mut legacy) = self.legacy.lock()
-        {
-            legacy.insert(record.id.clone());
-        }
         Answered::Task(match mode.era {
             Era::Modern => shape_modern("tools/call", task_json(&record, Era::Modern, false)),
             Era::Legacy => json!({"task": task_json(&record, Era::Legacy, false)}),
@@ -254,11 +255,7 @@ impl TaskDesk {
             tokio::time::sleep(Duration::from_millis(250)).await;
             record = self.read(tools, &record.id).await?;
         }
-        let stored = record
-            .result
-            .as_deref()
-            .and_then(|r| serde_json::from_str::<Value>(r).ok());
-        match (record.status.as_str(), stored) {
+        match (record.status.as_str(), stored(&record)) {
             ("completed", Some(mut result)) => {
                 result["_meta"] =
                     json!({"io.modelcontextprotocol/related-task": {"taskId": record.id}});
@@ -292,22 +289,19 @@ impl TaskDesk {
                 .ok_or_else(|| RpcError::new(code::INVALID_PARAMS, "Invalid cursor."))?,
         };
         let caller = self.caller.clone();
-        let want = offset
-            .saturating_add(PAGE + 1)
-            .min(crate::store::MAX_TASKS as usize);
+        // One more than a page says whether there is a next one.
         let records = tools
             .store()
-            .with(move |s| s.tasks_of(&caller, want))
+            .with(move |s| s.tasks_of(&caller, offset, PAGE + 1))
             .await
             .map_err(store_unavailable)?;
         let page: Vec<Value> = records
             .iter()
-            .skip(offset)
             .take(PAGE)
             .map(|r| task_json(r, Era::Legacy, false))
             .collect();
         let mut result = json!({ "tasks": page });
-        if records.len() > offset + PAGE {
+        if records.len() > PAGE {
             result["nextCursor"] = json!((offset + PAGE).to_string());
         }
         Ok(result)
@@ -444,7 +438,9 @@ impl TaskDesk {
             return self.apply(tools, record, failure(&message)).await;
         };
         let cancel = CancellationToken::new();
-        self.track(tools, &record.id, cancel.clone());
+        if !self.track(tools, &record.id, cancel.clone()) {
+            return record;
+        }
         let (desk, tools, id) = (self.clone(), tools.clone(), record.id.clone());
         tokio::spawn(async move {
             if let Some(update) = collect(&tools, desk.front_end, collector, &run, &cancel).await {
@@ -524,22 +520,23 @@ impl TaskDesk {
         record: TaskRecord,
         update: TaskUpdate,
     ) -> TaskRecord {
-        self.settle(tools, &record.id, update.clone()).await;
-        TaskRecord {
-            status: update.status.unwrap_or(record.status),
-            status_message: update.status_message.or(record.status_message),
-            result: update.result.or(record.result),
-            updated_ms: now_ms(),
-            ..record
-        }
+        self.settle(tools, &record.id, update).await;
+        // What the store now holds: if the task ended meanwhile, its real end, not ours.
+        self.read(tools, &record.id).await.unwrap_or(record)
     }
 
-    fn track(&self, tools: &Tools, id: &str, cancel: CancellationToken) {
-        if let Ok(mut live) = self.live.lock()
-            && live.insert(id.to_owned(), cancel).is_none()
-        {
-            tools.guard().counters().task_running(1);
+    /// Marks the task as run by this process; false if it already is (so two requests
+    /// that find the same orphan start one collector, not two).
+    fn track(&self, tools: &Tools, id: &str, cancel: CancellationToken) -> bool {
+        let Ok(mut live) = self.live.lock() else {
+            return false;
+        };
+        if live.contains_key(id) {
+            return false;
         }
+        live.insert(id.to_owned(), cancel);
+        tools.guard().counters().task_running(1);
+        true
     }
 
     fn untrack(&self, tools: &Tools, id: &str) {
@@ -552,11 +549,6 @@ impl TaskDesk {
 
     fn is_live(&self, id: &str) -> bool {
         self.live.lock().is_ok_and(|l| l.contains_key(id))
-    }
-
-    /// Tasks this process is running now (for `server_metrics`-style reporting).
-    pub fn in_flight(&self) -> usize {
-        self.live.lock().map_or(0, |l| l.len())
     }
 }
 
@@ -660,16 +652,17 @@ fn task_json(record: &TaskRecord, era: Era, detailed: bool) -> Value {
         task["resultType"] = json!("task");
         return task;
     }
-    let stored = record
-        .result
-        .as_deref()
-        .and_then(|r| serde_json::from_str::<Value>(r).ok());
-    match (record.status.as_str(), stored) {
+    match (record.status.as_str(), stored(record)) {
         ("completed", Some(result)) => task["result"] = shape_modern("tools/call", result),
         ("failed", Some(error)) => task["error"] = error,
         _ => {}
     }
     task
+}
+
+/// The final result (completed) or JSON-RPC error (failed) a record keeps.
+fn stored(record: &TaskRecord) -> Option<Value> {
+    serde_json::from_str(record.result.as_deref()?).ok()
 }
 
 /// Whether a 2026-07-28 request declared the tasks extension.

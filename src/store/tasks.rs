@@ -117,14 +117,21 @@ impl Store {
         })
     }
 
-    /// The caller's tasks, newest first (for `perplexity-agent tasks`).
-    pub fn tasks_of(&self, caller: &str, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+    /// The caller's tasks, newest first, skipping the first `offset` (`tasks/list`'s
+    /// pages, `perplexity-agent tasks`).
+    pub fn tasks_of(
+        &self,
+        caller: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
         self.with(|conn| {
             let mut stmt = conn.prepare(&format!(
                 "SELECT {COLUMNS} FROM tasks WHERE caller = ?1 AND created_ms + ttl_ms > ?2
-                 ORDER BY seq DESC LIMIT ?3"
+                 ORDER BY seq DESC LIMIT ?3 OFFSET ?4"
             ))?;
-            let rows = stmt.query_map(params![caller, now_ms(), limit as i64], record)?;
+            let (limit, offset) = (limit as i64, offset as i64);
+            let rows = stmt.query_map(params![caller, now_ms(), limit, offset], record)?;
             rows.collect()
         })
     }
@@ -191,8 +198,9 @@ mod tests {
         let read = store.task("task_a", "alice").unwrap().unwrap();
         assert_eq!(read.status, "completed");
         assert_eq!(read.run_id.as_deref(), Some("resp_1"));
-        assert_eq!(store.tasks_of("alice", 10).unwrap().len(), 1);
-        assert!(store.tasks_of("bob", 10).unwrap().is_empty());
+        assert_eq!(store.tasks_of("alice", 0, 10).unwrap().len(), 1);
+        assert!(store.tasks_of("alice", 1, 10).unwrap().is_empty());
+        assert!(store.tasks_of("bob", 0, 10).unwrap().is_empty());
     }
 
     #[test]

@@ -136,6 +136,18 @@ class FakeUpstream:
                 self.proc.wait()
 
 
+def server_env(fake: FakeUpstream, extra: dict) -> dict:
+    """Our server's environment: the fake upstream, the dummy key, a rate limit the
+    suites never reach, and `extra` (the HTTP token, a store path...)."""
+    return base_env({
+        "PERPLEXITY_API_BASE": fake.base_url,
+        "PERPLEXITY_API_KEY": DUMMY_KEY,
+        "PERPLEXITY_RATE_BURST": "100000",
+        "PERPLEXITY_RATE_PER_MINUTE": "1000000",
+        **extra,
+    })
+
+
 @contextlib.contextmanager
 def http_server(env: dict):
     """Our binary as a Streamable HTTP server on a free loopback port; yields the URL."""

@@ -26,7 +26,8 @@ import os
 import re
 import sys
 
-from common import DUMMY_KEY, TOOL_NAMES, FakeUpstream, Tally, base_env, http_server, our_binary
+import common
+from common import TOOL_NAMES, FakeUpstream, Tally, http_server, our_binary
 
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -81,13 +82,7 @@ def check_spotlight(label: str, text: str, expected_body: str) -> None:
 
 
 def server_env(fake: FakeUpstream) -> dict:
-    return base_env({
-        "PERPLEXITY_API_BASE": fake.base_url,
-        "PERPLEXITY_API_KEY": DUMMY_KEY,
-        "PERPLEXITY_RATE_BURST": "100000",
-        "PERPLEXITY_RATE_PER_MINUTE": "1000000",
-        "PERPLEXITY_HTTP_AUTH_TOKEN": HTTP_TOKEN,
-    })
+    return common.server_env(fake, {"PERPLEXITY_HTTP_AUTH_TOKEN": HTTP_TOKEN})
 
 
 def target(fake: FakeUpstream, url: str | None):

@@ -26,7 +26,8 @@ import os
 import tempfile
 import time
 
-from common import DUMMY_KEY, FakeUpstream, Tally, base_env, http_server, our_binary
+import common
+from common import FakeUpstream, Tally, http_server, our_binary
 
 import fastmcp_tasks  # noqa: F401  (registers the tasks extension on every Client)
 from fastmcp import Client
@@ -39,14 +40,7 @@ T = Tally("tasks_client")
 
 
 def server_env(fake: FakeUpstream, store: str) -> dict:
-    return base_env({
-        "PERPLEXITY_API_BASE": fake.base_url,
-        "PERPLEXITY_API_KEY": DUMMY_KEY,
-        "PERPLEXITY_RATE_BURST": "100000",
-        "PERPLEXITY_RATE_PER_MINUTE": "1000000",
-        "PERPLEXITY_HTTP_AUTH_TOKEN": HTTP_TOKEN,
-        "PERPLEXITY_STORE_PATH": store,
-    })
+    return common.server_env(fake, {"PERPLEXITY_HTTP_AUTH_TOKEN": HTTP_TOKEN, "PERPLEXITY_STORE_PATH": store})
 
 
 def text_of(result) -> str:
