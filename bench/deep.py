@@ -41,7 +41,7 @@ def main():
                             stdout=subprocess.PIPE, text=True)
     base = fake.stdout.readline().split()[-1]
     env = {"PATH": os.environ.get("PATH", "/usr/bin"), "PERPLEXITY_API_KEY": "pplx-bench-dummy",
-           "PERPLEXITY_API_BASE": base, "PERPLEXITY_RATE_BURST": "100000",
+           "PERPLEXITY_API_BASE": base, "PERPLEXITY_RATE_BURST": "100000", "PERPLEXITY_TOOLS": "all",
            "PERPLEXITY_RATE_PER_MINUTE": "1000000", "PERPLEXITY_AGENT_WAIT_SECONDS": "60"}
     srv = subprocess.Popen([a.ours], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, env=env, bufsize=1 << 20)

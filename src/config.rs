@@ -79,7 +79,7 @@ impl Config {
             .map(str::to_owned)
             .or_else(|| env("PERPLEXITY_TOOLS"));
         let tools =
-            ToolSelection::parse(tools_raw.as_deref().unwrap_or("all")).map_err(|problem| {
+            ToolSelection::parse(tools_raw.as_deref().unwrap_or("default")).map_err(|problem| {
                 ConfigError {
                     variable: if tools_flag.is_some() {
                         "--tools"

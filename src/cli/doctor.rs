@@ -166,6 +166,11 @@ fn configuration(config: &Config) -> Check {
     let names = config.tools.names();
     let tools = if names.len() == crate::tools::catalogue::ToolSelection::all().names().len() {
         format!("all ({} tools)", names.len())
+    } else if names == crate::tools::catalogue::DEFAULT {
+        format!(
+            "default ({} tools; PERPLEXITY_TOOLS=all offers every one)",
+            names.len()
+        )
     } else {
         names.join(",")
     };

@@ -407,10 +407,16 @@ impl Dispatcher {
             .filter(|n| self.tools.is_enabled(n))
             .map(str::to_owned)
         else {
+            // The reference profile keeps the peer's words; otherwise a tool left out of
+            // the selection says which setting offers it.
+            let hint = name
+                .and_then(Value::as_str)
+                .filter(|_| !self.tools.is_reference())
+                .and_then(|n| self.tools.not_offered(n));
             let shown = python_repr(name.unwrap_or(&Value::Null));
             return Err(RpcError::new(
                 code::INVALID_PARAMS,
-                format!("Unknown tool: {shown}"),
+                hint.unwrap_or_else(|| format!("Unknown tool: {shown}")),
             ));
         };
         let arguments = match params.remove("arguments") {

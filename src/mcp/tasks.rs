@@ -641,9 +641,8 @@ fn task_json(record: &TaskRecord, era: Era, detailed: bool) -> Value {
         task["statusMessage"] = json!(message);
     }
     if record.status == STATUS_WORKING {
-        // Polls come often while an answer may be near, then settle.
         let age = now_ms().saturating_sub(record.created_ms);
-        task[poll] = json!(if age < 60_000 { 2_000 } else { 5_000 });
+        task[poll] = json!(poll_interval_ms(&record.tool, age));
     }
     if era == Era::Legacy {
         return task;
@@ -658,6 +657,17 @@ fn task_json(record: &TaskRecord, era: Era, detailed: bool) -> Value {
         _ => {}
     }
     task
+}
+
+/// How long a client should wait before its next poll. `deep_research` searches and then
+/// reasons for minutes, so early polls only cost requests; other runs often end within the
+/// first minute, so they are polled often then, and less once they have proved long.
+fn poll_interval_ms(tool: &str, age_ms: i64) -> i64 {
+    match (tool, age_ms) {
+        ("deep_research", _) => 10_000,
+        (_, age) if age < 60_000 => 2_000,
+        _ => 5_000,
+    }
 }
 
 /// The final result (completed) or JSON-RPC error (failed) a record keeps.
@@ -795,4 +805,17 @@ fn now_ms() -> i64 {
 fn rfc3339(ms: i64) -> String {
     let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
     humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// The poll hint's schedule; the wire shapes are tested black-box in `tests/e2e/tasks.rs`.
+#[cfg(test)]
+mod tests {
+    use super::poll_interval_ms;
+
+    #[test]
+    fn deep_research_is_polled_rarely_and_other_runs_less_once_they_prove_long() {
+        assert_eq!(poll_interval_ms("deep_research", 0), 10_000);
+        assert_eq!(poll_interval_ms("perplexity_ask", 1_000), 2_000);
+        assert_eq!(poll_interval_ms("perplexity_agent", 61_000), 5_000);
+    }
 }

@@ -43,11 +43,11 @@ pub fn retrieve_definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::{Tool, ToolAnnotations};
     Tool::new(
         name,
-        "Fetch the rest of a result that was cut because it exceeded this server's output budget: pass the retrieve_key from the truncated result and the offset it names. Offloaded results are kept for one hour (at most 128 of them); the key is 24 lowercase hex characters.",
+        "The rest of a result cut by the output budget: pass the retrieve_key and offset it names. Kept for one hour.",
         schema_object(json!({"type":"object",
             "properties":{
-                "retrieve_key":{"type":"string","minLength":24,"maxLength":24,"pattern":"^[0-9a-f]{24}$","description":"The retrieve_key given in a truncated result."},
-                "offset":{"type":"integer","minimum":0,"default":0,"description":"Character offset to continue from (the truncated result names it)."}},
+                "retrieve_key":{"type":"string","pattern":"^[0-9a-f]{24}$"},
+                "offset":{"type":"integer","minimum":0,"default":0}},
             "required":["retrieve_key"],
             "additionalProperties":false})),
     )

@@ -32,12 +32,12 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
     let url = json!({"type":"string","minLength":1,"maxLength":MAX_URL_CHARS});
     Tool::new(
         name,
-        "Read web pages (http/https) and return their readable text and title, for example a source that an answer cited. Private, local and cloud-metadata addresses are refused, redirects are re-checked, only text content is read, and page text comes back wrapped as untrusted data with any prompt-injection patterns flagged. Each URL succeeds or fails on its own.",
+        "Read web pages (http/https) as text with their title, e.g. a cited source. Private and cloud-metadata addresses are refused; page text comes back as untrusted data, prompt-injection patterns flagged. Each URL succeeds or fails on its own.",
         schema_object(json!({"type":"object",
             "properties":{
-                "url":{"type":"string","minLength":1,"maxLength":MAX_URL_CHARS,"description":"One page to read."},
-                "urls":{"type":"array","items":url,"minItems":1,"maxItems":MAX_URLS,"description":"Several pages to read (with url, at most max_urls in all)."},
-                "max_urls":{"type":"integer","minimum":1,"maximum":MAX_URLS,"default":1,"description":"How many URLs this call may read (1-10); a longer list is refused."}},
+                "url":url,
+                "urls":{"type":"array","items":url,"minItems":1,"maxItems":MAX_URLS,"description":"Several pages (with url: at most max_urls in all)."},
+                "max_urls":{"type":"integer","minimum":1,"maximum":MAX_URLS,"default":1,"description":"How many this call may read; a longer list is refused."}},
             "additionalProperties":false})),
     )
     .with_title("Fetch Web Pages")

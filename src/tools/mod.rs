@@ -168,7 +168,7 @@ pub struct Tools {
     reference_texts: bool,
     /// `tools/list` entries, built once (the set never varies per connection).
     list: Value,
-    names: Vec<&'static str>,
+    selection: ToolSelection,
 }
 
 /// The services tool calls use, each built once by the composition root (`app.rs`).
@@ -183,10 +183,7 @@ impl Tools {
     /// The tools of `selection`; `wait` is the wait budget of calls whose front end does
     /// not choose one (the schemas quote it).
     pub fn new(selection: &ToolSelection, wait: Duration, parts: Parts) -> Self {
-        let enabled: Vec<_> = registry::definitions(wait.as_secs())
-            .into_iter()
-            .filter(|(name, _)| selection.contains(name))
-            .collect();
+        let enabled = registry::definitions_of(wait.as_secs(), |name| selection.contains(name));
         let list = Value::Array(
             enabled
                 .iter()
@@ -208,7 +205,7 @@ impl Tools {
             wait,
             reference_texts: selection.is_reference(),
             list,
-            names: enabled.iter().map(|(name, _)| *name).collect(),
+            selection: selection.clone(),
         }
     }
 
@@ -244,7 +241,12 @@ impl Tools {
     }
 
     pub fn is_enabled(&self, name: &str) -> bool {
-        self.names.contains(&name) || self.gateway.as_ref().is_some_and(|g| g.exposes(name))
+        self.selection.contains(name) || self.gateway.as_ref().is_some_and(|g| g.exposes(name))
+    }
+
+    /// For a tool of ours this server does not offer: the setting that would.
+    pub fn not_offered(&self, name: &str) -> Option<String> {
+        self.selection.not_offered(name)
     }
 
     /// The local store, shared with the front ends that show it (the TUI).
@@ -395,6 +397,9 @@ impl Tools {
             if std::env::var_os("PERPLEXITY_AGENT_TEST_PANIC").is_some_and(|t| t == tool.as_str()) {
                 panic!("test panic in {tool}");
             }
+            // Every arm but the research tools' is boxed: a future is as large as its
+            // largest arm, and 1,000 research calls waiting at once should each pay for a
+            // research call, not for deep_research's or the gateway's state (issue 18).
             match &call {
                 Call::Lifecycle(call) => {
                     let (mut output, facts, outcome) =
@@ -415,7 +420,8 @@ impl Tools {
                 }
                 Call::Deep(call) => {
                     let budget = Duration::from_secs(wait);
-                    let report = deep_research::run(&self.client, call, budget, ctx).await;
+                    let report =
+                        Box::pin(deep_research::run(&self.client, call, budget, ctx)).await;
                     typed = Outcome::Report(report.stop);
                     let facts = CallFacts {
                         run_id: report.run_id,
@@ -434,16 +440,32 @@ impl Tools {
                             store: &self.store,
                             wait,
                         };
-                        chain.run(call, ctx).await
+                        Box::pin(chain.run(call, ctx)).await
                     }
-                    _ => responses::create(&self.client, &self.store, wait, call, ctx).await,
+                    _ => {
+                        Box::pin(responses::create(
+                            &self.client,
+                            &self.store,
+                            wait,
+                            call,
+                            ctx,
+                        ))
+                        .await
+                    }
                 },
                 Call::ReadResponse(call) => {
-                    responses::retrieve(&self.client, &self.store, wait, call, ctx).await
+                    Box::pin(responses::retrieve(
+                        &self.client,
+                        &self.store,
+                        wait,
+                        call,
+                        ctx,
+                    ))
+                    .await
                 }
                 Call::Downstream { name, arguments } => match &self.gateway {
                     Some(gateway) => {
-                        let result = gateway.call(name, arguments.clone()).await;
+                        let result = Box::pin(gateway.call(name, arguments.clone())).await;
                         let facts = CallFacts {
                             security_flags: result.flags.clone(),
                             ..CallFacts::default()
@@ -460,7 +482,7 @@ impl Tools {
                     ),
                 },
                 Call::Search(query) => {
-                    let outcome = search::run(&self.client, query, wait).await;
+                    let outcome = Box::pin(search::run(&self.client, query, wait)).await;
                     let (output, flags) = search::render(&outcome);
                     let facts = CallFacts {
                         security_flags: flags,
@@ -470,7 +492,7 @@ impl Tools {
                     (output, facts)
                 }
                 Call::Fetch(call) => {
-                    let fetched = fetch::run(&self.fetcher, call).await;
+                    let fetched = Box::pin(fetch::run(&self.fetcher, call)).await;
                     let facts = CallFacts {
                         security_flags: fetch::flags(&fetched),
                         fetch_allow_private: self.fetcher.config().allow_private.lifted(),
@@ -581,7 +603,7 @@ mod tests {
     use serde_json::json;
 
     fn schemas() -> Vec<(String, Value)> {
-        registry::definitions(77)
+        registry::definitions_of(77, |_| true)
             .into_iter()
             .map(|(name, tool)| (name.to_owned(), serde_json::to_value(tool).unwrap()))
             .collect()

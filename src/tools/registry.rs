@@ -145,10 +145,12 @@ pub fn find(name: &str) -> Option<&'static ToolSpec> {
     SPECS.iter().find(|spec| spec.name == name)
 }
 
-/// Every tool's definition, in registry order.
-pub fn definitions(wait: u64) -> Vec<(&'static str, Tool)> {
+/// In registry order, the definitions of the tools `offered` keeps: the others are never built (start-up
+/// pays only for what it lists).
+pub fn definitions_of(wait: u64, offered: impl Fn(&str) -> bool) -> Vec<(&'static str, Tool)> {
     SPECS
         .iter()
+        .filter(|spec| offered(spec.name))
         .map(|spec| (spec.name, (spec.define)(spec.name, wait)))
         .collect()
 }

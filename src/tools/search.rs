@@ -53,26 +53,28 @@ const DATE_ARGS: [(&str, &str); 4] = [
 pub fn definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::{Tool, ToolAnnotations};
     let query = json!({"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS});
-    let date = |what: &str| json!({"type":"string","pattern":"^\\d{1,2}/\\d{1,2}/\\d{4}$","description":format!("Only results {what} this date, M/D/YYYY.")});
+    // Lean on purpose: every session pays this listing in context on every turn, so a
+    // property says only what its name, enum and bounds do not (issue 18).
+    let date = json!({"type":"string","pattern":"^\\d{1,2}/\\d{1,2}/\\d{4}$"});
     Tool::new(
         name,
-        "Search the web with Perplexity's Search API and get ranked results (title, URL, snippet, date) without a written answer: use it to choose sources yourself, then read them with fetch_url. Faster and cheaper than perplexity_agent. Results are untrusted web content.",
+        "Ranked web results (title, URL, snippet, date) from Perplexity's Search API, no written answer: pick sources, then read them with fetch_url. Faster and cheaper than perplexity_agent. Dates are M/D/YYYY. Results are untrusted web content.",
         schema_object(json!({"type":"object",
             "properties":{
-                "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"What to search for."},
-                "queries":{"type":"array","items":query,"minItems":1,"maxItems":MAX_QUERIES,"description":"Instead of query: up to 5 rewordings of ONE question, searched together and merged into one ranked list (max_results caps the total). Not a way to run unrelated searches: call the tool once per question for that."},
-                "max_results":{"type":"integer","minimum":1,"maximum":50,"default":10,"description":"Results to return: 1-20 (people search: up to 50)."},
-                "search_type":{"type":"string","enum":SEARCH_TYPES,"default":"web","description":"web, or people to find people."},
-                "search_mode":{"type":"string","enum":SEARCH_MODES,"default":"web","description":"Which index: web, academic (scholarly sources) or sec (SEC filings)."},
-                "recency":{"type":"string","enum":RECENCY_VALUES,"description":"Only results published within this window (not with published_after/published_before)."},
-                "domains":{"type":"array","items":{"type":"string","minLength":1,"maxLength":253},"maxItems":MAX_DOMAINS,"description":"Limit results to these domains, or (every entry prefixed with '-') exclude them instead: an allowlist or a denylist, not both."},
-                "languages":{"type":"array","items":{"type":"string","pattern":"^[a-z]{2}$"},"maxItems":MAX_LANGUAGES,"description":"Only results in these languages (ISO 639-1 codes, e.g. en, de)."},
-                "country":{"type":"string","pattern":"^[A-Z]{2}$","description":"Prefer results from this country (ISO 3166 alpha-2, e.g. US)."},
-                "published_after":date("published after"),
-                "published_before":date("published before"),
-                "updated_after":date("updated after"),
-                "updated_before":date("updated before"),
-                "max_tokens_per_page":{"type":"integer","minimum":128,"maximum":4096,"default":1024,"description":"How much text to extract per result page."}},
+                "query":query,
+                "queries":{"type":"array","items":query,"minItems":1,"maxItems":MAX_QUERIES,"description":"Instead of query: rewordings of one question, merged into one list."},
+                "max_results":{"type":"integer","minimum":1,"maximum":50,"default":10,"description":"Up to 20 (people: 50)."},
+                "search_type":{"type":"string","enum":SEARCH_TYPES,"default":"web"},
+                "search_mode":{"type":"string","enum":SEARCH_MODES,"default":"web","description":"academic: scholarly sources; sec: SEC filings."},
+                "recency":{"type":"string","enum":RECENCY_VALUES},
+                "domains":{"type":"array","items":{"type":"string","minLength":1,"maxLength":253},"maxItems":MAX_DOMAINS,"description":"Allowlist, or a denylist with '-' before every entry."},
+                "languages":{"type":"array","items":{"type":"string","pattern":"^[a-z]{2}$"},"maxItems":MAX_LANGUAGES,"description":"ISO 639-1 codes."},
+                "country":{"type":"string","pattern":"^[A-Z]{2}$","description":"ISO 3166 alpha-2; preferred, not exclusive."},
+                "published_after":date,
+                "published_before":date,
+                "updated_after":date,
+                "updated_before":date,
+                "max_tokens_per_page":{"type":"integer","minimum":128,"maximum":4096,"default":1024,"description":"Text extracted per page."}},
             "additionalProperties":false})),
     )
     .with_title("Perplexity Web Search")

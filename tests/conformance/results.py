@@ -20,8 +20,10 @@ server scenarios are read from it); DIR is the suite's `-o` directory
 `report` compares results with the baseline the way the suite's --expected-failures does
          (a FAILURE or WARNING is a failure; a failing scenario or check without an entry is
          unexpected; an entry whose scenario/check now passes is stale) and also flags
-         entries that matched nothing (a SKIPPED or absent check). Prints one summary line;
-         exit 0 only if the results match the baseline exactly (and --suite-rc is 0).
+         entries that matched nothing (a SKIPPED or absent check). A scenario whose every
+         check the suite SKIPPED is counted apart, neither passed nor failed. Prints one
+         summary line; exit 0 only if the results match the baseline exactly (and
+         --suite-rc is 0).
 `update` rewrites the baseline to match the results: keeps entries (and their reasons)
          that still fail, drops the others, adds new failures with a `# TODO` reason.
 """
@@ -153,8 +155,8 @@ def compare(scored: list[str], results: dict[str, list[dict]], baseline: Baselin
         if ":" in e:
             s, c = e.split(":", 1)
             by_check.setdefault(s, set()).add(c)
-    r = {"passed": [], "failed": [], "expected": [], "unexpected": [], "stale": [], "inert": [],
-         "missing": []}
+    r = {"passed": [], "failed": [], "skipped": [], "expected": [], "unexpected": [], "stale": [],
+         "inert": [], "missing": []}
     for scenario in scored:
         checks = results.get(scenario)
         if checks is None:
@@ -166,7 +168,7 @@ def compare(scored: list[str], results: dict[str, list[dict]], baseline: Baselin
                 r["unexpected"].append(f"{scenario} (no result: the scenario did not run)")
             continue
         failing = [c for c in checks if c["status"] in FAILING]
-        (r["failed"] if failing else r["passed"]).append(scenario)
+        (r["failed"] if failing else r["skipped"] if all_skipped(checks) else r["passed"]).append(scenario)
         if scenario in wholes:
             (r["expected"] if failing else r["stale"]).append(scenario)
             continue
@@ -185,6 +187,11 @@ def compare(scored: list[str], results: dict[str, list[dict]], baseline: Baselin
                 r["inert"].append(f"{scenario}:{cid} ({status.get(cid, 'absent')})")
     r["unexpected"] = list(dict.fromkeys(r["unexpected"]))
     return r
+
+
+def all_skipped(checks: list[dict]) -> bool:
+    """The suite judged nothing in this scenario (e.g. one pending its rewrite)."""
+    return bool(checks) and all(c["status"] == "SKIPPED" for c in checks)
 
 
 def why(check: dict) -> str:
@@ -276,11 +283,15 @@ def main() -> int:
 
     print(f"  passed ({len(r['passed'])}): {' '.join(r['passed']) or '-'}")
     print(f"  failed ({len(r['failed'])}): {' '.join(r['failed']) or '-'}")
+    if r["skipped"]:
+        print(f"  skipped by the suite ({len(r['skipped'])}): {' '.join(r['skipped'])}")
     ran = [s for s in unscored if s in results]
     if ran:
         bad = [s for s in ran if any(c["status"] in FAILING for c in results[s])]
-        print(f"  not scored (for information): {len(ran) - len(bad)} of {len(ran)} pass; "
-              f"failing: {' '.join(bad) or '-'}")
+        idle = [s for s in ran if s not in bad and all_skipped(results[s])]
+        idle_note = f", {len(idle)} skipped by the suite ({' '.join(idle)})" if idle else ""
+        print(f"  not scored (for information): {len(ran) - len(bad) - len(idle)} of {len(ran)} pass"
+              f"{idle_note}; failing: {' '.join(bad) or '-'}")
     for key, label in (("unexpected", "UNEXPECTED failure (not in the baseline)"),
                        ("stale", "STALE baseline entry (now passes: remove it)"),
                        ("inert", "baseline entry that matched nothing (remove it)")):
@@ -299,8 +310,9 @@ def main() -> int:
         for line in suggested.render().splitlines():
             if not line.startswith("#"):
                 print(f"  {line}")
+    skipped = f"{len(r['skipped'])} skipped by the suite, " if r["skipped"] else ""
     print(f"conformance {a.set}: {'OK' if ok else 'FAILED'}: {len(r['passed'])} of {len(scored)} scored "
-          f"scenarios pass; {len(r['expected'])} expected failures, {len(r['unexpected'])} unexpected, "
+          f"scenarios pass; {skipped}{len(r['expected'])} expected failures, {len(r['unexpected'])} unexpected, "
           f"{len(r['stale']) + len(r['inert'])} stale")
     return 0 if ok else 1
 

@@ -21,12 +21,17 @@
 #      printed), a dead Perplexity API base and a dummy key, waits for GET /healthz, checks
 #      that /mcp refuses a request without the token, and starts auth_proxy.py in front;
 #   4. runs the frozen requirement sets 2025-11-25 and 2026-07-28 through the proxy, each
-#      with --expected-failures <its baseline>, and prints one summary line per set;
+#      with --expected-failures <its baseline>, and prints one summary line per set (with
+#      --fixture, then also the tasks extension's scenarios, see below);
 #   5. kills the server and the proxy on exit.
 #
 # --fixture [path]   test the conformance fixture instead of the product, against the
 #                    fixture baselines (the fixture proves the transport loses no protocol
-#                    feature; the product run proves what the product itself serves).
+#                    feature; the product run proves what the product itself serves). Also
+#                    runs the ten `tasks-*` [extension] scenarios (SEP-2663, which no set
+#                    scores), one --scenario run each, against fixture-baseline-tasks.yml,
+#                    as a third set "tasks (extension)". The product run skips them (it has
+#                    no greet, slow_compute, ... fixtures).
 # --update-baseline  run the sets without --expected-failures and rewrite both baseline
 #                    files to match the results (reasons of kept entries are kept, new
 #                    entries get a "TODO" reason to fill in); exits 0 unless the run broke.
@@ -35,9 +40,10 @@
 #
 # Env: CONFORMANCE_CACHE (install dir), CONFORMANCE_OUT (results dir; default a new
 # mktemp dir, kept and printed), CONFORMANCE_TIMEOUT_MS (per scenario, default 30000).
-# Exit: 0 when both sets match their baselines exactly; 1 when a set does not; 2 when the
+# Exit: 0 when every set matches its baseline exactly; 1 when a set does not; 2 when the
 # harness could not run (install, server start, proxy). The last line is
-# `conformance: N passed, M failed` counting requirement sets.
+# `conformance: N passed, M failed` counting requirement sets (and, with --fixture, the
+# tasks extension as one more).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -61,14 +67,21 @@ while [[ $# -gt 0 ]]; do
         [[ -z "$bin" ]] || { echo "run.sh: one binary path only" >&2; exit 2; }
         bin="$2"; shift
       fi ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) [[ -z "$bin" ]] || { echo "run.sh: one binary path only" >&2; exit 2; }; bin="$1" ;;
   esac
   shift
 done
 
-die() { echo "run.sh: $*" >&2; echo "conformance: 0 passed, ${#sets[@]} failed"; exit 2; }
+# The tasks extension's scenarios (fixture only): their results dir under $out, the name
+# results.py reports them under, their baseline.
+tasks_dir="tasks"
+tasks_set="tasks (extension)"
+tasks_baseline="$here/fixture-baseline-tasks.yml"
+set_count=$(( ${#sets[@]} + fixture ))
+
+die() { echo "run.sh: $*" >&2; echo "conformance: 0 passed, $set_count failed"; exit 2; }
 
 if [[ "$fixture" -eq 1 ]]; then
   package="conformance-fixture"
@@ -140,7 +153,7 @@ if [[ -z "$out" ]]; then
   out="$(mktemp -d "${TMPDIR:-/tmp}/perplexity-agent-conformance.XXXXXX")"
 else
   mkdir -p "$out"
-  for s in "${sets[@]}"; do rm -rf "${out:?}/$s"; done
+  for s in "${sets[@]}" "$tasks_dir"; do rm -rf "${out:?}/$s"; done
 fi
 echo "results in $out"
 
@@ -151,6 +164,20 @@ for s in "${sets[@]}"; do
       || die "$baseline_prefix-$s.yml is not valid (fix it, or rewrite it with --update-baseline)"
   fi
 done
+tasks_scenarios=()
+if [[ "$fixture" -eq 1 ]]; then
+  # The extension's scenarios as results.py reads a set's list: `  - name` lines under
+  # "Server scenarios".
+  conformance list --server >"$out/scenarios-all.txt" || die "conformance list --server failed"
+  mapfile -t tasks_scenarios < <(sed -n 's/^  - \(tasks-[a-z0-9-]*\) \[extension\]$/\1/p' "$out/scenarios-all.txt")
+  [[ "${#tasks_scenarios[@]}" -gt 0 ]] || die "conformance list --server names no tasks-* [extension] scenario"
+  { echo "Server scenarios (the tasks extension, io.modelcontextprotocol/tasks):"
+    printf '  - %s\n' "${tasks_scenarios[@]}"; } >"$out/scenarios-$tasks_dir.txt"
+  if [[ "$update" -eq 0 ]]; then
+    python3 "$here/results.py" check --set "$tasks_set" --scored "$out/scenarios-$tasks_dir.txt" --baseline "$tasks_baseline" \
+      || die "$(basename "$tasks_baseline") is not valid (fix it, or rewrite it with --update-baseline)"
+  fi
+fi
 
 if ! python3 "$here/test_auth_proxy.py" >"$out/proxy-selftest.txt" 2>&1; then
   cat "$out/proxy-selftest.txt" >&2
@@ -253,58 +280,108 @@ done
 [[ "$(http_status GET "$proxy_url/healthz")" == "200" ]] || die "GET /healthz through the proxy failed"
 echo "auth proxy up: $proxy_url -> 127.0.0.1:$server_port (pid $proxy_pid)"
 
-# --- 4. the two requirement sets --------------------------------------------------------
+# --- 4. the requirement sets (and, with --fixture, the tasks extension) ---------------
 passed=0
 failed=0
 summaries=()
-for s in "${sets[@]}"; do
-  dir="$out/$s"
-  mkdir -p "$dir"
-  args=(server --url "$proxy_url/mcp" --requirements "$s" -o "$dir" --timeout "${CONFORMANCE_TIMEOUT_MS:-30000}")
-  [[ "$update" -eq 1 ]] || args+=(--expected-failures "$(baseline_of "$s")")
-  echo
-  echo "=== requirement set $s ==="
-  rc=0
-  # In the background and waited for, so that a signal to run.sh is handled at once
-  # (the EXIT trap then ends the suite too).
-  (cd "$out" && exec "$node" "$suite_pkg/dist/index.js" "${args[@]}") >"$dir/console.txt" 2>&1 </dev/null &
+
+# The suite with these arguments, its console appended to $1; its exit code. In the
+# background and waited for, so that a signal to run.sh is handled at once (the EXIT trap
+# then ends the suite too).
+run_suite() {  # console args...
+  local console="$1" rc=0
+  shift
+  (cd "$out" && exec "$node" "$suite_pkg/dist/index.js" "$@") >>"$console" 2>&1 </dev/null &
   suite_pid=$!
   wait "$suite_pid" || rc=$?
   suite_pid=""
   if ! kill -0 "$server_pid" 2>/dev/null; then
-    echo "the server died during the $s run; its stderr:" >&2
+    echo "the server died during a run ($*); its stderr:" >&2
     show_log "$out/server.stderr" >&2
   fi
-  common=(--set "$s" --scored "$out/scenarios-$s.txt" --baseline "$(baseline_of "$s")" --results "$dir")
+  return "$rc"
+}
+
+# The suite's own verdict in a console (its baseline comparison), else the console's end.
+show_verdict() {  # console
+  local text verdict='^\(Stale baseline entries\|Unexpected failures (not\)'
+  text="$(sed 's/\x1b\[[0-9;]*m//g' "$1")"
+  if grep -q "$verdict" <<<"$text"; then
+    sed -n "/$verdict/,\$p" <<<"$text" | sed 's/^/  /'
+  else
+    tail -n 30 <<<"$text" | sed 's/^/  /'
+  fi
+}
+
+# Compares (or, with --update-baseline, rewrites) one set's results with its baseline,
+# prints the report and the summary line, and counts the set as passed or failed. On a
+# mismatch, the suite's verdict is shown from each console given.
+report_set() {  # name scenario-list baseline results-dir suite-rc [console...]
+  local name="$1" list="$2" baseline="$3" dir="$4" rc="$5" set_rc=0 line console
+  shift 5
+  local common=(--set "$name" --scored "$list" --baseline "$baseline" --results "$dir")
   if [[ "$update" -eq 1 ]]; then
-    set_rc=0
     python3 "$here/results.py" update "${common[@]}" || set_rc=$?
     # Against the baseline just written, the report fails only if the run was broken
     # (e.g. a scenario left no result).
     python3 "$here/results.py" report "${common[@]}" --write-suggested "$dir/baseline-suggested.yml" \
       >"$dir/report.txt" || set_rc=1
-    grep '^  \(passed\|failed\|not scored\|no result\)' "$dir/report.txt" || true
-    line="$(grep '^conformance ' "$dir/report.txt" | tail -n 1 || true)"
-    [[ -n "$line" ]] || line="conformance $s: FAILED (no report)"
+    grep '^  \(passed\|failed\|skipped\|not scored\|no result\)' "$dir/report.txt" || true
   else
-    set_rc=0
-    report_args=(report "${common[@]}" --suite-rc "$rc" --write-suggested "$dir/baseline-suggested.yml")
+    local report_args=(report "${common[@]}" --suite-rc "$rc" --write-suggested "$dir/baseline-suggested.yml")
     [[ "$print_baseline" -eq 0 ]] || report_args+=(--print-suggested)
     python3 "$here/results.py" "${report_args[@]}" >"$dir/report.txt" || set_rc=$?
     grep -v '^conformance ' "$dir/report.txt" || true
-    line="$(grep '^conformance ' "$dir/report.txt" | tail -n 1 || true)"
-    [[ -n "$line" ]] || line="conformance $s: FAILED (no report)"
     if [[ "$set_rc" -ne 0 ]]; then
-      echo "  -- the suite's own verdict (all of it in $dir/console.txt) --"
-      sed 's/\x1b\[[0-9;]*m//g' "$dir/console.txt" \
-        | sed -n '/^\(Stale baseline entries\|Unexpected failures (not\)/,$p' | sed 's/^/  /'
-      grep -q 'SUMMARY' "$dir/console.txt" || tail -n 30 "$dir/console.txt" | sed 's/^/  /'
+      for console in "$@"; do
+        echo "  -- the suite's own verdict (all of it in $console) --"
+        show_verdict "$console"
+      done
     fi
   fi
+  line="$(grep '^conformance ' "$dir/report.txt" | tail -n 1 || true)"
+  [[ -n "$line" ]] || line="conformance $name: FAILED (no report)"
   echo "$line"
   summaries+=("$line")
   if [[ "$set_rc" -eq 0 ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+}
+
+timeout_ms="${CONFORMANCE_TIMEOUT_MS:-30000}"
+for s in "${sets[@]}"; do
+  dir="$out/$s"
+  mkdir -p "$dir"
+  args=(server --url "$proxy_url/mcp" --requirements "$s" -o "$dir" --timeout "$timeout_ms")
+  [[ "$update" -eq 1 ]] || args+=(--expected-failures "$(baseline_of "$s")")
+  echo
+  echo "=== requirement set $s ==="
+  rc=0
+  run_suite "$dir/console.txt" "${args[@]}" || rc=$?
+  report_set "$s" "$out/scenarios-$s.txt" "$(baseline_of "$s")" "$dir" "$rc" "$dir/console.txt"
 done
+
+if [[ "$fixture" -eq 1 ]]; then
+  # Scored by no requirement set (the 2026-07-28 run reports them, unscored), so each is
+  # run on its own, on the same server, against its own baseline; the set's verdict is
+  # the worst of the runs'.
+  dir="$out/$tasks_dir"
+  mkdir -p "$dir"
+  echo
+  echo "=== $tasks_set: ${#tasks_scenarios[@]} scenarios, one run each ==="
+  rc=0
+  mismatched=()
+  for scenario in "${tasks_scenarios[@]}"; do
+    args=(server --url "$proxy_url/mcp" --scenario "$scenario" -o "$dir" --timeout "$timeout_ms")
+    [[ "$update" -eq 1 ]] || args+=(--expected-failures "$tasks_baseline")
+    run_rc=0
+    run_suite "$dir/console-$scenario.txt" "${args[@]}" || run_rc=$?
+    if [[ "$run_rc" -ne 0 ]]; then
+      rc="$run_rc"
+      mismatched+=("$dir/console-$scenario.txt")
+    fi
+  done
+  report_set "$tasks_set" "$out/scenarios-$tasks_dir.txt" "$tasks_baseline" "$dir" "$rc" \
+    ${mismatched[@]+"${mismatched[@]}"}
+fi
 
 echo
 for line in "${summaries[@]}"; do echo "$line"; done

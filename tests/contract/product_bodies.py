@@ -516,6 +516,7 @@ class Driver:
             "PERPLEXITY_STORE_PATH": self.tmp + "/store",
             "PERPLEXITY_RATE_PER_MINUTE": "1000000",
             "PERPLEXITY_RATE_BURST": "100000",
+            "PERPLEXITY_TOOLS": "all",
             "PERPLEXITY_MAX_OUTPUT_CHARS": "1000",
             "PERPLEXITY_MAX_RETRIES": "1",
         })

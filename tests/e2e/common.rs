@@ -28,6 +28,8 @@ pub fn env_for(fake: &FakePerplexity) -> Vec<(String, String)> {
         // Rate limiting has its own tests (guard.rs); the others make many calls.
         ("PERPLEXITY_RATE_BURST".into(), "100000".into()),
         ("PERPLEXITY_RATE_PER_MINUTE".into(), "1000000".into()),
+        // Every tool: the suites test them all; the default profile has its own tests.
+        ("PERPLEXITY_TOOLS".into(), "all".into()),
     ]
 }
 

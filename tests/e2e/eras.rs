@@ -242,7 +242,7 @@ fn logging_set_level_is_legacy_only() {
 
 #[test]
 fn tool_list_is_exact_and_follows_the_environment() {
-    let mut all = Server::start(&[]);
+    let mut all = Server::start(&[("PERPLEXITY_TOOLS".into(), "all".into())]);
     let r = all.request(&request(1, "tools/list", json!({})));
     let names: Vec<&str> = r["result"]["tools"]
         .as_array()
@@ -346,8 +346,66 @@ fn tool_profiles_are_validated_at_startup() {
     let r = s.request(&call(2, "perplexity_agent", json!({"query": "x"})));
     assert_eq!(
         r["error"],
-        json!({"code":-32602,"message":"Unknown tool: 'perplexity_agent'"})
+        json!({"code":-32602,"message":"Tool perplexity_agent is not offered by this server: it is enabled with PERPLEXITY_TOOLS=default,lifecycle (or all)."})
     );
+    // The reference profile keeps the peer's words for a tool it does not offer.
+    let mut s = Server::start(&[("PERPLEXITY_TOOLS".into(), "lifecycle".into())]);
+    let r = s.request(&call(1, "fetch_url", json!({"url": "http://x"})));
+    assert_eq!(
+        r["error"],
+        json!({"code":-32602,"message":"Unknown tool: 'fetch_url'"})
+    );
+}
+
+/// The default profile (nothing set): the six tools a research session uses, within the
+/// context budget of issue 18, every other tool one setting away and saying which.
+#[test]
+fn the_default_profile_is_lean_and_names_the_setting_for_the_rest() {
+    for era in [Era::Legacy, Era::Modern] {
+        let mut s = Server::start(&[]);
+        let r = match era {
+            Era::Legacy => s.request(&request(1, "tools/list", json!({}))),
+            Era::Modern => s.request(&request(1, "tools/list", json!({"_meta": modern_meta()}))),
+        };
+        let names: Vec<&str> = r["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "perplexity_agent",
+                "perplexity_agent_result",
+                "perplexity_agent_cancel",
+                "perplexity_search",
+                "fetch_url",
+                "retrieve"
+            ]
+        );
+        let bytes = serde_json::to_string(&r["result"]).unwrap().len();
+        assert!(
+            bytes <= 8_000,
+            "{era:?}: the default tools/list is {bytes} bytes"
+        );
+    }
+    let mut s = Server::start(&[]);
+    for (i, (tool, group)) in [
+        ("deep_research", "research"),
+        ("perplexity_ask", "ask"),
+        ("server_metrics", "admin"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = s.request(&call(i as u64 + 1, tool, json!({})));
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("PERPLEXITY_TOOLS=default,{group}")),
+            "{message}"
+        );
+    }
 }
 
 #[test]

@@ -396,7 +396,7 @@ fn doctor_passes_with_a_key_a_store_and_an_installed_client() {
     assert_eq!(code, 0, "{lines:#?}\n{stderr}");
     for prefix in [
         "OK API key: PERPLEXITY_API_KEY is set",
-        "OK Configuration: loaded; wait budget 55 s, tools: all",
+        "OK Configuration: loaded; wait budget 55 s, tools: default (6 tools",
         "OK Store: ",
         "OK Store permissions: directory 700, file 600",
         "OK Gateway: no downstream servers defined",

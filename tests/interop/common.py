@@ -144,6 +144,8 @@ def server_env(fake: FakeUpstream, extra: dict) -> dict:
         "PERPLEXITY_API_KEY": DUMMY_KEY,
         "PERPLEXITY_RATE_BURST": "100000",
         "PERPLEXITY_RATE_PER_MINUTE": "1000000",
+        # Every tool: the suites call them all (the default profile lists six).
+        "PERPLEXITY_TOOLS": "all",
         **extra,
     })
 

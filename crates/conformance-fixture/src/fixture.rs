@@ -1,7 +1,8 @@
 //! The fixture's [`Handler`]: what the suite's scenarios call, answered for the era the
 //! transport decided. The transport has already done auth, Host/Origin, sessions, header
 //! and `_meta` validation, and refuses the methods 2026-07-28 removed; this file only
-//! answers, shaping modern results like the product does.
+//! answers, shaping modern results like the product does, and decides which calls become
+//! tasks (the tasks extension, `tasks.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,10 +14,13 @@ use perplexity_agent::mcp::protocol::{
     LOG_LEVELS, META_LOG_LEVEL, META_SERVER_INFO, RpcError, SUPPORTED_VERSIONS, code, error_frame,
     negotiated_version, result_frame,
 };
+use perplexity_agent::mcp::tasks::{EXTENSION, declared};
 use serde_json::{Map, Value, json};
 
 use crate::interactive::{self, Interaction, Round};
 use crate::state::{Sealer, binding};
+use crate::task_tools::{self, Support};
+use crate::tasks::Tasks;
 use crate::{catalog, tools};
 
 const INSTRUCTIONS: &str = "Test fixture for the MCP conformance suite, served on perplexity-agent's HTTP transport. Not a product.";
@@ -27,6 +31,7 @@ const MAX_LOG_SESSIONS: usize = 4096;
 
 pub struct Fixture {
     sealer: Sealer,
+    tasks: Arc<Tasks>,
     /// `logging/setLevel` per legacy session, as an index into `LOG_LEVELS`.
     log_levels: Mutex<HashMap<String, usize>>,
 }
@@ -75,6 +80,7 @@ impl Fixture {
     pub fn new() -> Result<Self, getrandom::Error> {
         Ok(Fixture {
             sealer: Sealer::new()?,
+            tasks: Arc::new(Tasks::new()),
             log_levels: Mutex::new(HashMap::new()),
         })
     }
@@ -100,6 +106,11 @@ impl Fixture {
             "prompts/list" => Ok(catalog::prompts()),
             "prompts/get" => return self.get_prompt(request, out),
             "completion/complete" => catalog::complete(params),
+            // The extension's, 2026-07-28 only; `tasks/result` and `tasks/list` (2025-11-25
+            // tasks, gone from the extension) fall through to -32601.
+            "tasks/get" | "tasks/update" | "tasks/cancel" if request.era == Era::Modern => {
+                self.tasks.answer(&request.method, params)
+            }
             method => Err(RpcError::method_not_found(method)),
         };
         Answer::Now(result)
@@ -132,6 +143,9 @@ impl Fixture {
         if let Some(result) = tools::immediate(name, &args) {
             return Answer::Now(Ok(result));
         }
+        if let Some(answer) = self.task_tool(name, &args, request, out.clone()) {
+            return answer;
+        }
         match name {
             "test_tool_with_progress" => {
                 let work = tools::with_progress(progress_token(request), out);
@@ -149,10 +163,12 @@ impl Fixture {
                 format!("Tool {name} has no implementation."),
             )));
         };
-        let owned = name.to_owned();
+        let (owned, finished) = (name.to_owned(), args.clone());
         self.interact(interaction, request, &args, out, move |answers| {
             Ok(match answers {
-                Ok(answers) => tools::text_result(&interactive::finish_text(&owned, &answers)),
+                Ok(answers) => {
+                    tools::text_result(&interactive::finish_text(&owned, &finished, &answers))
+                }
                 // Legacy: the client could not answer; a tool error, as any tool failure.
                 Err(why) => tools::tool_error(&why),
             })
@@ -175,7 +191,7 @@ impl Fixture {
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        let owned = name.to_owned();
+        let (owned, finished) = (name.to_owned(), args.clone());
         self.interact(
             interaction,
             request,
@@ -183,11 +199,78 @@ impl Fixture {
             out,
             move |answers| match answers {
                 Ok(answers) => Ok(catalog::prompt_result(&interactive::finish_text(
-                    &owned, &answers,
+                    &owned, &finished, &answers,
                 ))),
                 Err(why) => Err(RpcError::new(code::INTERNAL_ERROR, why)),
             },
         )
+    }
+
+    /// The tasks extension's tools. With the extension declared (2026-07-28 only) the
+    /// call becomes a task: it runs its work, or waits `input_required` for its answers;
+    /// `test_tool_with_task` first asks by MRTR and becomes a task on the retry. Without
+    /// it, a tool that runs only as a task is -32021 and the others are ordinary calls
+    /// (`None` for the interactive ones: the usual path asks their questions).
+    fn task_tool(
+        &self,
+        name: &str,
+        args: &Map<String, Value>,
+        request: &Incoming,
+        out: Outbound,
+    ) -> Option<Answer> {
+        let support = task_tools::support(name)?;
+        let with_tasks = request.era == Era::Modern && declared(&request.params);
+        if !with_tasks && support == Support::Required {
+            return Some(Answer::Now(Err(task_tools::needs_tasks(name))));
+        }
+        if let Some(interaction) = interactive::interaction(name, args) {
+            if name == "test_tool_with_task" {
+                return Some(self.ask_then_task(interaction, name, args, request, out));
+            }
+            if !with_tasks {
+                return None;
+            }
+            // The questions go out through tasks/get, so the same capabilities are needed.
+            let parked = interaction
+                .require_capabilities(&request.params)
+                .and_then(|()| self.tasks.park(name, args, interaction));
+            return Some(Answer::Now(parked));
+        }
+        let work = match task_tools::work(name, args) {
+            Ok(work) => work,
+            Err(e) => return Some(Answer::Now(Err(e))),
+        };
+        if with_tasks {
+            return Some(Answer::Now(self.tasks.spawn(work)));
+        }
+        let cancel = out.cancel_token();
+        Some(Answer::Later(Box::pin(async move {
+            tokio::select! {
+                outcome = work => Some(outcome),
+                () = cancel.cancelled() => None,
+            }
+        })))
+    }
+
+    /// MRTR rounds until every answer is in; the last retry's answer is a task that
+    /// finishes with the tool's result (so round 1 has no task, round 2 no requestState).
+    fn ask_then_task(
+        &self,
+        interaction: Interaction,
+        name: &str,
+        args: &Map<String, Value>,
+        request: &Incoming,
+        out: Outbound,
+    ) -> Answer {
+        let (tasks, owned, finished) = (self.tasks.clone(), name.to_owned(), args.clone());
+        let finish = move |answers: Result<Map<String, Value>, String>| match answers {
+            Ok(answers) => {
+                let text = interactive::finish_text(&owned, &finished, &answers);
+                tasks.spawn(task_tools::finishing(tools::text_result(&text)))
+            }
+            Err(why) => Ok(tools::tool_error(&why)),
+        };
+        self.interact(interaction, request, args, out, finish)
     }
 
     /// Runs an interaction in the request's era, then `finish`es with the answers (or,
@@ -285,13 +368,18 @@ fn initialize(params: &Map<String, Value>) -> Value {
 
 /// Legacy sessions may subscribe to resources; the modern era has no `resources/subscribe`
 /// (and advertising `subscribe` there would promise a `subscriptions/listen` stream, which
-/// the transport does not offer).
+/// the transport does not offer). The tasks extension is the modern era's only (as
+/// `extensions`, never the 2025-11-25 `tasks` capability, which the fixture lacks).
 fn capabilities(era: Era) -> Value {
-    let resources = match era {
-        Era::Legacy => json!({"subscribe": true}),
-        Era::Modern => json!({}),
-    };
-    json!({"tools": {}, "resources": resources, "prompts": {}, "completions": {}, "logging": {}})
+    let mut capabilities = json!({"tools": {}, "prompts": {}, "completions": {}, "logging": {}});
+    match era {
+        Era::Legacy => capabilities["resources"] = json!({"subscribe": true}),
+        Era::Modern => {
+            capabilities["resources"] = json!({});
+            capabilities["extensions"] = json!({ EXTENSION: {} });
+        }
+    }
+    capabilities
 }
 
 fn server_info() -> Value {

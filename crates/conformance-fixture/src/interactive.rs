@@ -2,7 +2,9 @@
 //! for both eras: in a legacy session the questions go out on the request's SSE stream
 //! and wait for the client's POSTed answers (`Outbound::ask`); in the modern era, where
 //! the server may not send requests, the answer is an `input_required` result (MRTR,
-//! SEP-2322) and the call finishes when the client retries with `inputResponses`.
+//! SEP-2322) and the call finishes when the client retries with `inputResponses`. A task
+//! that needs input (the tasks extension, `tasks.rs`) asks the same questions through
+//! `tasks/get` and takes the answers through `tasks/update`.
 
 use std::time::Duration;
 
@@ -22,6 +24,14 @@ struct Ask {
     key: &'static str,
     method: &'static str,
     params: Value,
+}
+
+impl Ask {
+    /// Its `inputRequests` entry.
+    fn request(&self) -> (String, Value) {
+        let request = json!({"method": self.method, "params": self.params});
+        (self.key.to_owned(), request)
+    }
 }
 
 pub struct Interaction {
@@ -148,6 +158,27 @@ pub fn interaction(name: &str, args: &Map<String, Value>) -> Option<Interaction>
                 ask("client_roots", roots()),
             ])
         },
+        // The tasks extension's (SEP-2663): as a task they park `input_required`; without
+        // the extension they ask as any interactive tool does.
+        "confirm_delete" => {
+            let fields = json!({"confirm": {"type": "boolean", "description": "Delete it?"}});
+            let message = format!("Delete {}?", text_arg("filename", "the file"));
+            one(ask("confirm", elicit(&message, fields, &["confirm"])))
+        }
+        "multi_input" => {
+            let confirm = json!({"confirm": {"type": "boolean"}});
+            Interaction {
+                // Answers may come one at a time: the state keeps the earlier ones.
+                sealed: true,
+                ..all(vec![
+                    ask("name", your_name()),
+                    ask("confirm", elicit("Shall I go on?", confirm, &["confirm"])),
+                ])
+            }
+        }
+        // MRTR first, then a task (tasks-mrtr-composition): the name is asked in a round
+        // of its own before the task exists.
+        "test_tool_with_task" => one(ask("user_name", your_name())),
         "test_input_required_result_prompt" => {
             let fields = json!({"context": {"type": "string"}});
             let question = elicit("What context should the prompt use?", fields, &["context"]);
@@ -181,27 +212,13 @@ impl Interaction {
         sealer: &Sealer,
         binding: &str,
     ) -> Result<Round, RpcError> {
-        let declared = request_meta(params)
-            .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
-            .and_then(Value::as_object);
-        let allowed =
-            |ask: &&Ask| declared.is_some_and(|caps| caps.contains_key(capability(ask.method)));
         let asks: Vec<&Ask> = if self.within_capabilities {
-            self.asks.iter().filter(allowed).collect()
-        } else {
-            let missing: Map<String, Value> = self
-                .asks
+            self.asks
                 .iter()
-                .filter(|ask| !allowed(ask))
-                .map(|ask| (capability(ask.method).to_owned(), json!({})))
-                .collect();
-            if !missing.is_empty() {
-                return Err(RpcError::new(
-                    MISSING_CAPABILITY,
-                    "Missing required client capability: declare it in io.modelcontextprotocol/clientCapabilities.",
-                )
-                .with_data(json!({"requiredCapabilities": missing})));
-            }
+                .filter(|ask| allowed(params, ask))
+                .collect()
+        } else {
+            self.require_capabilities(params)?;
             self.asks.iter().collect()
         };
         let responses = match params.get("inputResponses") {
@@ -230,19 +247,50 @@ impl Interaction {
             return Ok(Round::Done(answers));
         }
         let take = if self.one_per_round { 1 } else { open.len() };
-        let requests: Map<String, Value> = open
-            .iter()
-            .take(take)
-            .map(|ask| {
-                let request = json!({"method": ask.method, "params": ask.params});
-                (ask.key.to_owned(), request)
-            })
-            .collect();
+        let requests: Map<String, Value> =
+            open.iter().take(take).map(|ask| ask.request()).collect();
         let mut result = json!({"resultType": "input_required", "inputRequests": requests});
         if self.sealed {
             result["requestState"] = json!(sealer.seal(binding, &answers));
         }
         Ok(Round::Ask(result))
+    }
+
+    /// -32021 unless the request's client capabilities allow every question
+    /// (`requiredCapabilities` names what is missing, as an object).
+    pub fn require_capabilities(&self, params: &Map<String, Value>) -> Result<(), RpcError> {
+        let missing: Map<String, Value> = self
+            .asks
+            .iter()
+            .filter(|ask| !allowed(params, ask))
+            .map(|ask| (capability(ask.method).to_owned(), json!({})))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(RpcError::new(
+            MISSING_CAPABILITY,
+            "Missing required client capability: declare it in io.modelcontextprotocol/clientCapabilities.",
+        )
+        .with_data(json!({"requiredCapabilities": missing})))
+    }
+
+    /// The questions `answers` does not answer yet, as an `inputRequests` map (a task's).
+    pub fn open_requests(&self, answers: &Map<String, Value>) -> Map<String, Value> {
+        self.asks
+            .iter()
+            .filter(|ask| !answers.contains_key(ask.key))
+            .map(Ask::request)
+            .collect()
+    }
+
+    /// Checks an answer to the question under `key`: `Ok(false)` when there is no such
+    /// question (the answer is ignored, as SEP-2322 asks of unknown keys).
+    pub fn check(&self, key: &str, answer: &Value) -> Result<bool, RpcError> {
+        match self.asks.iter().find(|ask| ask.key == key) {
+            Some(ask) => check_answer(ask, answer).map(|()| true),
+            None => Ok(false),
+        }
     }
 
     /// The legacy way: ask each question on the request's stream, in turn.
@@ -271,8 +319,9 @@ impl Interaction {
     }
 }
 
-/// The finished call's text, from the answers (tools), or the prompt's messages.
-pub fn finish_text(name: &str, answers: &Map<String, Value>) -> String {
+/// The finished call's text, from its arguments and the answers (tools), or the prompt's
+/// messages.
+pub fn finish_text(name: &str, args: &Map<String, Value>, answers: &Map<String, Value>) -> String {
     let said = |key: &str| answers.get(key).map(describe).unwrap_or_default();
     let field = |key: &str, field: &str| {
         answers
@@ -310,6 +359,21 @@ pub fn finish_text(name: &str, answers: &Map<String, Value>) -> String {
             field("step2", "color")
         ),
         "test_input_required_result_prompt" => format!("Context: {}", field("context", "context")),
+        "confirm_delete" => {
+            let file = args
+                .get("filename")
+                .and_then(Value::as_str)
+                .unwrap_or("the file");
+            let agreed = answers
+                .get("confirm")
+                .is_some_and(|a| a["action"] == "accept" && a["content"]["confirm"] == json!(true));
+            if agreed {
+                format!("Deleted {file} (nothing was really deleted: a test fixture).")
+            } else {
+                format!("Kept {file}: the user did not confirm.")
+            }
+        }
+        "test_tool_with_task" => format!("Hello, {}! (from a task)", field("user_name", "name")),
         _ => {
             let parts: Vec<String> = answers
                 .iter()
@@ -358,6 +422,14 @@ fn check_answer(ask: &Ask, answer: &Value) -> Result<(), RpcError> {
             ask.key, ask.method
         )))
     }
+}
+
+/// Whether the request's client capabilities allow asking this question.
+fn allowed(params: &Map<String, Value>, ask: &Ask) -> bool {
+    request_meta(params)
+        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+        .and_then(Value::as_object)
+        .is_some_and(|caps| caps.contains_key(capability(ask.method)))
 }
 
 fn capability(method: &str) -> &'static str {
@@ -453,7 +525,11 @@ mod tests {
         ) else {
             panic!("round 3 finishes")
         };
-        let text = finish_text("test_input_required_result_multi_round", &answers);
+        let text = finish_text(
+            "test_input_required_result_multi_round",
+            &Map::new(),
+            &answers,
+        );
         assert_eq!(text, "Alice's favorite color is blue.");
     }
 

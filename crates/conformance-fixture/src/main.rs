@@ -10,6 +10,8 @@ mod catalog;
 mod fixture;
 mod interactive;
 mod state;
+mod task_tools;
+mod tasks;
 mod tools;
 
 use std::process::ExitCode;

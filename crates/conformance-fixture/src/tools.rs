@@ -1,5 +1,6 @@
 //! The suite's fixture tools: the list, and the ones that answer without the client's
-//! input (those are in `interactive.rs`).
+//! input (those are in `interactive.rs`; what the tasks extension's tools do as tasks is
+//! in `task_tools.rs`).
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::catalog::{PNG, WAV};
 
 /// Name and description of every tool, in the (stable) order `tools/list` gives them.
-const TOOLS: [(&str, &str); 26] = [
+const TOOLS: [(&str, &str); 33] = [
     ("test_simple_text", "Returns simple text."),
     ("test_image_content", "Returns an image."),
     ("test_audio_content", "Returns audio."),
@@ -98,6 +99,33 @@ const TOOLS: [(&str, &str); 26] = [
         "test_input_required_result_capabilities",
         "MRTR asking only what the request's client capabilities allow.",
     ),
+    // The tasks extension's (SEP-2663, the tasks-* scenarios). With the extension declared
+    // the server decides to make a task (no per-tool flag: the 2026-07-28 Tool has none).
+    ("greet", "Says hello to `name`, at once (never a task)."),
+    (
+        "slow_compute",
+        "Sleeps `seconds` (0 to 60), then answers: a task when the request declares the tasks extension, else a plain call.",
+    ),
+    (
+        "failing_job",
+        "Needs the tasks extension (-32021 without it): after about 1 s its task completes with a tool error (isError).",
+    ),
+    (
+        "protocol_error_job",
+        "Fails with a protocol error: as a task, the task fails with the error inlined; without the extension, the call's own error.",
+    ),
+    (
+        "confirm_delete",
+        "Asks the user to confirm deleting `filename` (elicitation): as a task it waits input_required for tasks/update.",
+    ),
+    (
+        "multi_input",
+        "Asks two questions at once (elicitation): as a task both wait in inputRequests and may be answered one at a time.",
+    ),
+    (
+        "test_tool_with_task",
+        "Needs the tasks extension: MRTR asks the user's name (key user_name), then the retry becomes a task that greets them.",
+    ),
     // Not a suite fixture name: any tool with an x-mcp-header parameter lets the (unscored)
     // http-custom-header-server-validation scenario probe the transport's Mcp-Param checks.
     (
@@ -123,6 +151,16 @@ pub fn input_schema(name: &str) -> Value {
     match name {
         "test_sampling" => one_string("prompt", "The prompt to send to the LLM"),
         "test_elicitation" => one_string("message", "The message to show the user"),
+        "greet" => one_string("name", "Who to greet"),
+        "confirm_delete" => one_string("filename", "The file to (pretend to) delete"),
+        "slow_compute" => json!({
+            "type": "object",
+            "properties": {
+                "seconds": {"type": "number", "minimum": 0, "maximum": crate::task_tools::MAX_SECONDS, "description": "How long to work"},
+                "label": {"type": "string", "description": "Echoed in the result"},
+            },
+            "required": ["seconds"],
+        }),
         "test_custom_header_param" => json!({
             "type": "object",
             "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
@@ -183,6 +221,10 @@ pub fn immediate(name: &str, args: &Map<String, Value>) -> Option<Value> {
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             text_result(&format!("Region: {region}"))
+        }
+        "greet" => {
+            let name = args.get("name").and_then(Value::as_str).unwrap_or("World");
+            text_result(&format!("Hello, {name}!"))
         }
         "test_reconnection" => {
             text_result("Reconnection test completed (answered without closing the stream).")

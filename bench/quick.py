@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Quick benchmark (issue 18): the lean table, in seconds, for CI's log. No pass/fail on a
+number: this machine is shared and noisy, so a figure is printed beside its goal and the
+reader judges; a broken measurement (a server that does not start or answer) exits 1.
+
+    python3 bench/quick.py --ours BIN --fake FAKE --loadgen LOADGEN [--runs 5] [--burst 1000]
+
+Rows (ours only; the full, side-by-side runs with the peers are bench/run.sh and
+bench/http.sh):
+  - peak RSS (VmHWM) of a stdio cold start: spawn -> initialize + tools/list -> EOF, median
+    of --runs, with its anonymous and file-backed parts (file-backed pages of the binary
+    and libc are shared by every process running them);
+  - idle RSS of `serve --http` 1 s after it answered /healthz;
+  - peak RSS with --burst research calls waiting at once over HTTP (bench/http_bench.py's
+    burst: the fake holds every run, the calls still going are counted);
+  - tools/list bytes (compact JSON of the result) per profile: default, lifecycle, all;
+  - the binary's size and its .text.
+
+Only loopback is contacted. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import http_bench  # noqa: E402  (the burst, the fake and the HTTP server harness)
+
+GOALS = {
+    "cold": "≤ 8 MiB",
+    "idle": "≤ 8 MiB",
+    "burst": "≤ 48 MiB",
+    "default": "≤ 8,000 bytes",
+}
+
+
+def status_kib(pid: int) -> dict[str, float]:
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "RssAnon", "RssFile"):
+                out[key] = float(value.split()[0])
+    return out
+
+
+def stdio_session(binary: str, env: dict[str, str]) -> tuple[dict[str, float], int]:
+    """One cold start: (memory at the end of the session, tools/list result bytes)."""
+    p = subprocess.Popen([binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, env=env)
+    try:
+        def send(frame: dict) -> None:
+            p.stdin.write((json.dumps(frame) + "\n").encode())
+            p.stdin.flush()
+
+        def reply() -> dict:
+            line = p.stdout.readline()
+            if not line:
+                raise http_bench.BenchError("the stdio server closed stdout early")
+            return json.loads(line)
+
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "quick-bench", "version": "0"}}})
+        reply()
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        listed = reply()
+        if "result" not in listed:
+            raise http_bench.BenchError(f"tools/list failed: {json.dumps(listed)[:200]}")
+        # VmHWM starts afresh at exec: the server's own peak, sampled right before EOF.
+        memory = status_kib(p.pid)
+        size = len(json.dumps(listed["result"], separators=(",", ":"), ensure_ascii=False)
+                   .encode())
+        p.stdin.close()
+        p.wait(10)
+        return memory, size
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def text_size(binary: str) -> int | None:
+    try:
+        out = subprocess.run(["size", "-A", binary], capture_output=True, text=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0] == ".text":
+            return int(parts[1])
+    return None
+
+
+def mib(kib: float | None) -> str:
+    return "n/a" if kib is None else f"{kib / 1024:.1f} MiB"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ours", required=True)
+    ap.add_argument("--fake", required=True)
+    ap.add_argument("--loadgen", required=True)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--burst", type=int, default=1000)
+    ap.add_argument("--burst-duration-ms", type=int, default=6000)
+    a = ap.parse_args()
+
+    env = http_bench.base_env({"PERPLEXITY_API_BASE": "http://127.0.0.1:9"})
+    sizes: dict[str, int] = {}
+    for profile in ("default", "lifecycle", "all"):
+        _, sizes[profile] = stdio_session(a.ours, {**env, "PERPLEXITY_TOOLS": profile})
+    cold = [stdio_session(a.ours, env)[0] for _ in range(a.runs)]
+    med = {k: statistics.median(c[k] for c in cold) for k in ("VmHWM", "RssAnon", "RssFile")}
+
+    # The burst harness's settings, as bench/http.sh would pass them.
+    burst_args = types.SimpleNamespace(
+        ours=a.ours, loadgen=a.loadgen, threads=1, burst=a.burst,
+        burst_duration_ms=a.burst_duration_ms, rate_burst=100000, rate_per_minute=1000000,
+        max_in_flight=4096)
+    tmp = tempfile.mkdtemp(prefix="quick-bench-")
+    fake = http_bench.Fake(a.fake, tmp)
+    try:
+        burst = http_bench.run_burst(burst_args, "ours", fake, tmp)
+    finally:
+        fake.stop()
+        for pid in list(http_bench.LIVE):
+            http_bench.kill_group(pid)
+    waited = burst.get("max_runs_in_flight", 0)
+
+    text = text_size(a.ours)
+    rows = [
+        ("peak RSS, stdio cold start (median of %d)" % a.runs,
+         f"{mib(med['VmHWM'])} (anon {mib(med['RssAnon'])}, file-backed {mib(med['RssFile'])})",
+         GOALS["cold"]),
+        ("idle RSS of serve --http", mib(burst.get("idle_rss_kib")), GOALS["idle"]),
+        (f"peak RSS with {a.burst} research calls waiting (HTTP)",
+         f"{mib(burst.get('hwm_kib'))} ({waited} runs in flight at most)", GOALS["burst"]),
+        ("tools/list, default profile", f"{sizes['default']:,} bytes", GOALS["default"]),
+        ("tools/list, lifecycle / all", f"{sizes['lifecycle']:,} / {sizes['all']:,} bytes", ""),
+        ("binary (file / .text)",
+         f"{os.path.getsize(a.ours) / 1e6:.1f} MB / "
+         + (f"{text / 1e6:.1f} MB" if text else "n/a"), ""),
+    ]
+    print("| quick bench | now | goal |")
+    print("|---|---|---|")
+    for name, value, goal in rows:
+        print(f"| {name} | {value} | {goal} |")
+    if waited < a.burst:
+        # A loaded machine can finish early runs before the last calls arrive: the row
+        # says how many waited, and the figure is read with that in mind.
+        print(f"quick bench: note: only {waited} of {a.burst} calls were waiting at once",
+              file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except http_bench.BenchError as e:
+        print(f"quick bench: {e}", file=sys.stderr)
+        sys.exit(1)
