@@ -5,7 +5,6 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,20 +51,34 @@ impl AuditLog {
         let mut sink: Box<dyn Write + Send> = if destination == "-" {
             Box::new(std::io::stderr())
         } else {
-            let file = OpenOptions::new()
-                .append(true)
-                .create(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
+            let mut options = OpenOptions::new();
+            options.append(true).create(true);
+            // Unix: created 0600 and never through a symlink, atomically in the open.
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+            }
+            // Elsewhere a link is refused before the open (a race a local attacker could
+            // still win; there is no O_NOFOLLOW to close it).
+            #[cfg(not(unix))]
+            if std::fs::symlink_metadata(destination).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(format!(
+                    "cannot open the audit log {destination}: it is a symbolic link"
+                ));
+            }
+            let file = options
                 .open(destination)
                 .map_err(|e| format!("cannot open the audit log {destination}: {}", e.kind()))?;
-            if let Ok(meta) = file.metadata()
-                && meta.mode() & 0o077 != 0
-            {
-                tracing::warn!(
-                    "the audit log {destination} is readable by other users (mode {:o}); chmod 600 it",
-                    meta.mode() & 0o777
-                );
+            #[cfg(unix)]
+            if let Ok(meta) = file.metadata() {
+                use std::os::unix::fs::MetadataExt;
+                if meta.mode() & 0o077 != 0 {
+                    tracing::warn!(
+                        "the audit log {destination} is readable by other users (mode {:o}); chmod 600 it",
+                        meta.mode() & 0o777
+                    );
+                }
             }
             Box::new(file)
         };

@@ -235,6 +235,8 @@ function serverEnv(fake, extra) {
     PERPLEXITY_API_BASE: fake.base,
     PERPLEXITY_API_KEY: DUMMY_KEY,
     PERPLEXITY_RATE_BURST: "100000",
+    // Every tool: the checks call perplexity_ask too (the default profile lists six).
+    PERPLEXITY_TOOLS: "all",
     PERPLEXITY_RATE_PER_MINUTE: "1000000",
     ...extra,
   });

@@ -103,7 +103,8 @@ PY
   fi
 }
 
-NAMES='[t["name"] for t in r["result"]["tools"]] == ["perplexity_agent", "perplexity_agent_result", "perplexity_agent_cancel", "perplexity_ask", "perplexity_search", "deep_research", "responses_create", "responses_retrieve", "finance_search", "fetch_url", "retrieve", "server_metrics"]'
+# The default profile: what a client launching the bare binary sees.
+NAMES='[t["name"] for t in r["result"]["tools"]] == ["perplexity_agent", "perplexity_agent_result", "perplexity_agent_cancel", "perplexity_search", "fetch_url", "retrieve"]'
 SI='r["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "perplexity-agent"'
 BOGUS='Unknown argument(s): bogus. Accepted: domains, preset, query, recency, wait.'
 MALFORMED='Malformed response_id. Expected the identifier returned by perplexity_agent.'
