@@ -93,7 +93,7 @@ result=0
 say() { echo "$1 $2"; [ "$1" = ok ] || result=1; }
 cid="$(podman run -d --read-only --network host -e PERPLEXITY_API_KEY=pplx-test-key \
   -e PERPLEXITY_HTTP_AUTH_TOKEN="$token" -e PERPLEXITY_API_BASE="$api" \
-  -e PERPLEXITY_RATE_BURST=1000 "$IMAGE")"
+  -e PERPLEXITY_RATE_BURST=1000 -e PERPLEXITY_TOOLS=default,responses "$IMAGE")"
 for _ in $(seq 100); do curl -sf --noproxy '*' http://127.0.0.1:8080/healthz >/dev/null 2>&1 && break; sleep 0.1; done
 [ "$(curl -s --noproxy '*' http://127.0.0.1:8080/healthz)" = ok ] && say ok "GET /healthz answers ok" \
   || { say FAIL "GET /healthz"; podman logs "$cid" 2>&1 | tail -5; }
