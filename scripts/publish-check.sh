@@ -14,6 +14,9 @@ start=$(date +%s)
 # packaged is decided by `include`, not by git status.
 cargo publish --dry-run --locked --allow-dirty -p perplexity-agent
 
+# The dry run leaves no .crate behind (cargo ≥ 1.9x packages it in a scratch place):
+# package it again, unverified (the dry run just built it), to look inside.
+cargo package --locked --allow-dirty --no-verify -p perplexity-agent --quiet
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 crate="${CARGO_TARGET_DIR:-target}/package/perplexity-agent-$version.crate"
 files=$(tar -tzf "$crate" | grep -vc '/$')
