@@ -7,6 +7,10 @@ use perplexity_agent::config::Config;
 fn main() {
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Serve(ServeArgs::default()));
+    // A container probe every few seconds: no configuration, no runtime, no log set-up.
+    if let Command::Healthcheck(args) = &command {
+        std::process::exit(perplexity_agent::cli::healthcheck::run(args));
+    }
     init_diagnostics(matches!(command, Command::Serve(_)));
     let tools_flag = match &command {
         Command::Serve(args) => args.tools.as_deref(),

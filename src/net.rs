@@ -47,3 +47,50 @@ pub fn is_tls(error: &reqwest::Error) -> bool {
     }
     false
 }
+
+/// `perplexity-agent healthcheck`: one `GET /healthz` to this machine's own server, over a
+/// plain socket (no TLS, no client pool, no runtime: a container runs it every few
+/// seconds). Loopback only, refused otherwise: the probe carries no token and answers
+/// only "up or not", so it has no business reaching another machine.
+pub fn probe_health(
+    addr: std::net::SocketAddr,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    use std::io::{Read, Write};
+    if !addr.ip().is_loopback() {
+        return Err(format!(
+            "{addr} is not a loopback address; healthcheck probes this machine's own server only"
+        ));
+    }
+    let url = format!("http://{addr}/healthz");
+    let failed = |what: &str, e: std::io::Error| format!("{url}: {what} ({})", e.kind());
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|e| failed("nothing answers there", e))?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .and_then(|()| stream.set_write_timeout(Some(timeout)))
+        .map_err(|e| failed("the socket cannot be set up", e))?;
+    let request = format!(
+        "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: perplexity-agent-healthcheck\r\n\r\n"
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| failed("the request could not be sent", e))?;
+    // The answer is a few dozen bytes; a peer that sends more is not our server.
+    let mut answer = Vec::with_capacity(512);
+    stream
+        .take(4096)
+        .read_to_end(&mut answer)
+        .map_err(|e| failed("no complete answer", e))?;
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer.lines().next().unwrap_or_default();
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    if status.split_whitespace().nth(1) == Some("200") && body.trim() == "ok" {
+        Ok(())
+    } else {
+        let status = status.chars().take(80).collect::<String>();
+        Err(format!(
+            "{url} answered {status:?}, not 200 \"ok\": is that this server?"
+        ))
+    }
+}

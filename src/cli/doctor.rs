@@ -529,7 +529,8 @@ fn readable_by_others(_: &Path) -> Option<u32> {
     None
 }
 
-fn is_executable(path: &Path) -> bool {
+/// A file this user may run (install also asks it of a launcher found on PATH).
+pub(super) fn is_executable(path: &Path) -> bool {
     let Ok(meta) = std::fs::metadata(path) else {
         return false;
     };

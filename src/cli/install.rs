@@ -34,6 +34,64 @@ pub struct InstallArgs {
     /// The server's name in the client's config (1-64 letters, digits, '-' or '_').
     #[arg(long, value_name = "NAME", default_value = DEFAULT_NAME, value_parser = server_name)]
     pub name: String,
+    /// How the client starts the server: this binary's path, `npx` or `uvx` (auto: the
+    /// way this run was started).
+    #[arg(long, value_enum, default_value_t = Launcher::Auto)]
+    pub launcher: Launcher,
+}
+
+/// How a client's entry starts the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Launcher {
+    /// `npx`/`uvx` when this run came from their caches, else this binary.
+    Auto,
+    /// This binary's absolute path.
+    Binary,
+    /// `npx -y perplexity-agent@<this version>`.
+    Npx,
+    /// `uvx perplexity-agent@<this version>`.
+    Uvx,
+}
+
+/// The package on npm and PyPI, which the launchers fetch.
+const PACKAGE: &str = "perplexity-agent";
+
+/// What an entry runs: a program and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryCommand {
+    pub program: String,
+    pub args: Vec<String>,
+}
+
+impl EntryCommand {
+    fn shown(&self) -> String {
+        std::iter::once(self.program.as_str())
+            .chain(self.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// The launcher this binary was started through, from where it lies: `npx` unpacks a
+/// package into npm's `_npx/<hash>/` cache, `uvx` into uv's `archive-v<N>/<id>/`. Both
+/// are caches the launchers may prune or replace, so an entry naming the path there
+/// would break later; the launcher itself is what the user has. Anything else (cargo,
+/// pip or `uv tool install`, npm -g, an archive) is a stable path of its own.
+pub fn detect(exe: &Path) -> Launcher {
+    let parts: Vec<&str> = exe
+        .components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .collect();
+    if parts.contains(&"_npx") {
+        Launcher::Npx
+    } else if parts.iter().any(|p| {
+        p.strip_prefix("archive-v")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    }) {
+        Launcher::Uvx
+    } else {
+        Launcher::Binary
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -225,17 +283,34 @@ pub fn server_name(raw: &str) -> Result<String, String> {
     }
 }
 
-/// Whether a client's entry runs this program (by the command's file name).
+/// Whether a client's entry runs this program: by the command's file name, or a
+/// launcher (`npx`, `uvx`, `uv tool run`) given our package.
 pub fn runs_us(entry: &Value) -> bool {
-    entry["command"]
+    let Some(name) = entry["command"]
         .as_str()
-        .and_then(|c| Path::new(c).file_name())
+        .and_then(|c| Path::new(c).file_stem())
         .and_then(|n| n.to_str())
-        .is_some_and(|n| n == "perplexity-agent" || n == "perplexity-agent.exe")
+    else {
+        return false;
+    };
+    if name == PACKAGE {
+        return true;
+    }
+    let ours = |arg: &Value| {
+        arg.as_str().is_some_and(|a| {
+            a == PACKAGE
+                || a.strip_prefix(PACKAGE)
+                    .is_some_and(|rest| rest.starts_with('@') || rest.starts_with("=="))
+        })
+    };
+    matches!(name, "npx" | "uvx" | "uv")
+        && entry["args"]
+            .as_array()
+            .is_some_and(|args| args.iter().any(ours))
 }
 
-/// The entry for `client`: this binary, no arguments, the wait budget (and the key).
-pub fn entry(client: Client, command: &str, key: Option<&str>) -> Map<String, Value> {
+/// The entry for `client`: the command, the wait budget (and the key).
+pub fn entry(client: Client, command: &EntryCommand, key: Option<&str>) -> Map<String, Value> {
     let mut env = Map::new();
     env.insert(
         WAIT_VARIABLE.to_owned(),
@@ -248,8 +323,8 @@ pub fn entry(client: Client, command: &str, key: Option<&str>) -> Map<String, Va
     if client.typed() {
         entry.insert("type".to_owned(), json!("stdio"));
     }
-    entry.insert("command".to_owned(), json!(command));
-    entry.insert("args".to_owned(), json!([]));
+    entry.insert("command".to_owned(), json!(command.program));
+    entry.insert("args".to_owned(), json!(command.args));
     entry.insert("env".to_owned(), Value::Object(env));
     entry
 }
@@ -335,7 +410,7 @@ pub fn run(args: InstallArgs) -> i32 {
         Ok(key) => key,
         Err(e) => return output::fail(Exit::Config, &e),
     };
-    let command = match this_binary() {
+    let command = match command(args.launcher) {
         Ok(c) => c,
         Err(e) => return output::fail(Exit::Failed, &e),
     };
@@ -360,6 +435,70 @@ fn key_from_env() -> Result<String, String> {
                 "--with-key-from-env: {KEY_VARIABLE} is not set. Export it first (export {KEY_VARIABLE}=pplx-…), or leave the flag out and give the client the key another way."
             )
         })
+}
+
+/// The command for `launcher`. A launcher entry is pinned to this version: the client
+/// then starts what the user ran, not whatever the registry serves next (running
+/// install again after an upgrade moves it on).
+fn command(launcher: Launcher) -> Result<EntryCommand, String> {
+    let exe = std::env::current_exe().and_then(fs::canonicalize).ok();
+    let launcher = match launcher {
+        Launcher::Auto => exe.as_deref().map_or(Launcher::Binary, detect),
+        chosen => chosen,
+    };
+    let version = env!("CARGO_PKG_VERSION");
+    let path = std::env::var_os("PATH");
+    Ok(match launcher {
+        Launcher::Npx => EntryCommand {
+            program: on_path("npx", path.as_deref(), None),
+            args: vec!["-y".to_owned(), format!("{PACKAGE}@{version}")],
+        },
+        // uv tells the programs it starts where it is (`UV`); uvx sits beside it.
+        Launcher::Uvx => EntryCommand {
+            program: on_path("uvx", path.as_deref(), std::env::var_os("UV").as_deref()),
+            args: vec![format!("{PACKAGE}@{version}")],
+        },
+        Launcher::Auto | Launcher::Binary => EntryCommand {
+            program: this_binary()?,
+            args: Vec::new(),
+        },
+    })
+}
+
+/// `program`'s absolute path, for the same reason as this binary's (a client started
+/// from the desktop may not have the shell's PATH): the first executable on `path`,
+/// else beside `sibling_of`, else the bare name (with a note: the client must find it).
+fn on_path(
+    program: &str,
+    path: Option<&std::ffi::OsStr>,
+    sibling_of: Option<&std::ffi::OsStr>,
+) -> String {
+    let file = if cfg!(windows) {
+        format!(
+            "{program}{}",
+            if program == "npx" { ".cmd" } else { ".exe" }
+        )
+    } else {
+        program.to_owned()
+    };
+    let beside = sibling_of
+        .map(Path::new)
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    let found = path
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .chain(beside)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(&file))
+        .find(|candidate| super::doctor::is_executable(candidate))
+        .and_then(|p| p.into_os_string().into_string().ok());
+    found.unwrap_or_else(|| {
+        eprintln!(
+            "perplexity-agent: note: {program} is not on PATH here; the entry names it bare, so the client must find it on its own PATH."
+        );
+        program.to_owned()
+    })
 }
 
 /// This binary's absolute path (GUI clients do not see the shell's PATH), canonical so
@@ -502,10 +641,7 @@ fn report(
     if let Some(backup) = backup {
         lines.push(format!("Backup of the old file: {}", backup.display()));
     }
-    lines.push(format!(
-        "Command: {}",
-        ours["command"].as_str().unwrap_or_default()
-    ));
+    lines.push(format!("Command: {}", shown(ours)));
     lines.push(format!(
         "Wait budget: {WAIT_VARIABLE}={}, because {}. A run that takes longer hands back a response_id to collect.",
         client.wait_seconds(),
@@ -526,6 +662,17 @@ fn report(
         client.next_step()
     ));
     lines.join("\n")
+}
+
+/// The entry's command line, as the report shows it.
+fn shown(ours: &Map<String, Value>) -> String {
+    let program = ours["command"].as_str().unwrap_or_default().to_owned();
+    let args = ours["args"].as_array().into_iter().flatten();
+    EntryCommand {
+        program,
+        args: args.filter_map(|a| a.as_str().map(str::to_owned)).collect(),
+    }
+    .shown()
 }
 
 fn warn_about_key(args: &InstallArgs, path: &Path, old: Option<&Existing>, kept_key: bool) {
@@ -721,6 +868,13 @@ mod tests {
         }
     }
 
+    fn binary(path: &str) -> EntryCommand {
+        EntryCommand {
+            program: path.to_owned(),
+            args: Vec::new(),
+        }
+    }
+
     #[test]
     fn config_paths_per_platform() {
         let linux = env(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x")]);
@@ -784,7 +938,7 @@ mod tests {
 
     #[test]
     fn merge_keeps_everything_else_and_is_idempotent() {
-        let ours = entry(Client::ClaudeCode, "/bin/perplexity-agent", None);
+        let ours = entry(Client::ClaudeCode, &binary("/bin/perplexity-agent"), None);
         let old =
             r#"{"theme": "dark", "mcpServers": {"other": {"command": "x", "n": 1.50}}, "z": [1]}"#;
         let (doc, change) = merge(Some(old), "mcpServers", "pa", &ours).unwrap();
@@ -806,7 +960,7 @@ mod tests {
 
     #[test]
     fn merge_updates_our_entry_and_keeps_what_the_user_added() {
-        let ours = entry(Client::Cursor, "/new/perplexity-agent", None);
+        let ours = entry(Client::Cursor, &binary("/new/perplexity-agent"), None);
         let old = r#"{"mcpServers": {"pa": {"command": "/old/perplexity-agent", "disabled": false,
                       "env": {"PERPLEXITY_API_KEY": "k", "PERPLEXITY_AGENT_WAIT_SECONDS": "10"}}}}"#;
         let (doc, change) = merge(Some(old), "mcpServers", "pa", &ours).unwrap();
@@ -820,7 +974,7 @@ mod tests {
 
     #[test]
     fn merge_refuses_what_it_cannot_keep() {
-        let ours = entry(Client::Vscode, "/bin/perplexity-agent", None);
+        let ours = entry(Client::Vscode, &binary("/bin/perplexity-agent"), None);
         for (old, why) in [
             ("{\"servers\": {}, // note\n}", "not valid JSON"),
             ("[1]", "top level"),
@@ -844,9 +998,41 @@ mod tests {
         assert!(runs_us(&json!({"command": "perplexity-agent"})));
         assert!(!runs_us(&json!({"command": "/a/perplexity-agent-mcp"})));
         assert!(!runs_us(&json!({"url": "https://x"})));
+        assert!(runs_us(
+            &json!({"command": "/usr/bin/npx", "args": ["-y", "perplexity-agent@0.1.0"]})
+        ));
+        assert!(runs_us(
+            &json!({"command": "C:/n/npx.cmd", "args": ["-y", "perplexity-agent"]})
+        ));
+        assert!(runs_us(
+            &json!({"command": "uvx", "args": ["perplexity-agent==0.1.0"]})
+        ));
+        assert!(!runs_us(
+            &json!({"command": "npx", "args": ["-y", "perplexity-agent-mcp"]})
+        ));
+        assert!(!runs_us(
+            &json!({"command": "npx", "args": "perplexity-agent"})
+        ));
         assert!(is_build_output(Path::new(
             "/w/target/debug/perplexity-agent"
         )));
         assert!(!is_build_output(Path::new("/usr/bin/perplexity-agent")));
+    }
+
+    #[test]
+    fn launchers_are_told_by_their_caches() {
+        let npx =
+            "/home/u/.npm/_npx/8f49/node_modules/@perplexity-agent/linux-x64/bin/perplexity-agent";
+        assert_eq!(detect(Path::new(npx)), Launcher::Npx);
+        let uvx = "/home/u/.cache/uv/archive-v0/eb2bTszEg5b/bin/perplexity-agent";
+        assert_eq!(detect(Path::new(uvx)), Launcher::Uvx);
+        for stable in [
+            "/home/u/.cargo/bin/perplexity-agent",
+            "/home/u/.local/share/uv/tools/perplexity-agent/bin/perplexity-agent",
+            "/usr/lib/node_modules/perplexity-agent/node_modules/@perplexity-agent/linux-x64/bin/perplexity-agent",
+            "/srv/archive-vx/perplexity-agent",
+        ] {
+            assert_eq!(detect(Path::new(stable)), Launcher::Binary, "{stable}");
+        }
     }
 }

@@ -7,6 +7,7 @@
 
 mod doctor;
 mod gateway;
+pub mod healthcheck;
 mod install;
 mod output;
 
@@ -69,6 +70,8 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// The terminal research workspace: answers with sources beside the pages you open.
     Tui,
+    /// Exit 0 if the `serve --http` on this machine answers /healthz (for containers).
+    Healthcheck(healthcheck::HealthcheckArgs),
 }
 
 #[derive(Debug, Args, Default)]
@@ -242,6 +245,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Command::Models(args) => models(args, tools.client(), &guard, config.wait_seconds).await,
         Command::Gateway(command) => gateway::run(command, &config).await,
         Command::Install(args) => install::run(args),
+        Command::Healthcheck(args) => healthcheck::run(&args),
         Command::Doctor(args) => doctor::run(args, &config).await,
         Command::Tasks(args) => tasks_command(args, &tools).await,
         Command::Tui => match crate::tui::run(&config).await {
@@ -297,6 +301,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
 pub fn run_unconfigured(command: Command, problem: &str) -> i32 {
     match command {
         Command::Install(args) => install::run(args),
+        Command::Healthcheck(args) => healthcheck::run(&args),
         Command::Doctor(_) => {
             output::lines(&format!(
                 "FAIL Configuration: {problem} — fix that variable or the config file, then run doctor again"

@@ -5,7 +5,8 @@
 Checks what the image promises: a two-stage build whose base images are pinned
 build arguments; the final stage on distroless/static as a numeric non-root user; the
 store on the /data volume (the root file system can be read-only); the exec-form
-ENTRYPOINT and the HTTP CMD with --allow-remote; the MCP Registry's ownership label;
+ENTRYPOINT and the HTTP CMD with --allow-remote; a HEALTHCHECK running the binary's
+own probe on CMD's port; the MCP Registry's ownership label;
 and no secret baked in (no ENV or ARG for the key or the HTTP token). Prints one line
 per problem and exits 1, or "ok" and exits 0.
 """
@@ -88,9 +89,16 @@ def main(argv: list[str]) -> int:
     for k, v in ins:
         if k in ("ENV", "ARG") and re.search(r"PERPLEXITY_(API_KEY|HTTP_AUTH_TOKEN|SECRET_KEY)", v):
             problems.append(f"{k} {v!r}: a secret must come from the run, not the image")
+    # The probe is the binary's own `healthcheck` (distroless has no curl), exec form,
+    # on the port CMD serves.
     health = [v for k, v in final if k == "HEALTHCHECK"]
-    if health and "/healthz" not in health[0]:
-        problems.append(f"HEALTHCHECK must probe /healthz (is {health[0]!r})")
+    probe = re.search(r"CMD\s+(\[.*\])\s*$", health[0]) if health else None
+    probe = json.loads(probe.group(1)) if probe else []
+    cmd_port = re.search(r'"--bind",\s*"[^"]*:(\d+)"', cmd or "")
+    if probe[:2] != ["perplexity-agent", "healthcheck"]:
+        problems.append(f"HEALTHCHECK must run perplexity-agent healthcheck, exec form (is {health[:1]!r})")
+    elif cmd_port and f"127.0.0.1:{cmd_port.group(1)}" not in probe:
+        problems.append(f"HEALTHCHECK {probe!r} does not probe the port CMD serves ({cmd_port.group(1)})")
 
     for p in problems:
         print(f"{path}: {p}")

@@ -77,6 +77,22 @@ sigterm() {
 check "SIGTERM to the launcher ends the binary" sigterm
 cd "$PACK_REPO"
 
+# `npx -y perplexity-agent install …` as a new user runs it: npx unpacks the packages into
+# its own cache (here the tarballs, offline), and the entry names npx, not that cache.
+install_via_npx() {
+  local out
+  out="$(cd "$T" && npx -y --package="$launcher" --package="$platform" -- perplexity-agent install claude-code --print 2>"$T/npx-install.err")" \
+    || { cat "$T/npx-install.err"; return 1; }
+  python3 - "$out" "$version" <<'PY'
+import json, os, sys
+entry = json.loads(sys.argv[1])["mcpServers"]["perplexity-agent"]
+print(entry)
+assert os.path.basename(entry["command"]) == "npx", entry
+assert entry["args"] == ["-y", f"perplexity-agent@{sys.argv[2]}"], entry
+PY
+}
+check "npx … perplexity-agent install claude-code writes npx -y perplexity-agent@$version" install_via_npx
+
 # Broken inputs.
 bare="$T/bare"
 mkdir -p "$bare"

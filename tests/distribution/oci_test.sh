@@ -12,7 +12,8 @@
 #    BINARY links, since a CI build is glibc and the real builder's musl one is static):
 #    no registry is reached; the Rust builder stage is not exercised here (it needs
 #    rust:alpine, which no reachable registry serves).
-# 3. Run in a private network namespace (only lo) with --read-only: /healthz, both MCP
+# 3. Run in a private network namespace (only lo) with --read-only: /healthz, the image's
+#    HEALTHCHECK (podman healthcheck run), both MCP
 #    eras over HTTP with the token, a call that writes the store on the /data volume,
 #    and no start without PERPLEXITY_HTTP_AUTH_TOKEN; then `serve` over stdio (-i).
 #
@@ -32,6 +33,8 @@ check "Dockerfile directives (dockerfile_check.py)" python3 "$DIST_HERE/dockerfi
 sed -e 's/^USER 65532:65532$/USER root/' -e 's|^ENV PERPLEXITY_STORE_PATH=|ENV PERPLEXITY_API_KEY=pplx-x PERPLEXITY_STORE_PATH=|' \
   "$dockerfile" >"$T/Dockerfile.broken"
 expect_fail "dockerfile_check.py rejects USER root and a key in ENV" python3 "$DIST_HERE/dockerfile_check.py" "$T/Dockerfile.broken"
+grep -v -e '^HEALTHCHECK' -e '"healthcheck"' "$dockerfile" >"$T/Dockerfile.nohealth"
+expect_fail "dockerfile_check.py rejects a Dockerfile without its HEALTHCHECK" python3 "$DIST_HERE/dockerfile_check.py" "$T/Dockerfile.nohealth"
 
 # --- 2. build --------------------------------------------------------------------------
 for tool in podman runc unshare; do
@@ -76,6 +79,8 @@ assert list(c["Volumes"]) == ["/data"], c.get("Volumes")
 assert "8080/tcp" in c["ExposedPorts"], c.get("ExposedPorts")
 assert c["Labels"]["io.modelcontextprotocol.server.name"] == sys.argv[2], c["Labels"]
 assert "PERPLEXITY_STORE_PATH=/data/store.sqlite" in c["Env"], c["Env"]
+health = json.loads(sys.argv[1])[0].get("Healthcheck") or c.get("Healthcheck") or {}
+assert health.get("Test") == ["CMD", "perplexity-agent", "healthcheck", "--bind", "127.0.0.1:8080"], health
 EOF
 
 # --- 3. run, in a network namespace of our own -------------------------------------------
@@ -97,6 +102,9 @@ cid="$(podman run -d --read-only --network host -e PERPLEXITY_API_KEY=pplx-test-
 for _ in $(seq 100); do curl -sf --noproxy '*' http://127.0.0.1:8080/healthz >/dev/null 2>&1 && break; sleep 0.1; done
 [ "$(curl -s --noproxy '*' http://127.0.0.1:8080/healthz)" = ok ] && say ok "GET /healthz answers ok" \
   || { say FAIL "GET /healthz"; podman logs "$cid" 2>&1 | tail -5; }
+# The image's own HEALTHCHECK, run by podman inside the read-only container.
+podman healthcheck run "$cid" >"$T/health.log" 2>&1 && say ok "the image's HEALTHCHECK passes (perplexity-agent healthcheck)" \
+  || { say FAIL "HEALTHCHECK"; cat "$T/health.log"; }
 [ "$(curl -s -o /dev/null -w '%{http_code}' --noproxy '*' http://127.0.0.1:8080/mcp -d '{}')" = 401 ] \
   && say ok "/mcp without the token: 401" || say FAIL "/mcp without the token is not 401"
 python3 "$HANDSHAKE" --http http://127.0.0.1:8080/mcp --token "$token" >"$T/http.log" 2>&1 \

@@ -75,6 +75,21 @@ check "uvx --from WHEEL: both eras" python3 "$DIST_HERE/handshake.py" \
   --env "UV_CACHE_DIR=$UV_CACHE_DIR" --env "UV_TOOL_DIR=$UV_TOOL_DIR" --env UV_OFFLINE=1 --env UV_PYTHON_DOWNLOADS=never \
   -- "$uv" tool run --from "$wheel" perplexity-agent
 echo "     (two uvx starts, warm cache: $((SECONDS - t0))s)"
+# Run through uvx, install writes uvx (found beside the uv that started it), not the
+# cache path the binary ran from.
+install_via_uvx() {
+  local out
+  out="$("$uv" tool run --from "$wheel" perplexity-agent install claude-desktop --print 2>"$T/uvx-install.err")" \
+    || { cat "$T/uvx-install.err"; return 1; }
+  python3 - "$out" "$version" <<'PY'
+import json, os, sys
+entry = json.loads(sys.argv[1])["mcpServers"]["perplexity-agent"]
+print(entry)
+assert os.path.basename(entry["command"]) == "uvx", entry
+assert entry["args"] == [f"perplexity-agent@{sys.argv[2]}"], entry
+PY
+}
+check "uvx … perplexity-agent install claude-desktop writes uvx perplexity-agent@$version" install_via_uvx
 
 # --- the llm plugin ------------------------------------------------------------------------
 t0=$SECONDS

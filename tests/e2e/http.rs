@@ -825,3 +825,42 @@ fn a_missing_modern_header_is_called_missing() {
         "Header mismatch: Mcp-Name."
     );
 }
+
+/// `healthcheck` (the container's probe) against a real server, nothing, and a listener
+/// that is not ours; it never knocks on another machine.
+#[test]
+fn healthcheck_says_whether_the_local_server_answers() {
+    let h = Http::start(&http_env(&[]));
+    let bind = format!("127.0.0.1:{}", h.port);
+    let (out, err, code) = run_cli(&["healthcheck", "--bind", &bind], &[]);
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
+    // A server on every interface is probed on loopback.
+    let any = format!("0.0.0.0:{}", h.port);
+    assert_eq!(run_cli(&["healthcheck", "--bind", &any], &[]).2, 0);
+
+    // Something else on a port: not healthy, and said so.
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other_bind = other.local_addr().unwrap().to_string();
+    let answering = std::thread::spawn(move || {
+        if let Ok((mut s, _)) = other.accept() {
+            let mut buf = [0u8; 512];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 503 Busy\r\nContent-Length: 2\r\n\r\nno");
+        }
+    });
+    let (_, err, code) = run_cli(
+        &["healthcheck", "--bind", &other_bind, "--timeout", "2"],
+        &[],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unhealthy") && err.contains("503"), "{err}");
+    answering.join().unwrap();
+    // Nothing listening (the port just freed).
+    let (_, err, code) = run_cli(&["healthcheck", "--bind", &other_bind], &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nothing answers"), "{err}");
+    // Another machine's address is refused before any connection.
+    let (_, err, code) = run_cli(&["healthcheck", "--bind", "192.0.2.1:80"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("loopback"), "{err}");
+}

@@ -618,3 +618,133 @@ fn doctor_warns_when_a_desktop_clients_entry_has_no_key() {
         "{lines:#?}"
     );
 }
+
+/// Run through `npx` or `uvx` (the binary in their caches), install writes the launcher,
+/// pinned to this version and found on PATH, not the cache path that may vanish; doctor
+/// then knows the entry as ours. `--launcher` chooses by hand.
+#[test]
+fn a_binary_run_from_a_launcher_cache_installs_the_launcher() {
+    let m = Machine::new("inst-launcher");
+    let version = env!("CARGO_PKG_VERSION");
+    let tools = m.dir.path("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    for tool in ["npx", "uv", "uvx"] {
+        let path = tools.join(tool);
+        std::fs::write(&path, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let copy = |rel: &str| {
+        let path = m.dir.path(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::copy(BIN, &path).unwrap();
+        path
+    };
+    let npx_cached =
+        copy("home/.npm/_npx/8f49/node_modules/@perplexity-agent/linux-x64/bin/perplexity-agent");
+    let uvx_cached = copy("home/.cache/uv/archive-v0/eb2bTszEg5b/bin/perplexity-agent");
+    let run = |exe: &Path, vars: &[(&str, String)], args: &[&str]| {
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(args)
+            .env_clear()
+            .stdin(std::process::Stdio::null());
+        for (k, v) in &m.vars {
+            cmd.env(k, v);
+        }
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{stdout}{stderr}");
+        (stdout, stderr)
+    };
+    let tools_path = ("PATH", tools.display().to_string());
+    let entry = |stdout: &str| -> Value {
+        serde_json::from_str::<Value>(stdout).unwrap()["mcpServers"]["perplexity-agent"].clone()
+    };
+
+    let (stdout, _) = run(
+        &npx_cached,
+        std::slice::from_ref(&tools_path),
+        &["install", "claude-desktop", "--print"],
+    );
+    let npx = entry(&stdout);
+    assert_eq!(npx["command"], tools.join("npx").display().to_string());
+    assert_eq!(
+        npx["args"],
+        json!(["-y", format!("perplexity-agent@{version}")])
+    );
+    assert_eq!(npx["env"]["PERPLEXITY_AGENT_WAIT_SECONDS"], "55");
+
+    // uvx: not on PATH, but beside the uv that started us (uv says where, in UV).
+    let uv = ("UV", tools.join("uv").display().to_string());
+    let (stdout, _) = run(
+        &uvx_cached,
+        &[("PATH", "/nonexistent".into()), uv],
+        &["install", "claude-desktop", "--print"],
+    );
+    let uvx = entry(&stdout);
+    assert_eq!(uvx["command"], tools.join("uvx").display().to_string());
+    assert_eq!(uvx["args"], json!([format!("perplexity-agent@{version}")]));
+
+    // Not on PATH anywhere: the bare name, and a note saying the client must find it.
+    let (stdout, stderr) = run(
+        &npx_cached,
+        &[("PATH", "/nonexistent".into())],
+        &["install", "cursor", "--print"],
+    );
+    assert_eq!(entry(&stdout)["command"], "npx");
+    assert!(stderr.contains("npx is not on PATH here"), "{stderr}");
+
+    // --launcher binary: the cached copy's own path, as asked.
+    let (stdout, _) = run(
+        &npx_cached,
+        std::slice::from_ref(&tools_path),
+        &[
+            "install",
+            "claude-desktop",
+            "--print",
+            "--launcher",
+            "binary",
+        ],
+    );
+    let own = std::fs::canonicalize(&npx_cached).unwrap();
+    assert_eq!(entry(&stdout)["command"], own.display().to_string());
+    assert_eq!(entry(&stdout)["args"], json!([]));
+    // …and --launcher npx from an ordinary install.
+    let (stdout, _) = run(
+        Path::new(BIN),
+        std::slice::from_ref(&tools_path),
+        &["install", "claude-desktop", "--print", "--launcher", "npx"],
+    );
+    assert_eq!(entry(&stdout), npx);
+
+    // Written for real, doctor recognises the launcher entry as ours and checks it.
+    let (stdout, _) = run(
+        &npx_cached,
+        std::slice::from_ref(&tools_path),
+        &["install", "claude-code"],
+    );
+    assert!(
+        stdout.contains(&format!(
+            "Command: {} -y perplexity-agent@{version}",
+            tools.join("npx").display()
+        )),
+        "{stdout}"
+    );
+    let claude = read_json(&m.home(".claude.json"));
+    assert_eq!(
+        claude["mcpServers"]["perplexity-agent"]["args"],
+        npx["args"]
+    );
+    let (lines, _, _) = m.doctor();
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("OK Claude Code (perplexity-agent)"))
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(
+        line.contains(&tools.join("npx").display().to_string()),
+        "{line}"
+    );
+}
