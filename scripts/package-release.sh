@@ -6,7 +6,8 @@
 # Usage:
 #   scripts/package-release.sh archive TARGET BINARY OUTDIR
 #       OUTDIR/perplexity-agent-TARGET.tar.gz (.zip for a windows TARGET), holding the
-#       folder perplexity-agent-TARGET/ with the binary, README.md and both licenses.
+#       folder perplexity-agent-TARGET/ with the binary (stripped of its symbols;
+#       $STRIP, default strip), README.md and both licenses.
 #       Prints the archive's path.
 #   scripts/package-release.sh sums DIR
 #       DIR/SHA256SUMS for every archive and SBOM in DIR (and install.sh if there), in
@@ -43,6 +44,19 @@ archive() {
     mkdir "$stage/$name"
     cp "$binary" "$stage/$name/$exe"
     chmod 755 "$stage/$name/$exe"
+    # Symbols are for debugging a build, not for running it (a quarter of the file).
+    # Stripped here, after linking, not by the release profile: a profile change moves
+    # the mangled names link/startup.order lays out, and its generator needs them.
+    # Windows executables keep their symbols in a separate .pdb already. STRIP names
+    # another strip (e.g. llvm-strip for a cross build).
+    if [[ $target != *windows* ]]; then
+        local before after
+        before=$(wc -c <"$stage/$name/$exe")
+        "${STRIP:-strip}" "$stage/$name/$exe" \
+            || die "${STRIP:-strip} cannot strip $binary; set STRIP to a strip for $target"
+        after=$(wc -c <"$stage/$name/$exe")
+        echo "package-release: $exe stripped: $before -> $after bytes" >&2
+    fi
     cp "$root/README.md" "$root/LICENSE-MIT" "$root/LICENSE-APACHE" "$stage/$name/"
 
     if [[ $target == *windows* ]]; then

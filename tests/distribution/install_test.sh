@@ -60,6 +60,9 @@ installed="$home1/.local/bin/perplexity-agent"
 [ -x "$installed" ] || fail "nothing at $installed; output: $out"
 got=$("$installed" --version) || fail "the installed binary does not run"
 [ "$got" = "$want_version" ] || fail "installed '$got', expected '$want_version'"
+# The archive ships the binary without its symbol table (package-release.sh strips it).
+if readelf -S "$installed" | grep -q '\.symtab'; then fail "the installed binary still has its symbol table"; fi
+echo "   installed binary: $(wc -c <"$installed") bytes (the build: $(wc -c <"$binary") bytes)"
 grep -q "checksum ok" <<<"$out" || fail "no checksum confirmation in: $out"
 grep -q "is not on your PATH" <<<"$out" || fail "no PATH hint in: $out"
 
