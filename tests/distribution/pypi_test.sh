@@ -35,6 +35,19 @@ case "$1" in
     check "the wheel's binary is $profile_dir/perplexity-agent (maturin reused the build)" \
       bash -c 'python3 -c "import sys,zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))" "$1" "$2" | cmp - "$3"' \
       _ "$wheel" "perplexity_agent-$version.data/scripts/perplexity-agent" "$profile_dir/perplexity-agent"
+    # --strip (what a release ships): the same binary without its symbols, RECORD still
+    # true (pip checks it), and it runs.
+    stripped_wheel() {
+      local w v="$T/strip-venv"
+      w="$(bash "$PACK_REPO/packaging/pypi/build.sh" "${flag[@]}" --strip "$T/dist-strip" 2>"$T/strip.log")" || { cat "$T/strip.log"; return 1; }
+      python3 -c "import sys,zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))" \
+        "$w" "perplexity_agent-$version.data/scripts/perplexity-agent" >"$T/stripped-bin"
+      if readelf -S "$T/stripped-bin" | grep -q '\.symtab'; then echo "the binary still has .symtab"; return 1; fi
+      echo "stripped: $(wc -c <"$T/stripped-bin") bytes, built: $(wc -c <"$profile_dir/perplexity-agent") bytes"
+      "$PACK_PYTHON" -m venv "$v" && "$v/bin/pip" install --disable-pip-version-check -q --no-index "$w" \
+        && [ "$("$v/bin/perplexity-agent" --version)" = "perplexity-agent $version" ]
+    }
+    check "build.sh --strip: the binary without symbols, installable, runs" stripped_wheel
     ;;
   *) wheel="$(realpath "$1")"; [ -f "$wheel" ] || pack_die "no wheel at $1" ;;
 esac
