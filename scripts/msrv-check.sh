@@ -7,6 +7,8 @@
 #   PERPLEXITY_AGENT_TOOLS  cache root (default /var/tmp/perplexity-agent-tools): the
 #                           toolchain goes into a rustup home of its own there (the user's
 #                           toolchains and rustup itself are left alone), with its target dir.
+# Exits 1 when the workspace does not build with that toolchain, 3 when the toolchain
+# cannot be installed (static.rust-lang.org unreachable), so a caller can tell the two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +21,7 @@ export RUSTUP_HOME="$tools/rustup"
 if ! rustup toolchain list 2>/dev/null | grep -q "^$toolchain-"; then
     mkdir -p "$tools"
     rustup toolchain install "$toolchain" --profile minimal --no-self-update \
-        || { echo "msrv-check: could not install Rust $toolchain (needs static.rust-lang.org)" >&2; exit 1; }
+        || { echo "msrv-check: could not install Rust $toolchain (needs static.rust-lang.org)" >&2; exit 3; }
     # Never let this rustup home replace the rustup binary shared with the user's.
     rustup set auto-self-update disable
 fi
