@@ -37,6 +37,9 @@ import time
 import traceback
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import http_bench  # noqa: E402  (status_kib: one reader of /proc/PID/status for every bench)
+
 DUMMY_KEY = "pplx-bench-dummy"
 PROTOCOL_VERSION = "2025-11-25"
 
@@ -76,18 +79,6 @@ def reap(pid: int, timeout: float) -> tuple[int | None, object | None, float]:
             return None, None, time.perf_counter() - t0
         # Fine-grained at first (the exit time after EOF is reported), coarser later.
         time.sleep(0.0005 if time.perf_counter() - t0 < 0.2 else 0.01)
-
-
-def proc_status_kib(pid: int | str, field: str) -> float | None:
-    """A `kB` field of /proc/<pid>/status (VmHWM, VmRSS), in KiB."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return float(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def kill_and_reap(pid: int) -> object | None:
@@ -333,7 +324,7 @@ def handshake(srv: Server, timeout: float) -> tuple[dict, float, float]:
 
 
 def cold_start_once(c: Contender, tmp: str, timeout: float) -> None:
-    harness_rss = proc_status_kib("self", "VmRSS")
+    harness_rss = http_bench.status_kib("self", "VmRSS")
     srv = Server(c.cold_argv, c.env, os.path.join(tmp, f"{c.key}.cold.stderr"))
     try:
         init, t_init, t_list = handshake(srv, timeout)
@@ -344,7 +335,7 @@ def cold_start_once(c: Contender, tmp: str, timeout: float) -> None:
         # afresh at exec, so (unlike wait4's ru_maxrss, see below) it does not include
         # the harness's pages that the child inherited at fork. Sampled at the end of
         # the session, right before stdin is closed.
-        hwm = proc_status_kib(srv.p.pid, "VmHWM")
+        hwm = http_bench.status_kib(srv.p.pid, "VmHWM")
         status, ru, waited = srv.close_and_reap(timeout)
     except BaseException:
         srv.kill()
@@ -376,7 +367,7 @@ def floor_once(c: Contender, tmp: str, timeout: float) -> None:
     try:
         srv.send(initialize_msg(1))
         _, t, _ = srv.wait_for(1, timeout)
-        hwm = proc_status_kib(srv.p.pid, "VmHWM")
+        hwm = http_bench.status_kib(srv.p.pid, "VmHWM")
         srv.close_and_reap(timeout)
     except BaseException:
         srv.kill()

@@ -120,7 +120,8 @@ def tail(path: str, n: int = 400) -> str:
         return "(unreadable)"
 
 
-def status_kib(pid: int, field: str) -> float | None:
+def status_kib(pid: int | str, field: str) -> float | None:
+    """A `kB` field of /proc/<pid>/status (VmHWM, VmRSS, RssAnon…), in KiB; pid may be "self"."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:

@@ -42,13 +42,8 @@ GOALS = {
 
 
 def status_kib(pid: int) -> dict[str, float]:
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "RssAnon", "RssFile"):
-                out[key] = float(value.split()[0])
-    return out
+    fields = ("VmHWM", "RssAnon", "RssFile")
+    return {f: v for f in fields if (v := http_bench.status_kib(pid, f)) is not None}
 
 
 def stdio_session(binary: str, env: dict[str, str]) -> tuple[dict[str, float], int]:

@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -74,8 +73,7 @@ def callgrind(argv: list[str], env: dict, out: str, stdin: bytes | None = None,
             if name:
                 h["Mcp-Name"] = name
             body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-            req = urllib.request.Request(url, body.encode(), h, method="POST")
-            http_bench.OPENER.open(req, timeout=120).read()
+            http_bench.http("POST", url, body, h, timeout=120)
     finally:
         p.terminate()
         p.wait(60)

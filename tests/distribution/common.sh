@@ -7,6 +7,8 @@
 #   expect_fail "what" CMD...  # passes when CMD fails: the test's broken-input cases
 #   finish                 # the tally and time; exit status 1 if anything failed
 #   start_fake             # sets FAKE_URL (http://127.0.0.1:PORT); stopped at exit
+#   binary_arg LAST "$@"   # the one BINARY argument as an absolute path in $binary, else
+#                          # the usage (the script's header, lines 2-LAST) and exit 2
 
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../../packaging" && pwd)/lib.sh"
 DIST_HERE="$PACK_REPO/tests/distribution"  # used by the tests that source this
@@ -72,4 +74,11 @@ start_fake() {
 fake_control() {
   local method="$1" path="$2" body="${3:-}"
   curl -sf --noproxy '*' -X "$method" ${body:+-H 'Content-Type: application/json' -d "$body"} "$FAKE_URL/_control/$path"
+}
+
+binary_arg() {
+  local last="$1"; shift
+  [ $# -eq 1 ] || { sed -n "2,${last}p" "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+  binary="$(realpath "$1")"
+  [ -x "$binary" ] || pack_die "no executable at $1"
 }

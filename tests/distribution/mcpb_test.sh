@@ -11,9 +11,7 @@
 # be what the binary offers. A broken manifest must fail `mcpb validate`.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-[ $# -eq 1 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-binary="$(realpath "$1")"
-[ -x "$binary" ] || pack_die "no executable at $1"
+binary_arg 12 "$@"
 
 out="$(bash "$PACK_REPO/packaging/mcpb/build.sh" "$binary" "$T/dist" linux-x64 2>"$T/build.log")" \
   || { cat "$T/build.log"; pack_die "packaging/mcpb/build.sh failed"; }

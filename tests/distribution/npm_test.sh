@@ -12,9 +12,7 @@
 # with a message naming the package; stage.sh must refuse an unknown platform.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-[ $# -eq 1 ] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-binary="$(realpath "$1")"
-[ -x "$binary" ] || pack_die "no executable at $1"
+binary_arg 13 "$@"
 version="$(pack_version)"
 export npm_config_cache="$T/npm-cache" npm_config_offline=true npm_config_audit=false \
   npm_config_fund=false npm_config_update_notifier=false

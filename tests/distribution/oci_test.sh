@@ -22,9 +22,7 @@
 # set RLIMIT_* and does not support hybrid cgroups.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-[ $# -eq 1 ] || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-binary="$(realpath "$1")"
-[ -x "$binary" ] || pack_die "no executable at $1"
+binary_arg 22 "$@"
 dockerfile="$PACK_REPO/packaging/oci/Dockerfile"
 name="io.github.perplexity-agent/perplexity-agent"
 

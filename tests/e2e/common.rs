@@ -527,6 +527,16 @@ impl Drop for Scratch {
 }
 
 /// The `structuredContent` of a tool result.
+/// The names of a `tools/list` response's tools, in order.
+pub fn tool_names(list: &Value) -> Vec<&str> {
+    list["result"]["tools"]
+        .as_array()
+        .expect("a tools/list result")
+        .iter()
+        .map(|t| t["name"].as_str().expect("a tool name"))
+        .collect()
+}
+
 pub fn structured(response: &Value) -> &Value {
     &response["result"]["structuredContent"]
 }

@@ -328,12 +328,7 @@ fn requests_before_initialize_are_answered_as_legacy_requests() {
     let mut s = Server::start(&env_for(&fake));
     let list = s.request(&request(1, "tools/list", json!({})));
     assert_frame(Era::Legacy, "tools/list", &list);
-    let names: Vec<&str> = list["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = tool_names(&list);
     assert!(names.contains(&"perplexity_search"), "{names:?}");
     let r = s.request(&call(2, "perplexity_search", json!({"query": "q"})));
     assert_frame(Era::Legacy, "tools/call", &r);

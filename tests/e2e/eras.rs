@@ -244,12 +244,7 @@ fn logging_set_level_is_legacy_only() {
 fn tool_list_is_exact_and_follows_the_environment() {
     let mut all = Server::start(&[("PERPLEXITY_TOOLS".into(), "all".into())]);
     let r = all.request(&request(1, "tools/list", json!({})));
-    let names: Vec<&str> = r["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = tool_names(&r);
     assert_eq!(
         names,
         [
@@ -270,9 +265,8 @@ fn tool_list_is_exact_and_follows_the_environment() {
     let mut s = Server::start(&[("PERPLEXITY_TOOLS".into(), "lifecycle".into())]);
     let r = s.request(&request(1, "tools/list", json!({})));
     let tools = r["result"]["tools"].as_array().unwrap();
-    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(
-        names,
+        tool_names(&r),
         [
             "perplexity_agent",
             "perplexity_agent_result",
@@ -367,12 +361,7 @@ fn the_default_profile_is_lean_and_names_the_setting_for_the_rest() {
             Era::Legacy => s.request(&request(1, "tools/list", json!({}))),
             Era::Modern => s.request(&request(1, "tools/list", json!({"_meta": modern_meta()}))),
         };
-        let names: Vec<&str> = r["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+        let names = tool_names(&r);
         assert_eq!(
             names,
             [

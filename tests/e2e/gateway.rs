@@ -296,14 +296,9 @@ fn serve(env: &Env) -> Server {
     s
 }
 
-fn tool_names(s: &mut Server, id: i64) -> Vec<String> {
+fn listed(s: &mut Server, id: i64) -> Vec<String> {
     let r = s.request(&request(id, "tools/list", json!({})));
-    r["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect()
+    tool_names(&r).into_iter().map(str::to_owned).collect()
 }
 
 fn stats(s: &mut Server, id: i64) -> Value {
@@ -355,7 +350,7 @@ fn a_stdio_downstream_is_offered_namespaced_policed_and_isolated() {
     }
 
     let mut s = serve(&env);
-    let names = tool_names(&mut s, 1);
+    let names = listed(&mut s, 1);
     assert!(names.contains(&"perplexity_agent".to_owned()));
     for exposed in [
         "mcp__fd__echo",
@@ -520,7 +515,7 @@ fn the_global_switch_and_a_missing_program() {
     }
     .with("PERPLEXITY_GATEWAY", "off");
     let mut s = serve(&off);
-    assert!(!tool_names(&mut s, 1).iter().any(|n| n.starts_with("mcp__")));
+    assert!(!listed(&mut s, 1).iter().any(|n| n.starts_with("mcp__")));
     let r = s.request(&call(2, "mcp__fd__echo", json!({"text": "x"})));
     assert_eq!(r["error"]["code"], -32602);
     // An allowlisted program that was on the gateway's PATH when added, and is gone
@@ -690,7 +685,7 @@ fn our_own_binary_is_a_downstream_server() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     let mut s = serve(&env);
-    let names = tool_names(&mut s, 1);
+    let names = listed(&mut s, 1);
     assert!(
         names.contains(&"mcp__self__server_metrics".to_owned()),
         "{names:?}"
@@ -820,7 +815,7 @@ fn a_server_that_comes_up_later_is_announced_to_legacy_clients() {
     let mut s = serve(&env);
     let r = s.request(&request(1, "initialize", json!({"protocolVersion": V_LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})));
     assert_eq!(r["result"]["capabilities"]["tools"]["listChanged"], true);
-    assert!(!tool_names(&mut s, 2).iter().any(|n| n.starts_with("mcp__")));
+    assert!(!listed(&mut s, 2).iter().any(|n| n.starts_with("mcp__")));
     #[cfg(unix)]
     std::os::unix::fs::symlink(downstream_bin(), path.join("late-server")).unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -837,7 +832,7 @@ fn a_server_that_comes_up_later_is_announced_to_legacy_clients() {
             "no list_changed notification"
         );
     }
-    assert!(tool_names(&mut s, 3).contains(&"mcp__late__echo".to_owned()));
+    assert!(listed(&mut s, 3).contains(&"mcp__late__echo".to_owned()));
 }
 
 /// Processes whose command line holds `marker`.
@@ -972,7 +967,7 @@ fn server_everything_over_stdio_and_http() {
     assert_eq!(code, 0, "{stderr}");
 
     let mut s = serve(&env);
-    let names = tool_names(&mut s, 1);
+    let names = listed(&mut s, 1);
     for name in ["mcp__ev__echo", "mcp__ev__get-sum", "mcp__evh__echo"] {
         assert!(names.contains(&name.to_owned()), "{name}: {names:?}");
     }
@@ -1018,7 +1013,7 @@ fn hostile_framing_slow_starts_noise_and_idle_servers() {
         started.elapsed() < std::time::Duration::from_secs(10),
         "a slow server does not hold the start"
     );
-    let names = tool_names(&mut s, 1);
+    let names = listed(&mut s, 1);
     assert!(
         names.contains(&"mcp__noisy__echo".to_owned()),
         "1 MiB of stderr is drained: {names:?}"

@@ -409,12 +409,7 @@ fn echoes_of_client_input_are_bounded_and_inert() {
     let mut s = Server::start(&env_for(&fake));
     let long = "x".repeat(10_000);
     let tools = s.request(&request(1, "tools/list", json!({})));
-    let names: Vec<String> = tools["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect();
+    let names: Vec<String> = tool_names(&tools).into_iter().map(str::to_owned).collect();
     for (i, name) in names.iter().enumerate() {
         let mut args = serde_json::Map::new();
         args.insert(long.clone(), json!(1));
