@@ -6,7 +6,8 @@
 Checks Cargo.lock, the PyPI project (its version must stay dynamic, i.e. Cargo's), the
 npm launcher (and the versions it pins its platform packages at), every npm platform
 package, the MCP Bundle manifest, and server.json (its own version, each package's, the
-OCI tag and the MCPB release URLs). Prints one line per disagreement, naming the file
+OCI tag and the MCPB release URLs), and README.md's pinned client entries and image tag.
+Prints one line per disagreement, naming the file
 and the field, and exits 1; prints a one-line summary and exits 0 when all agree.
 --root points it at a copy of the tree (the self-test does).
 """
@@ -116,6 +117,13 @@ def main(argv: list[str]) -> int:
                 m = re.search(r"/releases/download/v([^/]+)/perplexity-agent-(.+)-(?:linux|darwin|win32)-[a-z0-9]+\.mcpb$", ident)
                 expect(rel, f"packages[{i}] (mcpb) release tag in {ident!r}", m.group(1) if m else None)
                 expect(rel, f"packages[{i}] (mcpb) file name's version in {ident!r}", m.group(2) if m else None)
+
+    # README.md: the pinned launcher entries and the image tag a reader copies.
+    rel = "README.md"
+    checked.append(rel)
+    readme = (root / rel).read_text(encoding="utf-8")
+    for m in re.finditer(r'"perplexity-agent@([^"]+)"|perplexity-agent/perplexity-agent:([0-9][^ `]*)', readme):
+        expect(rel, f"the version in {m.group(0)!r}", m.group(1) or m.group(2))
 
     for line in problems:
         print(f"check-versions: {line}")

@@ -68,7 +68,7 @@ broken "the schema of another date" 'd["$schema"] = "https://static.modelcontext
 tree="$T/tree"
 rm -rf "$tree"
 mkdir -p "$tree"
-( cd "$PACK_REPO" && cp --parents Cargo.toml Cargo.lock server.json packaging/pypi/pyproject.toml \
+( cd "$PACK_REPO" && cp --parents Cargo.toml Cargo.lock README.md server.json packaging/pypi/pyproject.toml \
     packaging/mcpb/manifest.json packaging/npm/perplexity-agent/package.json packaging/npm/platforms/*/package.json "$tree/" )
 check "check-versions.py passes on the copied tree" python3 "$PACK_REPO/scripts/check-versions.py" --root "$tree"
 mutate() {  # mutate FILE "what" PYTHON-ON-text [NAMED] → the check must fail and name NAMED (FILE)
@@ -93,6 +93,7 @@ mutate packaging/npm/perplexity-agent/package.json "one optionalDependency" 'd["
 mutate packaging/npm/platforms/linux-arm64/package.json "version" 'd["version"] = "9.9.9"'
 mutate packaging/mcpb/manifest.json "version" 'd["version"] = "9.9.9"'
 mutate server.json "version" 'd["version"] = "9.9.9"'
+mutate README.md "the npx entry's pin" 'text = text.replace("\"-y\", \"perplexity-agent@", "\"-y\", \"perplexity-agent@9", 1)'
 mutate server.json "the pypi package's version" 'd["packages"][0]["version"] = "9.9.9"'
 mutate server.json "the OCI tag" 'next(p for p in d["packages"] if p["registryType"] == "oci")["identifier"] = "ghcr.io/perplexity-agent/perplexity-agent:9.9.9"'
 mutate server.json "an MCPB release URL" 'p = next(p for p in d["packages"] if p["registryType"] == "mcpb"); p["identifier"] = re.sub("/v[^/]+/", "/v9.9.9/", p["identifier"])'
