@@ -12,8 +12,10 @@ a name that no longer exists (a dependency bump changes the mangled hashes) is s
 the linker and costs only resident memory, which bench/quick.py (run by .ci/run) shows —
 rerun this script when its cold-start row grows.
 
-How: `valgrind --tool=callgrind` (Debian's valgrind) runs the binary — a release build
-with symbols, `CARGO_PROFILE_RELEASE_STRIP=none cargo build --release` — through the sessions below against a loopback fake-perplexity; every
+How: `valgrind --tool=callgrind` (Debian's valgrind) runs the binary — the release build
+as it is (its profile keeps the symbol table; never a stripped copy, and never a build
+with another profile setting, whose mangled names differ) — through the sessions below
+against a loopback fake-perplexity; every
 function it records that the binary itself defines (`nm`) is listed, in the order the
 profile first names it. Loopback only.
 """

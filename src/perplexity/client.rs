@@ -234,7 +234,9 @@ impl PerplexityClient {
             .map_err(|open| ApiError::CircuitOpen {
                 retry_in_secs: open.retry_in.as_secs_f64().ceil() as u64,
             })?;
-        let result = self.send_with_retries(request, deadline).await;
+        // Boxed: a request's state (reqwest's, the retries') is ~1 KiB, and unboxed every
+        // wait that makes requests would be that much larger while it only sleeps.
+        let result = Box::pin(self.send_with_retries(request, deadline)).await;
         let outcome = match &result {
             Ok(_) => Outcome::Answered,
             Err(e) => e.breaker_outcome(),
@@ -313,34 +315,35 @@ impl PerplexityClient {
             let key = key::read()?;
             (Some(authorization_header(&key)?), Scrubber::new(&key))
         };
-        let mut url = self.base.clone();
-        url.set_path(request.path);
-        url.set_query(request.query);
         let accept = match request.expect {
             Expect::EventStream => "text/event-stream",
             _ => "application/json",
         };
-        let mut builder = self
-            .http()?
-            .request(request.method.clone(), url)
-            .header(USER_AGENT, self.user_agent.clone())
-            .header(ACCEPT, accept);
-        if let Some(authorization) = authorization {
-            builder = builder.header(AUTHORIZATION, authorization);
-        }
-        builder = match request.body {
-            Some(body) => builder
-                .header(CONTENT_TYPE, "application/json")
-                .body(body.to_vec()),
-            // A bodiless POST still says `Content-Length: 0`.
-            None if request.method == Method::POST => builder.header(CONTENT_LENGTH, "0"),
-            None => builder,
-        };
         let max = self.config.max_response_bytes;
         let exchange = async {
             // Queue for a connection slot (inside the attempt's timeout): a burst of a
-            // thousand calls then opens dozens of connections, not a thousand.
+            // thousand calls then opens dozens of connections, not a thousand. The request
+            // is built once it has one, so a queued call holds no headers, URL or body.
             let _slot = self.requests.acquire().await;
+            let mut url = self.base.clone();
+            url.set_path(request.path);
+            url.set_query(request.query);
+            let mut builder = self
+                .http()?
+                .request(request.method.clone(), url)
+                .header(USER_AGENT, self.user_agent.clone())
+                .header(ACCEPT, accept);
+            if let Some(authorization) = authorization {
+                builder = builder.header(AUTHORIZATION, authorization);
+            }
+            builder = match request.body {
+                Some(body) => builder
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(body.to_vec()),
+                // A bodiless POST still says `Content-Length: 0`.
+                None if request.method == Method::POST => builder.header(CONTENT_LENGTH, "0"),
+                None => builder,
+            };
             let mut response = builder.send().await.map_err(network_error)?;
             let status = response.status();
             if status.is_redirection() {

@@ -212,6 +212,8 @@ pub async fn poll(
             let since = plan.origin.elapsed().as_secs_f64();
             sink.progress(since, &RunProgress::of(&run).summary(since));
         }
+        // Not kept through the pause: a parsed run is a few KiB, times every waiting call.
+        drop(run);
         let left = plan.budget - elapsed;
         tokio::time::sleep(Duration::from_secs_f64(interval).min(left)).await;
         interval = (interval * 1.5).min(MAX_POLL_INTERVAL);
@@ -251,6 +253,8 @@ pub async fn create_and_wait(
             if run.is_settled() {
                 return Ok((id, Waited::Terminal(run)));
             }
+            // The polls fetch the run afresh; this copy would only be held through them.
+            drop(run);
             let waited = poll_until(client, &id, deadline, origin, progress).await?;
             return Ok((id, waited));
         }
@@ -375,6 +379,7 @@ impl Follower<'_> {
                             if run.is_settled() {
                                 return Ok((id, Waited::Terminal(run)));
                             }
+                            drop(run);
                             return self.poll_rest(&id).await;
                         }
                         Ok(Success::Nothing) | Err(_) => return self.poll_rest(&id).await,
@@ -434,6 +439,7 @@ impl Follower<'_> {
         if run.is_settled() {
             return Ok(Some((id, Waited::Terminal(run))));
         }
+        drop(run);
         self.poll_rest(&id).await.map(Some)
     }
 

@@ -9,20 +9,19 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde_json::{Map, Value, json};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::handler::{Handled, Handler, Incoming, Outbound};
-use super::policy::{BodyShare, Slot};
+use super::policy::{BodyShare, Held, MAX_BODY_BYTES, Slot, plain};
 use super::sessions::Sessions;
 use crate::mcp::decode::decode;
 use crate::mcp::dispatch::{Action, Envelope, envelope};
@@ -60,22 +59,91 @@ pub struct Endpoint {
     pub stopping: CancellationToken,
 }
 
-pub async fn post(
-    State(endpoint): State<Arc<Endpoint>>,
-    slot: Option<Extension<Slot>>,
-    budget: Option<Extension<BodyShare>>,
-    headers: HeaderMap,
+pub async fn post(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Response {
+    // Boxed, so the request and its decoding are freed before the call waits instead of
+    // staying part of its future.
+    let (routed, slot) = Box::pin(prepare(&endpoint, request)).await;
+    let (request, minted) = match routed {
+        Routed::Answered(response) => return response,
+        Routed::Call(request) => (request, None),
+        Routed::Initialize(request) => {
+            let minted = request.session.clone();
+            (request, minted)
+        }
+    };
+    let mut response = dispatch(&endpoint, request, slot).await;
+    // The session exists while initialize is handled (a handler may keep state for it),
+    // and is dropped again unless initialize succeeded.
+    if let Some(created) = minted {
+        match HeaderValue::from_str(&created) {
+            Ok(value) if response.status() == StatusCode::OK => {
+                response
+                    .headers_mut()
+                    .insert(HeaderName::from_static(SESSION_HEADER), value);
+            }
+            _ => {
+                endpoint.sessions.remove(&created);
+            }
+        }
+    }
+    response
+}
+
+/// The message and its headers, read and routed; with the request's in-flight slot.
+async fn prepare(endpoint: &Endpoint, request: Request) -> (Routed, Option<OwnedSemaphorePermit>) {
+    let (mut parts, body) = request.into_parts();
+    let slot = take_permit(parts.extensions.remove::<Slot>().map(|Slot(held)| held));
+    let budget = take_permit(
+        parts
+            .extensions
+            .remove::<BodyShare>()
+            .map(|BodyShare(held)| held),
+    );
+    // The policy has read the body already (within its cap): this only takes the bytes.
+    let Ok(body) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        let refused = plain(
+            StatusCode::BAD_REQUEST,
+            "The request body could not be read.",
+        );
+        return (Routed::Answered(refused), slot);
+    };
+    // Header values are slices of hyper's 8 KiB read buffer, so holding them through the
+    // call would hold that buffer too (hyper reads on into a fresh one): they go with
+    // `parts`, before the call runs.
+    (route(endpoint, &parts.headers, body, budget), slot)
+}
+
+/// A permit the policy left in the request (`None` when it is missing or already taken).
+fn take_permit(held: Option<Held>) -> Option<OwnedSemaphorePermit> {
+    held.and_then(|held| held.take())
+}
+
+/// What a POST turns out to be, decided from its headers and message alone.
+enum Routed {
+    /// Answered without the handler.
+    Answered(Response),
+    /// A request for the handler.
+    Call(Incoming),
+    /// A legacy `initialize`, in the session minted for it.
+    Initialize(Incoming),
+}
+
+fn route(
+    endpoint: &Endpoint,
+    headers: &HeaderMap,
     body: Bytes,
-) -> Response {
-    let budget = budget.and_then(|Extension(BodyShare(held))| held.take());
+    budget: Option<OwnedSemaphorePermit>,
+) -> Routed {
     let message = match decode(&body) {
         Ok(message) => message,
-        Err(undecodable) => return json(StatusCode::BAD_REQUEST, undecodable.frame()),
+        Err(undecodable) => {
+            return Routed::Answered(json(StatusCode::BAD_REQUEST, undecodable.frame()));
+        }
     };
     // The bytes and their share of the body budget are released before the call runs.
     drop(body);
     drop(budget);
-    let session = header(&headers, SESSION_HEADER);
+    let session = header(headers, SESSION_HEADER);
     // A response from the client: to a request we asked in its session (else ignored).
     if message.get("method").is_none()
         && (message.get("result").is_some() || message.get("error").is_some())
@@ -85,55 +153,54 @@ pub async fn post(
                 .sessions
                 .deliver(session, &id.to_string(), message.clone());
         }
-        return StatusCode::ACCEPTED.into_response();
+        return Routed::Answered(StatusCode::ACCEPTED.into_response());
     }
     let (id, method, params) = match envelope(message) {
         Envelope::Request { id, method, params } => (id, method, params),
-        Envelope::Other(Action::Reply(frame)) => return json(StatusCode::BAD_REQUEST, frame),
+        Envelope::Other(Action::Reply(frame)) => {
+            return Routed::Answered(json(StatusCode::BAD_REQUEST, frame));
+        }
         Envelope::Other(action) => {
             if let Some(session) = &session {
                 if !endpoint.sessions.touch(session) {
-                    return session_unknown(&Value::Null);
+                    return Routed::Answered(session_unknown(&Value::Null));
                 }
                 if let Action::Cancel(request) = action {
                     endpoint.sessions.cancel(session, &request.to_string());
                 }
             }
-            return StatusCode::ACCEPTED.into_response();
+            return Routed::Answered(StatusCode::ACCEPTED.into_response());
         }
     };
     let has_version_meta =
         request_meta(&params).is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
     let modern_header =
-        header(&headers, VERSION_HEADER).is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&v.as_str()));
-    let slot = slot.and_then(|Extension(Slot(held))| held.take());
+        header(headers, VERSION_HEADER).is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&v.as_str()));
     if session.is_none() && (has_version_meta || modern_header) {
-        modern(&endpoint, &headers, id, &method, params, slot).await
+        modern(endpoint, headers, id, &method, params)
     } else if session.is_none() && method == "server/discover" {
         // The bare dual-era probe (no `_meta`, no modern header): answered as on stdio.
-        let probe = Incoming {
+        Routed::Call(Incoming {
             id,
             method,
             params,
             era: Era::Modern,
             session: None,
-        };
-        dispatch(&endpoint, probe, slot).await
+        })
     } else {
-        legacy(&endpoint, &headers, session, id, &method, params, slot).await
+        legacy(endpoint, headers, session, id, &method, params)
     }
 }
 
 /// The modern checks, in the order the conformance suite expects (§5.2, HTTP).
-async fn modern(
-    endpoint: &Arc<Endpoint>,
+fn modern(
+    endpoint: &Endpoint,
     headers: &HeaderMap,
     id: Value,
     method: &str,
     params: Map<String, Value>,
-    slot: Option<OwnedSemaphorePermit>,
-) -> Response {
-    let bad = |e: RpcError| rpc_error(StatusCode::BAD_REQUEST, &id, e);
+) -> Routed {
+    let bad = |e: RpcError| Routed::Answered(rpc_error(StatusCode::BAD_REQUEST, &id, e));
     let Some(version_header) = header(headers, VERSION_HEADER) else {
         return bad(mismatch(
             "MCP-Protocol-Version is required on 2026-07-28 requests",
@@ -195,75 +262,58 @@ async fn modern(
         return bad(RpcError::new(HEADER_MISMATCH, which));
     }
     if NOT_MODERN.contains(&method) {
-        return rpc_error(
+        return Routed::Answered(rpc_error(
             StatusCode::NOT_FOUND,
             &id,
             RpcError::method_not_found(method),
-        );
+        ));
     }
     if let Err(e) = validate_modern_meta(method, &params) {
         return bad(e);
     }
-    let request = Incoming {
+    Routed::Call(Incoming {
         id,
         method: method.to_owned(),
         params,
         era: Era::Modern,
         session: None,
-    };
-    dispatch(endpoint, request, slot).await
+    })
 }
 
-async fn legacy(
-    endpoint: &Arc<Endpoint>,
+fn legacy(
+    endpoint: &Endpoint,
     headers: &HeaderMap,
     session: Option<String>,
     id: Value,
     method: &str,
     params: Map<String, Value>,
-    slot: Option<OwnedSemaphorePermit>,
-) -> Response {
+) -> Routed {
     if method == "initialize" {
-        // The session exists while initialize is handled (a handler may keep state for
-        // it), and is dropped again unless initialize succeeded.
-        let created = endpoint.sessions.create();
-        let request = Incoming {
+        return Routed::Initialize(Incoming {
             id,
             method: method.to_owned(),
             params,
             era: Era::Legacy,
-            session: Some(created.clone()),
-        };
-        let mut response = dispatch(endpoint, request, slot).await;
-        match HeaderValue::from_str(&created) {
-            Ok(value) if response.status() == StatusCode::OK => {
-                response
-                    .headers_mut()
-                    .insert(HeaderName::from_static(SESSION_HEADER), value);
-            }
-            _ => {
-                endpoint.sessions.remove(&created);
-            }
-        }
-        return response;
+            session: Some(endpoint.sessions.create()),
+        });
     }
     let Some(session) = session else {
-        return rpc_error(
+        return Routed::Answered(rpc_error(
             StatusCode::BAD_REQUEST,
             &id,
             RpcError::new(
                 code::INVALID_REQUEST,
                 "Bad request: no Mcp-Session-Id. Send initialize first, or send a 2026-07-28 request.",
             ),
-        );
+        ));
     };
     if !endpoint.sessions.touch(&session) {
-        return session_unknown(&id);
+        return Routed::Answered(session_unknown(&id));
     }
     if let Some(version) = header(headers, VERSION_HEADER)
         && !HANDSHAKE_VERSIONS.contains(&version.as_str())
     {
-        return rpc_error(
+        return Routed::Answered(rpc_error(
             StatusCode::BAD_REQUEST,
             &id,
             RpcError::new(
@@ -273,16 +323,15 @@ async fn legacy(
                     HANDSHAKE_VERSIONS.join(", ")
                 ),
             ),
-        );
+        ));
     }
-    let request = Incoming {
+    Routed::Call(Incoming {
         id,
         method: method.to_owned(),
         params,
         era: Era::Legacy,
         session: Some(session),
-    };
-    dispatch(endpoint, request, slot).await
+    })
 }
 
 /// Hands the request to the handler and turns its answer into an HTTP response. Work
@@ -296,11 +345,15 @@ async fn dispatch(
     let era = request.era;
     let session = request.session.clone();
     let key = request.id.to_string();
-    let streamed = endpoint.handler.streams(&request);
-    let (frames, rx) = mpsc::channel::<Value>(if streamed { STREAM_BUFFER } else { 1 });
+    // Only a stream carries frames before the reply; a JSON answer is the reply alone,
+    // which a oneshot carries in ~100 bytes (a one-slot mpsc allocates a 2.3 KiB block).
+    let streamed = endpoint
+        .handler
+        .streams(&request)
+        .then(|| mpsc::channel::<Value>(STREAM_BUFFER));
     let token = endpoint.stopping.child_token();
     let out = Outbound {
-        frames: streamed.then(|| frames.clone()),
+        frames: streamed.as_ref().map(|(frames, _)| frames.clone()),
         session: session.clone().map(|s| (endpoint.sessions.clone(), s)),
         cancel: token.clone(),
         stopping: endpoint.stopping.clone(),
@@ -321,22 +374,35 @@ async fn dispatch(
     if let Some(session) = &session {
         endpoint.sessions.register(session, &key, token.clone());
     }
+    let (reply_to, answer) = match streamed {
+        Some((frames, rx)) => (ReplyTo::Stream(frames), Answer::Stream(rx)),
+        None => {
+            let (tx, rx) = oneshot::channel();
+            (ReplyTo::Json(tx), Answer::Json(rx))
+        }
+    };
     let sessions = endpoint.sessions.clone();
     tokio::spawn(async move {
         let reply = work.await;
         if let Some(session) = &session {
             sessions.unregister(session, &key);
         }
-        if let Some(frame) = reply {
-            let _ = frames.send(frame).await;
+        match (reply, reply_to) {
+            (Some(frame), ReplyTo::Stream(frames)) => {
+                let _ = frames.send(frame).await;
+            }
+            (Some(frame), ReplyTo::Json(tx)) => {
+                let _ = tx.send(frame);
+            }
+            (None, _) => {}
         }
     });
     let cancel_on_close = (era == Era::Modern).then(|| token.drop_guard());
-    if streamed {
-        return stream(rx, cancel_on_close, slot);
-    }
-    let mut rx = rx;
-    let frame = rx.recv().await;
+    let rx = match answer {
+        Answer::Stream(rx) => return stream(rx, cancel_on_close, slot),
+        Answer::Json(rx) => rx,
+    };
+    let frame = rx.await.ok();
     if let Some(guard) = cancel_on_close {
         guard.disarm();
     }
@@ -345,6 +411,18 @@ async fn dispatch(
         Some(frame) => json(status_of(era, &frame), frame),
         None => StatusCode::NO_CONTENT.into_response(),
     }
+}
+
+/// Where the work's reply goes: onto the request's SSE stream, or into its JSON body.
+enum ReplyTo {
+    Stream(mpsc::Sender<Value>),
+    Json(oneshot::Sender<Value>),
+}
+
+/// The other end of [`ReplyTo`].
+enum Answer {
+    Stream(mpsc::Receiver<Value>),
+    Json(oneshot::Receiver<Value>),
 }
 
 /// HTTP status of a JSON reply: in the modern era an unknown method is 404 and a missing

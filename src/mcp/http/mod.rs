@@ -2,7 +2,7 @@
 //! unauthenticated `/healthz` that reports liveness only.
 //!
 //! Connections are capped and their heads bounded in size and time (`accept.rs`). Policy
-//! is layers around the endpoint (`policy.rs`), so no handler can forget one, ordered so
+//! is one layer around the endpoint (`policy.rs`), so no handler can forget it, staged so
 //! that a client without the token costs nothing but its headers: `Host`/`Origin` (400,
 //! 403) → bearer token (401) → admission (in-flight cap → 503, time limit) → body (413,
 //! budget → 503, deadline → 408) → `endpoint.rs`. `/healthz` sits outside all of them.
@@ -25,7 +25,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
@@ -99,7 +98,6 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
 }
 
 fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>) -> Router {
-    // `layer` wraps what is already there: the last one added runs first.
     let mcp = Router::new()
         .route(
             "/mcp",
@@ -108,15 +106,9 @@ fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>) -> Router {
                 .delete(endpoint::delete),
         )
         .with_state(endpoint)
-        // The cap is ours (read_body); axum's own 2 MB default would cut it short.
-        .layer(DefaultBodyLimit::max(policy::MAX_BODY_BYTES))
-        .layer(from_fn_with_state(policy.clone(), policy::read_body))
-        .layer(from_fn_with_state(policy.clone(), policy::admit))
-        .layer(from_fn_with_state(policy.clone(), policy::authenticate))
-        .layer(from_fn_with_state(
-            policy.clone(),
-            policy::check_host_and_origin,
-        ));
+        // One layer for the whole policy (its stages in order: see policy.rs); the body
+        // cap is its own, so axum's 2 MB default (the `Bytes` extractor's) is never used.
+        .layer(from_fn_with_state(policy, policy::gate));
     Router::new()
         // Liveness only, outside every limit: it answers however busy `/mcp` is.
         .route("/healthz", get(|| async { "ok\n" }))

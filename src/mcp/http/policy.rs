@@ -1,6 +1,6 @@
-//! The HTTP transport's security policy, as layers around the MCP endpoint (outermost
-//! first): `Host` and `Origin`, the bearer token, admission (in-flight cap, time limit),
-//! then the body (cap, shared budget, deadline). Everything before the token looks at
+//! The HTTP transport's security policy, as one layer around the MCP endpoint ([`gate`]),
+//! in stages (first to last): `Host` and `Origin`, the bearer token, admission (in-flight
+//! cap, time limit), then the body (cap, shared budget, deadline). Everything before the token looks at
 //! headers only, so a client without it never takes a slot or has a body byte read. An
 //! auditor reads this file to know who can reach a tool over HTTP.
 
@@ -21,6 +21,7 @@ use futures_util::StreamExt;
 use sha2::Digest;
 use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use url::Url;
 
 use crate::config::HttpConfig;
@@ -87,38 +88,67 @@ pub struct Slot(pub Held);
 #[derive(Clone)]
 pub struct BodyShare(pub Held);
 
+/// The whole policy as one layer, its stages in order: a layer per stage would box a
+/// future per stage, ~8 KiB more of every call that waits (issue 18).
+pub async fn gate(State(policy): State<Arc<Policy>>, request: Request, next: Next) -> Response {
+    // One time limit for the body and the endpoint together: a request that outlives any
+    // legitimate wait is cut off.
+    let deadline = Instant::now() + policy.request_timeout;
+    // Boxed, so the stages' state (the body read among it) is freed once they pass
+    // instead of staying part of the future of a call that waits.
+    let request = match tokio::time::timeout_at(deadline, Box::pin(stages(&policy, request))).await
+    {
+        Ok(Ok(request)) => request,
+        Ok(Err(refused)) => return refused,
+        Err(_) => return too_long(),
+    };
+    match tokio::time::timeout_at(deadline, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => too_long(),
+    }
+}
+
+/// Everything before the endpoint: a refusal, or the request with its slot and its body.
+async fn stages(policy: &Policy, mut request: Request) -> Result<Request, Response> {
+    if let Some(refused) = check_host_and_origin(policy, &request) {
+        return Err(refused);
+    }
+    if let Some(refused) = authenticate(policy, &request) {
+        return Err(refused);
+    }
+    if let Some(refused) = admit(policy, &mut request) {
+        return Err(refused);
+    }
+    read_body(policy, request).await
+}
+
+fn too_long() -> Response {
+    plain(StatusCode::GATEWAY_TIMEOUT, "The request took too long.")
+}
+
 /// Admission: a saturated server answers 503 at once (with `Retry-After`) instead of
-/// queueing without bound; a request that outlives any legitimate wait is cut off.
-pub async fn admit(
-    State(policy): State<Arc<Policy>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// queueing without bound. Gives the request its slot, or returns the refusal.
+fn admit(policy: &Policy, request: &mut Request) -> Option<Response> {
     let Ok(permit) = policy.slots.clone().try_acquire_owned() else {
-        return busy("The server is at its limit of requests in flight. Retry shortly.");
+        return Some(busy(
+            "The server is at its limit of requests in flight. Retry shortly.",
+        ));
     };
     request.extensions_mut().insert(Slot(Held::new(permit)));
-    match tokio::time::timeout(policy.request_timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => plain(StatusCode::GATEWAY_TIMEOUT, "The request took too long."),
-    }
+    None
 }
 
 /// Reads the whole body (bounded in size, in time and against the shared budget) before
 /// the endpoint sees it: a keep-alive client reuses the socket, and an unread body would
 /// corrupt its next request.
-pub async fn read_body(
-    State(policy): State<Arc<Policy>>,
-    request: Request,
-    next: Next,
-) -> Response {
+async fn read_body(policy: &Policy, request: Request) -> Result<Request, Response> {
     let declared = request
         .headers()
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
-        return too_large();
+        return Err(too_large());
     }
     let declared = declared.map_or(0, |len| len as usize);
     let (mut parts, body) = request.into_parts();
@@ -145,24 +175,23 @@ pub async fn read_body(
     match tokio::time::timeout(policy.read_timeout, read).await {
         Ok(Ok((bytes, share))) => {
             parts.extensions.insert(BodyShare(Held::new(share)));
-            next.run(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
-                .await
+            Ok(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
         }
-        Ok(Err(BodyError::TooLarge)) => too_large(),
-        Ok(Err(BodyError::OverBudget)) => {
-            busy("The server is reading as much request data as it allows at once. Retry shortly.")
-        }
-        Ok(Err(BodyError::Broken)) => closing(plain(
+        Ok(Err(BodyError::TooLarge)) => Err(too_large()),
+        Ok(Err(BodyError::OverBudget)) => Err(busy(
+            "The server is reading as much request data as it allows at once. Retry shortly.",
+        )),
+        Ok(Err(BodyError::Broken)) => Err(closing(plain(
             StatusCode::BAD_REQUEST,
             "The request body could not be read.",
-        )),
-        Err(_) => closing(plain(
+        ))),
+        Err(_) => Err(closing(plain(
             StatusCode::REQUEST_TIMEOUT,
             &format!(
                 "The request body did not arrive within {} s.",
                 policy.read_timeout.as_secs()
             ),
-        )),
+        ))),
     }
 }
 
@@ -208,19 +237,16 @@ fn closing(mut response: Response) -> Response {
 /// before the token is even looked at. Every claim of who the request is for must be
 /// ours: the one `Host` header and, in absolute form, the request line's authority
 /// (which RFC 9112 §3.2.2 makes the one that counts) — parsed strictly, so
-/// `[::1].evil.com` or `localhost@evil.com` is not "loopback with a suffix".
-pub async fn check_host_and_origin(
-    State(policy): State<Arc<Policy>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// `[::1].evil.com` or `localhost@evil.com` is not "loopback with a suffix". Returns the
+/// refusal, if any.
+fn check_host_and_origin(policy: &Policy, request: &Request) -> Option<Response> {
     let headers = request.headers();
     let mut hosts = headers.get_all(HOST).iter();
     let (Some(host), None) = (hosts.next(), hosts.next()) else {
-        return closing(plain(
+        return Some(closing(plain(
             StatusCode::BAD_REQUEST,
             "Bad request: send exactly one Host header.",
-        ));
+        )));
     };
     let target = request.uri().authority().map(|a| a.as_str().as_bytes());
     let ours = |authority: &[u8]| {
@@ -229,7 +255,7 @@ pub async fn check_host_and_origin(
         })
     };
     if !ours(host.as_bytes()) || target.is_some_and(|t| !ours(t)) {
-        return closing(plain(StatusCode::FORBIDDEN, "Host not allowed."));
+        return Some(closing(plain(StatusCode::FORBIDDEN, "Host not allowed.")));
     }
     // Every Origin value: a second header must not smuggle a foreign one past the first.
     if !headers
@@ -237,22 +263,18 @@ pub async fn check_host_and_origin(
         .iter()
         .all(|origin| origin_allowed(origin, &policy.allowed_origins))
     {
-        return closing(plain(StatusCode::FORBIDDEN, "Origin not allowed."));
+        return Some(closing(plain(StatusCode::FORBIDDEN, "Origin not allowed.")));
     }
-    next.run(request).await
+    None
 }
 
 /// Exactly one `Authorization: Bearer <token>`. Digests are compared in constant time,
 /// so neither the token's bytes nor its length leak through timing. Answered from the
 /// headers alone, before admission: a client without the token holds no slot and has
-/// no body byte read.
-pub async fn authenticate(
-    State(policy): State<Arc<Policy>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// no body byte read. Returns the refusal, if any.
+fn authenticate(policy: &Policy, request: &Request) -> Option<Response> {
     if bearer_matches(request.headers(), &policy.token_digest) {
-        return next.run(request).await;
+        return None;
     }
     tracing::info!("refused an HTTP request without a valid bearer token");
     let mut response = closing(plain(
@@ -263,7 +285,7 @@ pub async fn authenticate(
         WWW_AUTHENTICATE,
         HeaderValue::from_static("Bearer realm=\"perplexity-agent\""),
     );
-    response
+    Some(response)
 }
 
 fn bearer_matches(headers: &HeaderMap, expected: &[u8; 32]) -> bool {
