@@ -41,6 +41,8 @@ pub trait ProgressSink: Send + Sync {
 /// (cancellation, shutdown) can still say which run to collect.
 pub trait RunIdSink: Send + Sync {
     fn run_id(&self, id: &str);
+    /// Told right before a create is sent (a run may exist from then on).
+    fn create_sent(&self) {}
 }
 
 /// What a run has done so far, in counts.
@@ -233,6 +235,7 @@ pub async fn create_and_wait(
     let origin = Instant::now();
     // Held until the wait ends; without one, the run is created in JSON mode and polled.
     let stream_slot = client.stream_slot();
+    ids.create_sent();
     let first = client
         .create_run_streaming(run, stream_slot.is_some(), deadline)
         .await

@@ -46,13 +46,40 @@ pub struct RunIds {
     ids: Mutex<Vec<String>>,
     /// Also told each new id (the CLI shows it while the call waits).
     also: Option<Arc<dyn RunIdSink>>,
+    /// A create was sent: from then on a run may exist upstream before its id is known.
+    create_sent: std::sync::atomic::AtomicBool,
+    learned: tokio::sync::Notify,
 }
+
+/// How long a call cancelled mid-create keeps going to learn the run's id. The create
+/// may already have started a paid run; dropping it before its answer would leave that
+/// run with no id anyone can collect it by. Bounded: the caller gets no reply either way.
+const CREATE_ANSWER_GRACE: Duration = Duration::from_secs(10);
 
 impl RunIds {
     pub fn forwarding(also: Arc<dyn RunIdSink>) -> Self {
         RunIds {
-            ids: Mutex::default(),
             also: Some(also),
+            ..RunIds::default()
+        }
+    }
+
+    /// A create went out and no id is known yet.
+    fn awaiting_id(&self) -> bool {
+        self.create_sent.load(std::sync::atomic::Ordering::Acquire)
+            && self.ids.lock().is_ok_and(|ids| ids.is_empty())
+    }
+
+    /// Returns once an id is known (at once if none is awaited).
+    async fn id_known(&self) {
+        loop {
+            let learned = self.learned.notified();
+            tokio::pin!(learned);
+            learned.as_mut().enable();
+            if !self.awaiting_id() {
+                return;
+            }
+            learned.await;
         }
     }
 
@@ -77,9 +104,17 @@ impl RunIdSink for RunIds {
             }
             new
         });
+        if new {
+            self.learned.notify_waiters();
+        }
         if let (true, Some(also)) = (new, &self.also) {
             also.run_id(id);
         }
+    }
+
+    fn create_sent(&self) {
+        self.create_sent
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -519,9 +554,26 @@ impl Tools {
             }
         })
         .catch_unwind();
-        let ran = tokio::select! {
-            ran = run => ran,
-            () = ctx.cancel.cancelled() => {
+        let ran = {
+            tokio::pin!(run);
+            let finished = tokio::select! {
+                ran = &mut run => Some(ran),
+                () = ctx.cancel.cancelled() => None,
+            };
+            if finished.is_none() && ctx.run_ids.awaiting_id() {
+                let answered = async {
+                    tokio::select! {
+                        _ = &mut run => {}
+                        () = ctx.run_ids.id_known() => {}
+                    }
+                };
+                let _ = tokio::time::timeout(CREATE_ANSWER_GRACE, answered).await;
+            }
+            finished
+        };
+        let ran = match ran {
+            Some(ran) => ran,
+            None => {
                 let task = ctx.task_id.get().map(String::as_str);
                 self.guard.abandoned(pass, &ctx.run_ids.snapshot(), task);
                 return None;

@@ -86,6 +86,29 @@ fn cancelled_requests_get_no_reply_and_the_run_is_not_cancelled() {
     assert!(tool_text(&r).0.contains("is still running"));
 }
 
+/// Cancelled while the create is on the wire: the create may already have started a paid
+/// run, so the call goes on until the answer names it, then logs the id (dropping the
+/// create there left a run nobody could collect). Still no reply.
+#[test]
+fn a_call_cancelled_mid_create_still_names_its_run() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 10000}));
+    fake.push_fault(json!({"route": "create", "kind": "slow", "delay_ms": 1500, "times": 1}));
+    let mut s = Server::start(&env_for(&fake));
+    s.send(&call("mid", "perplexity_agent", json!({"query": "q"})));
+    wait_until("the create to arrive", Duration::from_secs(5), || {
+        fake.requests().iter().any(|r| r.method == "POST")
+    });
+    assert!(fake.runs().is_empty(), "the fake answers the create later");
+    s.send(
+        &json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"mid"}}),
+    );
+    wait_until("the run's id on stderr", Duration::from_secs(10), || {
+        let runs = fake.runs();
+        !runs.is_empty() && s.stderr().contains(&runs[0].id)
+    });
+    s.expect_silence(Duration::from_millis(300));
+}
+
 #[test]
 fn eof_with_calls_in_flight_answers_them_then_exits_zero() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 1200}));
