@@ -113,6 +113,14 @@ fn has_line(lines: &[String], prefix: &str) -> bool {
     lines.iter().any(|l| l.starts_with(prefix))
 }
 
+/// doctor's line that starts with `prefix` (all of them shown if none does).
+fn line_starting<'a>(lines: &'a [String], prefix: &str) -> &'a String {
+    lines
+        .iter()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("{prefix}: {lines:#?}"))
+}
+
 #[test]
 fn install_creates_a_private_file_with_the_absolute_path() {
     let m = Machine::new("inst-new");
@@ -537,13 +545,7 @@ fn doctor_checks_the_installed_clients_entries() {
     .unwrap();
     let (lines, _, code) = m.doctor();
     assert_eq!(code, 1, "{lines:#?}");
-    let find = |prefix: &str| {
-        lines
-            .iter()
-            .find(|l| l.starts_with(prefix))
-            .unwrap_or_else(|| panic!("{prefix}: {lines:#?}"))
-            .clone()
-    };
+    let find = |prefix: &str| line_starting(&lines, prefix).clone();
     let line =
         find("FAIL Cursor (old): the command /nonexistent/bin/perplexity-agent does not exist");
     assert!(
@@ -593,10 +595,7 @@ fn doctor_warns_when_a_desktop_clients_entry_has_no_key() {
     let (_, stderr, code) = m.install(&["claude-desktop"]);
     assert_eq!(code, 0, "{stderr}");
     let (lines, _, _) = m.doctor();
-    let warning = lines
-        .iter()
-        .find(|l| l.starts_with("WARN Claude Desktop (perplexity-agent) key:"))
-        .unwrap_or_else(|| panic!("{lines:#?}"));
+    let warning = line_starting(&lines, "WARN Claude Desktop (perplexity-agent) key:");
     assert!(
         warning.contains("sets no PERPLEXITY_API_KEY")
             && warning.contains("perplexity-agent install claude-desktop --with-key-from-env"),
@@ -739,10 +738,7 @@ fn a_binary_run_from_a_launcher_cache_installs_the_launcher() {
         npx["args"]
     );
     let (lines, _, _) = m.doctor();
-    let line = lines
-        .iter()
-        .find(|l| l.starts_with("OK Claude Code (perplexity-agent)"))
-        .unwrap_or_else(|| panic!("{lines:#?}"));
+    let line = line_starting(&lines, "OK Claude Code (perplexity-agent)");
     assert!(
         line.contains(&tools.join("npx").display().to_string()),
         "{line}"
