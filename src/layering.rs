@@ -12,6 +12,7 @@ use std::path::Path;
 const FLOORS: &[(&str, &[&str])] = &[
     // The ground floor: imports nothing of ours.
     ("call", &[]),
+    ("drain", &[]),
     ("random", &[]),
     ("net", &[]),
     ("signals", &[]),
@@ -31,6 +32,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         "tools",
         &[
             "call",
+            "drain",
             "fetch",
             "gateway",
             "guard",
@@ -57,6 +59,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "app",
             "call",
             "config",
+            "drain",
             "guard",
             "perplexity",
             "random",

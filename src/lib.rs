@@ -2,7 +2,8 @@
 //!
 //! Where things live, floor by floor (each module's header says what it may touch;
 //! [`layering`](self) checks who may import whom):
-//! - ground: [`call`] (what front ends, guard and tools say about one call), [`random`]
+//! - ground: [`call`] (what front ends, guard and tools say about one call), [`drain`]
+//!   (what shutdown owes: promised side effects, stuck peers), [`random`]
 //!   (CSPRNG values), [`net`] (egress helpers), [`signals`] (SIGTERM/SIGINT → a token),
 //!   [`text`] (untrusted-text helpers).
 //! - [`guard`]: controls every call passes through (rate limit, audit, spotlighting,
@@ -24,6 +25,7 @@ pub mod app;
 pub mod call;
 pub mod cli;
 pub mod config;
+pub mod drain;
 pub mod fetch;
 pub mod gateway;
 pub mod guard;

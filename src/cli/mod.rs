@@ -9,7 +9,7 @@ mod doctor;
 mod gateway;
 pub mod healthcheck;
 mod install;
-mod output;
+pub mod output;
 
 use std::io::IsTerminal;
 use std::sync::Arc;

@@ -208,13 +208,19 @@ pub fn interrupted(ids: &[String], json: bool) -> i32 {
             );
         } else {
             say!("{id}");
-            note!(
-                "Interrupted; research run {id} may still be running on Perplexity's side and will finish whether or not anyone collects it."
-            );
-            collect_lines(id);
+            left_running(id);
         }
     }
     INTERRUPTED
+}
+
+/// On stderr, for a person whose wait was cut short (Ctrl-C, leaving the workspace): the
+/// run goes on, and how to collect or stop it.
+pub fn left_running(id: &str) {
+    note!(
+        "Interrupted; research run {id} may still be running on Perplexity's side and will finish whether or not anyone collects it."
+    );
+    collect_lines(id);
 }
 
 /// `tasks`: one task a line (id, status, tool, run, created), or one JSON document.

@@ -45,6 +45,12 @@ use connection::Live;
 use definition::TransportDef;
 use surface::{Exposed, Rejected};
 
+/// The least time left for which a call is still sent: with less, it would be cancelled
+/// before any server could answer it.
+fn min_call_time(timeout: Duration) -> Duration {
+    (timeout / 4).min(Duration::from_secs(1))
+}
+
 /// The operator's gateway settings (from `PERPLEXITY_GATEWAY_*`; defaults in config.rs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayConfig {
@@ -472,14 +478,23 @@ impl Gateway {
         let slug = server.def.slug.clone();
         let deadline = Instant::now() + self.config.timeout;
         // At most `concurrency` calls per server; the rest wait, within the timeout.
+        let busy = || {
+            GatewayResult::error(format!(
+                "Downstream server '{slug}' is busy (at most {} calls at once); the call was not sent. Try again.",
+                self.config.concurrency
+            ))
+        };
         let Ok(Ok(_permit)) =
             tokio::time::timeout_at(deadline, server.calls.clone().acquire_owned()).await
         else {
-            return GatewayResult::error(format!(
-                "Downstream server '{slug}' is busy (at most {} calls at once); try again.",
-                self.config.concurrency
-            ));
+            return busy();
         };
+        // A slot freed at the deadline (by calls timing out) must not send this one: it
+        // would reach the downstream with no time left to answer, and its caller would
+        // be told it was cancelled while the downstream acts on it.
+        if Instant::now() + min_call_time(self.config.timeout) >= deadline {
+            return busy();
+        }
         let peer = {
             let mut slot = server.live.lock().await;
             match self.ensure_live(&server, &mut slot).await {
@@ -494,6 +509,13 @@ impl Gateway {
                 }
             }
         };
+        // Connecting (a cold child, a reconnect) can take the rest of the time, too.
+        if Instant::now() + min_call_time(self.config.timeout) >= deadline {
+            return GatewayResult::error(format!(
+                "Downstream server '{slug}' was not ready within {}s; the call was not sent.",
+                self.config.timeout.as_secs()
+            ));
+        }
         let params = CallToolRequestParams::new(original).with_arguments(arguments);
         let started = std::time::Instant::now();
         let outcome = tokio::time::timeout_at(deadline, peer.call_tool(params)).await;

@@ -238,6 +238,22 @@ impl Dispatcher {
         }
     }
 
+    /// At exit, once the transport has answered what it could: tasks keep what they
+    /// need to be resumed (or end saying why), every promised side effect finishes
+    /// (bounded), and the audit log gets its last records.
+    pub async fn finish(&self) {
+        self.tasks.drain(&self.tools).await;
+        let obligations = self.tools.obligations();
+        if !obligations.settle(crate::drain::PROMISES_WITHIN).await {
+            tracing::warn!(
+                pending = obligations.pending(),
+                "exiting before every promised request or store write had finished (the upstream or the disk did not answer within {}s)",
+                crate::drain::PROMISES_WITHIN.as_secs()
+            );
+        }
+        self.tools.guard().flush();
+    }
+
     /// The transport will tell legacy clients when the tool list changes.
     pub fn announce_list_changes(&self) {
         self.list_changed

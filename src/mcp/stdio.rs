@@ -4,9 +4,12 @@
 //!   object per line, flushed per frame, so concurrent replies never interleave.
 //! - The reader never waits for a tool call, so `ping`, `tools/list` and
 //!   `notifications/cancelled` are handled while research runs are awaited.
-//! - At EOF every request already read is answered (each bounded by its own deadline),
-//!   then the process exits 0. SIGTERM/SIGINT end local waits at once (never the
-//!   upstream runs) and exit promptly.
+//! - At EOF every request already read is answered (each bounded by its own deadline)
+//!   and every reply written whole, however slowly the client reads; then tasks and
+//!   promised side effects are settled ([`Dispatcher::finish`]) and the process exits 0.
+//!   SIGTERM/SIGINT end local waits at once (never the upstream runs): each call cut
+//!   short is answered saying so, with its run ids. Only a client that stops reading
+//!   altogether ([`STUCK_PEER`]) is left without its replies.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,24 +27,27 @@ use super::progress::ProgressNotifier;
 use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, outbound};
 use crate::call::{FrontEnd, Slots};
 use crate::config::MAX_CALLS_IN_FLIGHT;
+use crate::drain::{CREATE_ANSWER_GRACE, Progress, STUCK_PEER};
 use crate::tools::{Admitted, CallContext};
 
 /// Frames waiting for the writer. Progress notifications are dropped rather than
 /// block when it is full; replies wait.
 const OUTBOX: usize = 1024;
-/// After SIGTERM, how long abandoned calls get to log their run ids.
-const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+/// The most the writer hands stdout at once: what a slow reader must take before the
+/// writer counts it as progress.
+const WRITE_CHUNK: usize = 64 * 1024;
 
 type InFlight = Arc<Mutex<HashMap<String, (u64, CancellationToken)>>>;
 
 /// Serves MCP on stdin/stdout until EOF or a termination signal. Returns the exit code.
 pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
+    let progress = Arc::new(Progress::default());
     let (outbox, frames) = mpsc::channel::<Value>(OUTBOX);
-    let writer = tokio::spawn(write_frames(frames));
-    dispatcher.tasks().notify_status_to(outbox.clone());
-    announce_list_changes(&dispatcher, outbox.clone());
     let shutdown = CancellationToken::new();
     crate::signals::watch(shutdown.clone());
+    let mut writer = tokio::spawn(write_frames(frames, progress.clone(), shutdown.clone()));
+    dispatcher.tasks().notify_status_to(outbox.clone());
+    announce_list_changes(&dispatcher, outbox.clone());
 
     let in_flight: InFlight = Arc::default();
     let slots = Slots::new(MAX_CALLS_IN_FLIGHT);
@@ -141,6 +147,7 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                     job,
                     admitted,
                     token,
+                    shutdown.clone(),
                     next_seq,
                     in_flight.clone(),
                     outbox.clone(),
@@ -151,22 +158,41 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
         while calls.try_join_next().is_some() {}
     }
 
+    // Each wait below also ends if the client stops reading: then no reply can reach it.
+    let answered = async { while calls.join_next().await.is_some() {} };
+    tokio::pin!(answered);
     if !shutdown.is_cancelled() {
         // EOF: answer everything already read, unless a signal cuts it short.
         tokio::select! {
-            () = async { while calls.join_next().await.is_some() {} } => {}
+            () = &mut answered => {}
             () = shutdown.cancelled() => {}
+            () = progress.stuck(STUCK_PEER) => {}
         }
     }
     if shutdown.is_cancelled() {
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
-            while calls.join_next().await.is_some() {}
-        })
-        .await;
+        // Every local wait has ended; a call whose create is on the wire answers once
+        // Perplexity names its run (at most CREATE_ANSWER_GRACE), naming it.
+        tokio::select! {
+            () = &mut answered => {}
+            () = tokio::time::sleep(CREATE_ANSWER_GRACE + Duration::from_secs(1)) => {}
+            () = progress.stuck(STUCK_PEER) => {}
+        }
     }
+    dispatcher.finish().await;
+    // The writer ends once every frame is written: however long a slow reader takes.
+    // (Should anything still hold a sender, a writer with nothing left to write for a
+    // moment has written all there is.)
     drop(outbox);
-    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
-    dispatcher.tools().guard().flush();
+    tokio::select! {
+        _ = &mut writer => {}
+        () = progress.done_for(Duration::from_secs(1)) => {}
+        () = progress.stuck(STUCK_PEER) => {
+            tracing::warn!(
+                "the client stopped reading replies ({}s without taking a byte); exiting without the rest",
+                STUCK_PEER.as_secs()
+            );
+        }
+    }
     0
 }
 
@@ -195,11 +221,13 @@ fn answer_line(dispatcher: &Dispatcher, line: &[u8]) -> Action {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_call(
     dispatcher: Arc<Dispatcher>,
     job: CallJob,
     admitted: Admitted,
     token: CancellationToken,
+    stopping: CancellationToken,
     seq: u64,
     in_flight: InFlight,
     outbox: mpsc::Sender<Value>,
@@ -229,9 +257,13 @@ async fn run_call(
     }
     match reply {
         Some(frame) => send(&outbox, frame).await,
+        // Cut short by a signal: say so, with the runs to collect later.
+        None if stopping.is_cancelled() => {
+            send(&outbox, dispatcher.call_reply(&job, &ctx.cut_by_shutdown())).await;
+        }
         None => {
-            // The client cancelled (or we are shutting down): no reply. The run keeps
-            // going upstream; say which one, so it can still be collected.
+            // The client cancelled: no reply. The run keeps going upstream; say which
+            // one, so it can still be collected.
             ctx.log_abandoned_runs(&job.tool);
         }
     }
@@ -244,10 +276,16 @@ fn announce_list_changes(dispatcher: &Dispatcher, outbox: mpsc::Sender<Value>) {
         return;
     };
     dispatcher.announce_list_changes();
+    // Weak: the writer ends when the connection's own senders do, not when the gateway's
+    // watch does.
+    let outbox = outbox.downgrade();
     tokio::spawn(async move {
         while changes.changed().await.is_ok() {
             let frame =
                 serde_json::json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+            let Some(outbox) = outbox.upgrade() else {
+                return;
+            };
             if outbox.send(frame).await.is_err() {
                 return;
             }
@@ -262,8 +300,14 @@ async fn send(outbox: &mpsc::Sender<Value>, frame: Value) {
 
 /// The only code that writes to stdout. Frames waiting together are written in one go
 /// (bounded), so a storm of replies does not make a `ping` wait behind thousands of
-/// separate writes.
-async fn write_frames(mut frames: mpsc::Receiver<Value>) {
+/// separate writes; each goes out in chunks, every chunk the reader takes counting as
+/// `progress` (a slow reader is waited for, a stuck one is not). A client that closed
+/// its end cancels `gone`.
+async fn write_frames(
+    mut frames: mpsc::Receiver<Value>,
+    progress: Arc<Progress>,
+    gone: CancellationToken,
+) {
     const BATCH_BYTES: usize = 1 << 20;
     let mut stdout = tokio::io::stdout();
     let mut buffer = String::new();
@@ -272,15 +316,30 @@ async fn write_frames(mut frames: mpsc::Receiver<Value>) {
         buffer.push('\n');
     };
     while let Some(frame) = frames.recv().await {
+        progress.writing();
         buffer.clear();
         push(&mut buffer, frame);
         while buffer.len() < BATCH_BYTES {
             let Ok(next) = frames.try_recv() else { break };
             push(&mut buffer, next);
         }
-        if stdout.write_all(buffer.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
-            // EPIPE: the client is gone. Nothing left to serve; end quietly.
-            std::process::exit(0);
+        let mut written = true;
+        for chunk in buffer.as_bytes().chunks(WRITE_CHUNK) {
+            // tokio hands each chunk to a blocking write and returns; the next call (or
+            // the flush) waits for it: so a returning call means the previous chunk is out.
+            if stdout.write_all(chunk).await.is_err() {
+                written = false;
+                break;
+            }
+            progress.stamp();
+        }
+        progress.idle();
+        if !written || stdout.flush().await.is_err() {
+            // EPIPE: the client is gone. Nobody can be answered any more, so it ends like
+            // a signal (waits end, tasks and promises are settled); frames are dropped.
+            gone.cancel();
+            while frames.recv().await.is_some() {}
+            return;
         }
     }
 }

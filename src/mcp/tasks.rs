@@ -24,9 +24,10 @@ use tokio_util::sync::CancellationToken;
 use super::era::{Era, request_meta, shape_modern};
 use super::protocol::{META_CLIENT_CAPABILITIES, RpcError, code};
 use crate::call::{FrontEnd, Refusal, Slots, ToolOutput};
+use crate::drain::CREATE_ANSWER_GRACE;
+use crate::perplexity::agent::CancelOutcome;
 use crate::perplexity::wait::RunIdSink;
 use crate::store::{TaskRecord, TaskUpdate};
-use crate::tools::research::ResearchOutcome;
 use crate::tools::{Admitted, CallContext, Outcome, RunIds, Tools};
 
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -80,8 +81,8 @@ impl TaskMode {
 pub struct TaskDesk {
     caller: String,
     front_end: FrontEnd,
-    /// Tasks this process is running (or resuming): their local cancellation.
-    live: Mutex<HashMap<String, CancellationToken>>,
+    /// Tasks this process is running (or resuming).
+    live: Mutex<HashMap<String, Live>>,
     /// A task-capable call takes one of these instead of a connection's call slot:
     /// tasks outlive their requests, so they are capped on their own.
     slots: Slots,
@@ -90,6 +91,21 @@ pub struct TaskDesk {
     /// Weak: it must not keep the writer alive after the connection's own senders end.
     status_sink: std::sync::OnceLock<tokio::sync::mpsc::WeakSender<Value>>,
     legacy: Mutex<std::collections::HashSet<String>>,
+}
+
+/// A task this process runs: how to end its local wait, and — for a call it started —
+/// the runs that call has created (`None` for a resumed one, whose run is known).
+#[derive(Clone)]
+struct Live {
+    cancel: CancellationToken,
+    run_ids: Option<Arc<RunIds>>,
+    tool: String,
+}
+
+/// How a task's call ended (`None` through the channel: the client cancelled it).
+struct Ended {
+    output: ToolOutput,
+    panicked: bool,
 }
 
 /// What a task-capable call produced within the window.
@@ -124,7 +140,9 @@ impl TaskDesk {
     }
 
     /// Runs an admitted call detached from its request; answers it directly if it ends
-    /// within [`INLINE_WINDOW`], else as a task.
+    /// within [`INLINE_WINDOW`], else as a task. A task's work is its whole run: a tasks
+    /// client has no call timeout to fear, so the task waits as long as the server may
+    /// (and collects the run past that), and ends when the run does.
     pub async fn call(
         self: &Arc<Self>,
         tools: Arc<Tools>,
@@ -134,16 +152,45 @@ impl TaskDesk {
     ) -> Answered {
         let cancel = CancellationToken::new();
         let run_id = Arc::new(FirstRunId::default());
+        let run_ids = Arc::new(RunIds::forwarding(run_id.clone()));
         let ctx = CallContext {
-            run_ids: Arc::new(RunIds::forwarding(run_id.clone())),
+            run_ids: run_ids.clone(),
             cancel: cancel.clone(),
+            wait: Some(Duration::from_secs(crate::config::MAX_WAIT_SECONDS)),
             ..CallContext::default()
         };
         let task_tag = ctx.task_id.clone();
         let (tx, mut rx) = oneshot::channel();
-        let runner = tools.clone();
+        let (runner, front_end, name) = (tools.clone(), self.front_end, tool.clone());
+        let first_run = run_id.clone();
         tokio::spawn(async move {
-            let _ = tx.send(runner.complete(admitted, &ctx).await);
+            let waits = admitted.waits();
+            let ended = match runner.complete(admitted, &ctx).await {
+                // Handed back unfinished (the run outlasted even the longest wait):
+                // collected until it ends, unless the caller asked for the hand-back.
+                Some(done) if waits && done.still_running() => {
+                    match (collector(&name), first_run.get()) {
+                        (Some(collector), Some(run)) => {
+                            collect(&runner, front_end, collector, &run, &ctx.cancel)
+                                .await
+                                .map(|output| Ended {
+                                    output,
+                                    panicked: false,
+                                })
+                        }
+                        _ => Some(Ended {
+                            output: done.output,
+                            panicked: done.panicked,
+                        }),
+                    }
+                }
+                Some(done) => Some(Ended {
+                    output: done.output,
+                    panicked: done.panicked,
+                }),
+                None => None,
+            };
+            let _ = tx.send(ended);
         });
         if mode.era == Era::Modern {
             tokio::select! {
@@ -155,7 +202,7 @@ impl TaskDesk {
         let record = TaskRecord {
             id: format!("task_{}", crate::random::secure_hex::<16>()),
             caller: self.caller.clone(),
-            tool,
+            tool: tool.clone(),
             run_id: run_id.get(),
             status: STATUS_WORKING.to_owned(),
             status_message: None,
@@ -178,23 +225,90 @@ impl TaskDesk {
         {
             legacy.insert(record.id.clone());
         }
-        self.track(&tools, &record.id, cancel);
-        run_id.bind(tools.clone(), &record);
+        let live = Live {
+            cancel,
+            run_ids: Some(run_ids),
+            tool,
+        };
+        self.track(&tools, &record.id, live);
+        run_id.bind(tools.clone(), self, &record);
         let (desk, settler, id) = (self.clone(), tools.clone(), record.id.clone());
         tokio::spawn(async move {
             let update = match rx.await.ok().flatten() {
                 // A contained panic is the server failing, not the tool: `failed`.
-                Some(done) if done.panicked => failure(&done.output.text),
-                Some(done) => finished(&done.output),
-                None => cancelled(),
+                Some(done) if done.panicked => Some(failure(&done.output.text)),
+                Some(done) => Some(finished(&done.output)),
+                // Only `tasks/cancel` ends a task's wait, and it settles the task itself
+                // once Perplexity has heard of it.
+                None => None,
             };
-            desk.settle(&settler, &id, update).await;
+            if let Some(update) = update {
+                desk.settle(&settler, &id, update).await;
+            }
             desk.untrack(&settler, &id);
         });
         Answered::Task(match mode.era {
             Era::Modern => shape_modern("tools/call", task_json(&record, Era::Modern, false)),
             Era::Legacy => json!({"task": task_json(&record, Era::Legacy, false)}),
         })
+    }
+
+    /// At exit (EOF, a signal): the tasks this process runs stay `working` — the next
+    /// server resumes each from its run — once every run's id is known and stored: a
+    /// create still on the wire is waited for ([`CREATE_ANSWER_GRACE`]); its store write
+    /// is one of the tools' obligations, which the caller settles next. A task that
+    /// cannot be resumed ends now, saying why, rather than claim work nobody does. Then
+    /// every local wait ends, so each call's audit record is closed (as abandoned, with
+    /// its task and run).
+    pub async fn drain(&self, tools: &Arc<Tools>) {
+        let live: Vec<(String, Live)> = self
+            .live
+            .lock()
+            .map(|l| l.iter().map(|(id, t)| (id.clone(), t.clone())).collect())
+            .unwrap_or_default();
+        let creates = live
+            .iter()
+            .filter_map(|(_, task)| task.run_ids.clone())
+            .filter(|ids| ids.awaiting_id())
+            .map(|ids| async move { ids.id_known().await });
+        let _ = tokio::time::timeout(CREATE_ANSWER_GRACE, futures_util::future::join_all(creates))
+            .await;
+        for (id, task) in live {
+            let runs = task.run_ids.as_ref().map(|ids| ids.snapshot());
+            let message = match (task.tool.as_str(), &runs, &task.run_ids) {
+                ("deep_research", ..) => STOPPED_DEEP_RESEARCH,
+                (_, Some(runs), Some(ids)) if runs.is_empty() && ids.awaiting_id() => {
+                    STOPPED_MID_CREATE
+                }
+                (_, Some(runs), _) if runs.is_empty() => STOPPED_BEFORE_RUN,
+                _ => continue,
+            };
+            if let Some(runs) = &runs {
+                for run in runs {
+                    tracing::warn!(
+                        tool = %task.tool,
+                        response_id = %run,
+                        "task {id} ended by shutdown; research run {run} may still be running. Collect it with perplexity_agent_result or stop it with perplexity_agent_cancel"
+                    );
+                }
+            }
+            self.settle(tools, &id, failure(message)).await;
+        }
+        // A wait that ends is not a task that ends: its runner leaves the record as it is.
+        let stopped: Vec<CancellationToken> = self
+            .live
+            .lock()
+            .map(|l| l.values().map(|t| t.cancel.clone()).collect())
+            .unwrap_or_default();
+        for cancel in &stopped {
+            cancel.cancel();
+        }
+        let ended = async {
+            while !self.live.lock().map_or(true, |l| l.is_empty()) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), ended).await;
     }
 
     /// A `tasks/*` request of either era: its result (shaped for the era).
@@ -423,68 +537,74 @@ impl TaskDesk {
         if record.status != STATUS_WORKING || self.is_live(&record.id) {
             return record;
         }
-        let collector = match (record.tool.as_str(), &record.run_id) {
-            ("deep_research", _) | (_, None) => None,
-            ("responses_create", Some(run)) => Some(("responses_retrieve", run.clone())),
-            (_, Some(run)) => Some(("perplexity_agent_result", run.clone())),
-        };
-        let Some((collector, run)) = collector else {
+        let resumable = collector(&record.tool).zip(record.run_id.clone());
+        let Some((collector, run)) = resumable else {
             let message = if record.tool == "deep_research" {
                 "The server restarted while this research was in progress; a deep_research report is put together by the server and cannot be rebuilt from Perplexity's side. Start it again."
             } else {
                 "The server restarted before this call had started a Perplexity run. Call the tool again."
-            }
-            .to_owned();
-            return self.apply(tools, record, failure(&message)).await;
+            };
+            return self.apply(tools, record, failure(message)).await;
         };
         let cancel = CancellationToken::new();
-        if !self.track(tools, &record.id, cancel.clone()) {
+        let live = Live {
+            cancel: cancel.clone(),
+            run_ids: None,
+            tool: record.tool.clone(),
+        };
+        if !self.track(tools, &record.id, live) {
             return record;
         }
         let (desk, tools, id) = (self.clone(), tools.clone(), record.id.clone());
         tokio::spawn(async move {
-            if let Some(update) = collect(&tools, desk.front_end, collector, &run, &cancel).await {
-                desk.settle(&tools, &id, update).await;
+            if let Some(output) = collect(&tools, desk.front_end, collector, &run, &cancel).await {
+                desk.settle(&tools, &id, finished(&output)).await;
             }
             desk.untrack(&tools, &id);
         });
         record
     }
 
-    /// Cooperative: the record says cancelled at once, the local wait ends, and
-    /// Perplexity is asked to stop the run (eventually consistent, as the spec allows).
+    /// The local wait ends first (so it cannot settle the task as the run's own end),
+    /// then Perplexity is asked to stop the run — the one on record, or the one a create
+    /// still on the wire here is about to name — and only then is the task `cancelled`:
+    /// an acknowledged cancel means the cancel reached Perplexity, or the task says that
+    /// it did not and names the run that may still be going.
     async fn cancel(&self, tools: &Arc<Tools>, record: &TaskRecord) -> TaskRecord {
         if record.status != STATUS_WORKING {
             return record.clone();
         }
+        let live = self.live_task(&record.id);
+        if let Some(live) = &live {
+            live.cancel.cancel();
+        }
+        let mut run = record.run_id.clone();
+        if run.is_none()
+            && let Some(ids) = live.as_ref().and_then(|l| l.run_ids.clone())
+        {
+            let _ = tokio::time::timeout(CREATE_ANSWER_GRACE, ids.id_known()).await;
+            run = ids.snapshot().into_iter().next();
+        }
+        let message = match (&run, &live) {
+            (Some(run), _) => match stop_run(tools, self.front_end, run).await {
+                Ok(text) => text,
+                Err(why) => format!(
+                    "Cancelled here, but Perplexity could not be asked to stop research run {run} ({why}): it may still be running. Stop it with perplexity_agent_cancel."
+                ),
+            },
+            (None, Some(_)) => {
+                "Cancelled at the client's request, before Perplexity had started a run.".to_owned()
+            }
+            // Another process runs it and has not named its run yet: that process stops
+            // the run when Perplexity names it (it reads this cancellation then).
+            (None, None) => "Cancelled at the client's request, before its Perplexity run was known; the server that started it stops the run as soon as Perplexity names it.".to_owned(),
+        };
         let update = TaskUpdate {
             status: Some("cancelled".to_owned()),
-            status_message: Some("Cancelled at the client's request.".to_owned()),
+            status_message: Some(message),
             ..TaskUpdate::default()
         };
-        let cancelled = self.apply(tools, record.clone(), update).await;
-        // The runner ends its wait and untracks the task itself.
-        if let Some(token) = self
-            .live
-            .lock()
-            .ok()
-            .and_then(|l| l.get(&record.id).cloned())
-        {
-            token.cancel();
-        }
-        if let Some(run) = record.run_id.clone() {
-            let (tools, front_end) = (tools.clone(), self.front_end);
-            tokio::spawn(async move {
-                let args = json!({"response_id": run});
-                let args = args.as_object().cloned().unwrap_or_default();
-                if let Ok(admitted) =
-                    tools.accept(front_end, "perplexity_agent_cancel", &args, None)
-                {
-                    let _ = tools.run(admitted, &CallContext::default()).await;
-                }
-            });
-        }
-        cancelled
+        self.apply(tools, record.clone(), update).await
     }
 
     /// Writes a terminal `update` unless the task is terminal already (it never changes
@@ -527,14 +647,14 @@ impl TaskDesk {
 
     /// Marks the task as run by this process; false if it already is (so two requests
     /// that find the same orphan start one collector, not two).
-    fn track(&self, tools: &Tools, id: &str, cancel: CancellationToken) -> bool {
+    fn track(&self, tools: &Tools, id: &str, task: Live) -> bool {
         let Ok(mut live) = self.live.lock() else {
             return false;
         };
         if live.contains_key(id) {
             return false;
         }
-        live.insert(id.to_owned(), cancel);
+        live.insert(id.to_owned(), task);
         tools.guard().counters().task_running(1);
         true
     }
@@ -550,17 +670,31 @@ impl TaskDesk {
     fn is_live(&self, id: &str) -> bool {
         self.live.lock().is_ok_and(|l| l.contains_key(id))
     }
+
+    fn live_task(&self, id: &str) -> Option<Live> {
+        self.live.lock().ok().and_then(|l| l.get(id).cloned())
+    }
+}
+
+/// The tool that collects a run of `tool` after its call is gone; `None` for
+/// `deep_research`, whose report is put together here and cannot be rebuilt from a run.
+fn collector(tool: &str) -> Option<&'static str> {
+    match tool {
+        "deep_research" => None,
+        "responses_create" => Some("responses_retrieve"),
+        _ => Some("perplexity_agent_result"),
+    }
 }
 
 /// Waits for a run through its collecting tool until it is terminal (or the task is
-/// cancelled); the tool's output is what the original call would have returned.
+/// cancelled: `None`); the tool's output is what the original call would have returned.
 async fn collect(
     tools: &Arc<Tools>,
     front_end: FrontEnd,
     collector: &str,
     run: &str,
     cancel: &CancellationToken,
-) -> Option<TaskUpdate> {
+) -> Option<ToolOutput> {
     let args = json!({"response_id": run, "wait_seconds": crate::config::MAX_WAIT_SECONDS});
     let args = args.as_object().cloned().unwrap_or_default();
     loop {
@@ -572,26 +706,44 @@ async fn collect(
                     () = cancel.cancelled() => return None,
                 }
             }
-            Err(refusal) => return Some(finished(&refusal.output())),
+            Err(refusal) => return Some(refusal.output()),
         };
         let ctx = CallContext {
             cancel: cancel.clone(),
             ..CallContext::default()
         };
         let done = tools.complete(admitted, &ctx).await?;
-        let running = match &done.outcome {
-            Outcome::Research(ResearchOutcome::Running { .. }) => true,
-            Outcome::Output => done
-                .output
-                .structured
-                .as_ref()
-                .and_then(|s| s["status"].as_str())
-                .is_some_and(|s| matches!(s, "queued" | "in_progress")),
-            _ => false,
-        };
-        if !running {
-            return Some(finished(&done.output));
+        if !done.still_running() {
+            return Some(done.output);
         }
+    }
+}
+
+/// Asks Perplexity to stop `run` (through `perplexity_agent_cancel`, so it is audited
+/// like any call): what the task's status message says, or why it could not be asked.
+async fn stop_run(tools: &Arc<Tools>, front_end: FrontEnd, run: &str) -> Result<String, String> {
+    let args = json!({"response_id": run});
+    let args = args.as_object().cloned().unwrap_or_default();
+    let admitted = tools
+        .accept(front_end, "perplexity_agent_cancel", &args, None)
+        .map_err(|refusal| refusal.message())?;
+    let done = tools
+        .complete(admitted, &CallContext::default())
+        .await
+        .ok_or("the request was cut short")?;
+    match done.outcome {
+        Outcome::Cancel {
+            result: Ok(CancelOutcome::Requested),
+            ..
+        } => Ok(
+            "Cancelled at the client's request; Perplexity was asked to stop the run.".to_owned(),
+        ),
+        // Perplexity answers a finished run and an unknown one alike: claim neither.
+        Outcome::Cancel { result: Ok(_), .. } => Ok(format!(
+            "Cancelled at the client's request; Perplexity says research run {run} is not running (it may have finished already)."
+        )),
+        Outcome::Cancel { result: Err(e), .. } => Err(e.to_string()),
+        _ => Err(done.output.text),
     }
 }
 
@@ -614,13 +766,11 @@ fn failure(message: &str) -> TaskUpdate {
     }
 }
 
-fn cancelled() -> TaskUpdate {
-    TaskUpdate {
-        status: Some("cancelled".to_owned()),
-        status_message: Some("Cancelled: the server stopped waiting for it.".to_owned()),
-        ..TaskUpdate::default()
-    }
-}
+/// Why a task ended at exit, for tasks no run can finish.
+const STOPPED_DEEP_RESEARCH: &str = "The server stopped while this research was in progress; a deep_research report is put together by the server and cannot be rebuilt from Perplexity's side. Start it again.";
+const STOPPED_BEFORE_RUN: &str =
+    "The server stopped before this call had started a Perplexity run. Call the tool again.";
+const STOPPED_MID_CREATE: &str = "The server stopped before Perplexity answered the request that starts this run: a run may have started that cannot be collected. Check your Perplexity usage before calling the tool again.";
 
 /// The task in its era's words (`ttlMs`/`pollIntervalMs` in the extension, `ttl`/
 /// `pollInterval` in 2025-11-25); `detailed` (the extension's `tasks/get`) adds the final
@@ -721,6 +871,7 @@ struct FirstRunId {
 
 struct Binding {
     tools: Arc<Tools>,
+    desk: std::sync::Weak<TaskDesk>,
     task: String,
     caller: String,
 }
@@ -732,12 +883,13 @@ impl FirstRunId {
 
     /// From now on a new id goes to `record`; one that came after the record was made
     /// (between reading it and binding) is written now.
-    fn bind(&self, tools: Arc<Tools>, record: &TaskRecord) {
+    fn bind(&self, tools: Arc<Tools>, desk: &Arc<TaskDesk>, record: &TaskRecord) {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
         let binding = Binding {
             tools,
+            desk: Arc::downgrade(desk),
             task: record.id.clone(),
             caller: record.caller.clone(),
         };
@@ -768,17 +920,32 @@ impl RunIdSink for FirstRunId {
 }
 
 impl Binding {
+    /// Stores the run id — an obligation: the next server resumes the task from it — and
+    /// if the task was cancelled meanwhile by a process that could not know the run
+    /// (another server sharing the store), stops the run now that it has a name.
     fn write(&self, run_id: &str) {
-        let (tools, task, caller) = (self.tools.clone(), self.task.clone(), self.caller.clone());
-        let update = TaskUpdate {
-            run_id: Some(run_id.to_owned()),
-            ..TaskUpdate::default()
-        };
-        tokio::spawn(async move {
-            let _ = tools
-                .store()
-                .with(move |s| s.update_task(&task, &caller, &update))
-                .await;
+        let (tools, desk) = (self.tools.clone(), self.desk.clone());
+        let (task, caller, run) = (self.task.clone(), self.caller.clone(), run_id.to_owned());
+        let obligations = tools.obligations().clone();
+        obligations.spawn(async move {
+            let (t, c, r) = (task.clone(), caller, run.clone());
+            let status = tools.store().with(move |s| s.record_task_run(&t, &c, &r)).await;
+            let Ok(Some(status)) = status else { return };
+            let Some(desk) = desk.upgrade() else { return };
+            // A cancel made here ends the local wait first and stops the run itself.
+            let local = desk.live_task(&task);
+            if status != "cancelled" || local.as_ref().is_some_and(|l| l.cancel.is_cancelled()) {
+                return;
+            }
+            if let Some(live) = local {
+                live.cancel.cancel();
+            }
+            if let Err(why) = stop_run(&tools, desk.front_end, &run).await {
+                tracing::warn!(
+                    response_id = %run,
+                    "task {task} was cancelled, but Perplexity could not be asked to stop research run {run} ({why}); stop it with perplexity_agent_cancel"
+                );
+            }
         });
     }
 }

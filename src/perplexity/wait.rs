@@ -222,6 +222,20 @@ pub async fn poll(
     }
 }
 
+/// Creates a run without waiting for it (`wait: false`): `ids` hears that a create went
+/// out, and the id once Perplexity names it.
+pub async fn create_only(
+    client: &PerplexityClient,
+    run: &dyn CreateBody,
+    deadline: Instant,
+    ids: &dyn RunIdSink,
+) -> Result<String, CreateError> {
+    ids.create_sent();
+    let id = client.create_run(run, deadline).await?;
+    ids.run_id(&id);
+    Ok(id)
+}
+
 /// Creates a run and waits for it until `deadline`, by its event stream when the
 /// server offers one and a stream slot is free, by polling otherwise. Never re-sends the create once the server
 /// has answered it (that would start a second billable run).

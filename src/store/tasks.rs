@@ -117,6 +117,30 @@ impl Store {
         })
     }
 
+    /// Records the run behind the caller's task once it is known, whatever the task's
+    /// state (a task cancelled while its create was on the wire still needs its run, to
+    /// stop it). Returns the task's status, `None` if there is no such task.
+    pub fn record_task_run(
+        &self,
+        id: &str,
+        caller: &str,
+        run_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "UPDATE tasks SET run_id = ?3, updated_ms = ?4
+                 WHERE id = ?1 AND caller = ?2 AND run_id IS NULL",
+                params![id, caller, run_id, now_ms()],
+            )?;
+            conn.query_row(
+                "SELECT status FROM tasks WHERE id = ?1 AND caller = ?2",
+                params![id, caller],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
     /// The caller's tasks, newest first, skipping the first `offset` (`tasks/list`'s
     /// pages, `perplexity-agent tasks`).
     pub fn tasks_of(
@@ -201,6 +225,37 @@ mod tests {
         assert_eq!(store.tasks_of("alice", 0, 10).unwrap().len(), 1);
         assert!(store.tasks_of("alice", 1, 10).unwrap().is_empty());
         assert!(store.tasks_of("bob", 0, 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_run_id_is_recorded_even_on_a_terminal_task_and_only_once() {
+        let dir = super::super::tests::TempDir::new("tasks");
+        let store = Store::open(dir.config(10)).unwrap();
+        store.put_task(&record("task_c", "alice")).unwrap();
+        let cancel = TaskUpdate {
+            status: Some("cancelled".into()),
+            ..TaskUpdate::default()
+        };
+        assert!(store.update_task("task_c", "alice", &cancel).unwrap());
+        assert_eq!(
+            store.record_task_run("task_c", "bob", "resp_x").unwrap(),
+            None,
+            "another caller's task does not exist"
+        );
+        assert_eq!(
+            store
+                .record_task_run("task_c", "alice", "resp_1")
+                .unwrap()
+                .as_deref(),
+            Some("cancelled")
+        );
+        store.record_task_run("task_c", "alice", "resp_2").unwrap();
+        let read = store.task("task_c", "alice").unwrap().unwrap();
+        assert_eq!(
+            read.run_id.as_deref(),
+            Some("resp_1"),
+            "the first run stays"
+        );
     }
 
     #[test]

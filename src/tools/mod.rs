@@ -25,6 +25,7 @@ use futures_util::FutureExt;
 use serde_json::Value;
 
 use crate::call::{CallFacts, FrontEnd, Refusal, Slot, Slots, ToolOutput};
+use crate::drain::{CREATE_ANSWER_GRACE, Obligations};
 use crate::fetch::Fetcher;
 use crate::gateway::Gateway;
 use crate::guard::{Guard, Pass, injection};
@@ -51,11 +52,6 @@ pub struct RunIds {
     learned: tokio::sync::Notify,
 }
 
-/// How long a call cancelled mid-create keeps going to learn the run's id. The create
-/// may already have started a paid run; dropping it before its answer would leave that
-/// run with no id anyone can collect it by. Bounded: the caller gets no reply either way.
-const CREATE_ANSWER_GRACE: Duration = Duration::from_secs(10);
-
 impl RunIds {
     pub fn forwarding(also: Arc<dyn RunIdSink>) -> Self {
         RunIds {
@@ -65,13 +61,13 @@ impl RunIds {
     }
 
     /// A create went out and no id is known yet.
-    fn awaiting_id(&self) -> bool {
+    pub fn awaiting_id(&self) -> bool {
         self.create_sent.load(std::sync::atomic::Ordering::Acquire)
             && self.ids.lock().is_ok_and(|ids| ids.is_empty())
     }
 
     /// Returns once an id is known (at once if none is awaited).
-    async fn id_known(&self) {
+    pub async fn id_known(&self) {
         loop {
             let learned = self.learned.notified();
             tokio::pin!(learned);
@@ -104,11 +100,13 @@ impl RunIdSink for RunIds {
             }
             new
         });
-        if new {
-            self.learned.notify_waiters();
-        }
+        // The forward first: whoever waits for the id (a drain) may then rely on what
+        // the forward set in motion (a task's store write) already being under way.
         if let (true, Some(also)) = (new, &self.also) {
             also.run_id(id);
+        }
+        if new {
+            self.learned.notify_waiters();
         }
     }
 
@@ -136,6 +134,18 @@ pub struct CallContext {
 impl CallContext {
     pub fn progress(&self) -> Option<&dyn ProgressSink> {
         self.progress.as_deref()
+    }
+
+    /// The reply to a call whose wait a shutdown ended: it says so, and names every run
+    /// the call started, so the caller can collect it from the next server.
+    pub fn cut_by_shutdown(&self) -> ToolOutput {
+        let mut text = "The server is shutting down, so it stopped waiting.".to_owned();
+        for id in self.run_ids.take() {
+            text.push_str(&format!(
+                " Research run {id} may still be running: collect it later with perplexity_agent_result."
+            ));
+        }
+        ToolOutput::error(text)
     }
 
     /// After the caller abandoned the call (no reply goes out): names on stderr every
@@ -204,6 +214,8 @@ pub struct Tools {
     /// `tools/list` entries, built once (the set never varies per connection).
     list: Value,
     selection: ToolSelection,
+    /// Side effects promised on a caller's behalf that exit waits for.
+    obligations: Obligations,
 }
 
 /// The services tool calls use, each built once by the composition root (`app.rs`).
@@ -241,6 +253,7 @@ impl Tools {
             reference_texts: selection.is_reference(),
             list,
             selection: selection.clone(),
+            obligations: Obligations::default(),
         }
     }
 
@@ -296,6 +309,11 @@ impl Tools {
 
     pub fn guard(&self) -> &Guard {
         &self.guard
+    }
+
+    /// What must finish before the process exits (every front end settles it last).
+    pub fn obligations(&self) -> &Obligations {
+        &self.obligations
     }
 
     /// Every call takes three steps: [`Tools::validate`] and [`Tools::admit`] (both
@@ -643,6 +661,34 @@ pub struct Admitted {
     tool: String,
     pass: Pass,
     _slot: Option<Slot>,
+}
+
+impl Admitted {
+    /// False when the caller asked for its run back at once (`wait: false`): the
+    /// hand-back is then the whole answer, even for a task.
+    pub fn waits(&self) -> bool {
+        match &self.call {
+            Call::Lifecycle(research::LifecycleCall::Agent(request)) => request.wait,
+            Call::Create(call) => call.wait,
+            _ => true,
+        }
+    }
+}
+
+impl Done {
+    /// The call handed its run back unfinished (its wait ran out): the run goes on.
+    pub fn still_running(&self) -> bool {
+        match &self.outcome {
+            Outcome::Research(research::ResearchOutcome::Running { .. }) => true,
+            Outcome::Output => self
+                .output
+                .structured
+                .as_ref()
+                .and_then(|s| s["status"].as_str())
+                .is_some_and(|s| matches!(s, "queued" | "in_progress")),
+            _ => false,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use crate::perplexity::agent::{
 };
 use crate::perplexity::wait::{
     PollPlan, ProgressSink, RunIdSink, RunProgress, WaitError, WaitErrorKind, Waited,
-    create_and_wait, poll,
+    create_and_wait, create_only, poll,
 };
 use crate::perplexity::{ApiError, PerplexityClient};
 use crate::text::{json_integer, py_strip};
@@ -346,11 +346,8 @@ pub async fn research(
     let deadline = started + budget;
     let body = request.create_body();
     if !request.wait {
-        return match client.create_run(&body, deadline).await {
-            Ok(id) => {
-                ids.run_id(&id);
-                ResearchOutcome::Running { id, progress: None }
-            }
+        return match create_only(client, &body, deadline, ids).await {
+            Ok(id) => ResearchOutcome::Running { id, progress: None },
             Err(e) => ResearchOutcome::Failed(WaitError {
                 kind: e.into(),
                 run_id: None,

@@ -110,7 +110,14 @@ pub async fn run(config: &Config) -> Result<(), String> {
         }
         draw(&mut screen, &app)?;
     }
+    let left_running = worker.finish().await;
     guard.flush();
+    drop(screen);
+    restore_terminal();
+    // Back on the ordinary screen: the runs still going upstream, as the CLI names them.
+    for id in left_running {
+        crate::cli::output::left_running(&id);
+    }
     Ok(())
 }
 

@@ -10,11 +10,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::app::{App, Entry, Kind, PageTab, TaskInfo, Update};
 use super::command::{Command, TaskKind};
 use crate::call::FrontEnd;
 use crate::call::ToolOutput;
+use crate::drain::{CREATE_ANSWER_GRACE, PROMISES_WITHIN};
 use crate::guard::injection;
 use crate::guard::spotlight::unwrap;
 use crate::perplexity::wait::ProgressSink;
@@ -33,11 +36,24 @@ type Space = Arc<Mutex<(String, Option<i64>)>>;
 
 pub struct Worker {
     tools: Arc<Tools>,
+    caller: Caller,
+    /// The commands running now, waited for on the way out.
+    in_flight: TaskTracker,
     store: Arc<StoreHandle>,
     tx: UnboundedSender<Update>,
     space: Space,
     tasks: HashMap<u32, tokio::task::AbortHandle>,
     next_task: u32,
+}
+
+/// How the workspace calls a tool: through the guard like every front end, every call
+/// cancelled when the workspace quits (its audit record closed as abandoned), and the
+/// runs such calls leave going upstream remembered, so the way out can name them.
+#[derive(Clone)]
+pub struct Caller {
+    tools: Arc<Tools>,
+    stop: CancellationToken,
+    left_running: Arc<Mutex<Vec<String>>>,
 }
 
 impl Worker {
@@ -47,8 +63,15 @@ impl Worker {
         tx: UnboundedSender<Update>,
         space: &str,
     ) -> Self {
+        let caller = Caller {
+            tools: tools.clone(),
+            stop: CancellationToken::new(),
+            left_running: Arc::default(),
+        };
         Worker {
             tools,
+            caller,
+            in_flight: TaskTracker::new(),
             store,
             tx,
             space: Arc::new(Mutex::new((space.to_owned(), None))),
@@ -59,6 +82,28 @@ impl Worker {
 
     pub fn tokens(&self) -> u32 {
         self.tools.guard().tokens()
+    }
+
+    /// On quit: monitors stop, every call's wait ends (a create on the wire is waited for
+    /// until Perplexity names its run), the history and audit writes finish. Returns the
+    /// runs left going upstream, for the way out to name.
+    pub async fn finish(self) -> Vec<String> {
+        for monitor in self.tasks.values() {
+            monitor.abort();
+        }
+        self.caller.stop.cancel();
+        self.in_flight.close();
+        let _ = tokio::time::timeout(
+            CREATE_ANSWER_GRACE + Duration::from_secs(1),
+            self.in_flight.wait(),
+        )
+        .await;
+        let _ = self.tools.obligations().settle(PROMISES_WITHIN).await;
+        self.caller
+            .left_running
+            .lock()
+            .map(|runs| runs.clone())
+            .unwrap_or_default()
     }
 
     /// Opens (or creates) a space and loads its tabs; a store that cannot be opened is
@@ -148,8 +193,10 @@ impl Worker {
                 }
             }
             Command::Search(q) => self.spawn_call(move |tools, tx| async move {
-                let results = call(&tools, "perplexity_search", json!({"query": q})).await;
-                let answer = call_showing(&tools, "perplexity_ask", json!({"query": q}), &tx).await;
+                let results = tools.call("perplexity_search", json!({"query": q})).await;
+                let answer = tools
+                    .call_showing("perplexity_ask", json!({"query": q}), &tx)
+                    .await;
                 let updates = search_reply(&results, &answer)
                     .into_iter()
                     .map(Update::Entry)
@@ -163,7 +210,7 @@ impl Worker {
                 }
                 let (store, space) = (self.store.clone(), self.space.clone());
                 self.spawn_call(move |tools, _tx| async move {
-                    let out = call(&tools, "fetch_url", json!({"url": url})).await;
+                    let out = tools.call("fetch_url", json!({"url": url})).await;
                     match opened_tab(&out) {
                         Ok(tab) => {
                             let (u, t) = (tab.url.clone(), tab.title.clone());
@@ -181,7 +228,9 @@ impl Worker {
                 })
             }
             Command::Research(q) => self.spawn_call(move |tools, tx| async move {
-                let out = call_showing(&tools, "deep_research", json!({"question": q}), &tx).await;
+                let out = tools
+                    .call_showing("deep_research", json!({"question": q}), &tx)
+                    .await;
                 let entry = research_entry(&out);
                 let text = entry.text.clone();
                 (
@@ -299,7 +348,7 @@ impl Worker {
         };
         self.spawn_call(move |tools, tx| async move {
             let args = json!({"query": cap_chars(&query, 16_000)});
-            let out = call_showing(&tools, "perplexity_ask", args, &tx).await;
+            let out = tools.call_showing("perplexity_ask", args, &tx).await;
             (
                 vec![Update::Entry(answer_entry(&out))],
                 Some(("question", question, out)),
@@ -311,19 +360,20 @@ impl Worker {
     /// question and answer in the space's history.
     fn spawn_call<F, Fut>(&self, work: F)
     where
-        F: FnOnce(Arc<Tools>, UnboundedSender<Update>) -> Fut + Send + 'static,
+        F: FnOnce(Caller, UnboundedSender<Update>) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = (Vec<Update>, Option<(&'static str, String, ToolOutput)>)>
             + Send,
     {
-        let (tools, tx, store, space) = (
+        let (tools, caller, tx, store, space) = (
             self.tools.clone(),
+            self.caller.clone(),
             self.tx.clone(),
             self.store.clone(),
             self.space.clone(),
         );
         let _ = tx.send(Update::Busy(1));
-        tokio::spawn(async move {
-            let (updates, record) = work(tools.clone(), tx.clone()).await;
+        self.in_flight.spawn(async move {
+            let (updates, record) = work(caller, tx.clone()).await;
             for update in updates {
                 let _ = tx.send(update);
             }
@@ -346,7 +396,7 @@ impl Worker {
     fn start_task(&mut self, kind: TaskKind, every: Duration, target: String) {
         let id = self.next_task;
         self.next_task += 1;
-        let (tools, tx) = (self.tools.clone(), self.tx.clone());
+        let (tools, caller, tx) = (self.tools.clone(), self.caller.clone(), self.tx.clone());
         let info = TaskInfo {
             id,
             kind,
@@ -360,9 +410,11 @@ impl Worker {
             loop {
                 let seen = match kind {
                     TaskKind::Search => {
-                        call(&tools, "perplexity_search", json!({"query": target})).await
+                        caller
+                            .call("perplexity_search", json!({"query": target}))
+                            .await
                     }
-                    TaskKind::Fetch => call(&tools, "fetch_url", json!({"url": target})).await,
+                    TaskKind::Fetch => caller.call("fetch_url", json!({"url": target})).await,
                 };
                 if seen.is_error {
                     failures += 1;
@@ -465,35 +517,49 @@ pub fn with_scheme(typed: &str) -> (String, bool) {
     }
 }
 
-/// [`call`] with the tool's progress shown while it runs.
-async fn call_showing(
-    tools: &Tools,
-    name: &str,
-    args: Value,
-    tx: &UnboundedSender<Update>,
-) -> ToolOutput {
-    let ctx = CallContext {
-        progress: Some(Arc::new(Progress(tx.clone()))),
-        ..CallContext::default()
-    };
-    call_with(tools, name, args, &ctx).await
-}
+impl Caller {
+    /// [`Caller::call`] with the tool's progress shown while it runs.
+    async fn call_showing(
+        &self,
+        name: &str,
+        args: Value,
+        tx: &UnboundedSender<Update>,
+    ) -> ToolOutput {
+        self.call_with(name, args, Some(Arc::new(Progress(tx.clone()))))
+            .await
+    }
 
-/// Runs one tool through validation, the guard and its handler, as the TUI.
-pub async fn call(tools: &Tools, name: &str, args: Value) -> ToolOutput {
-    call_with(tools, name, args, &CallContext::default()).await
-}
+    /// Runs one tool through validation, the guard and its handler, as the TUI.
+    pub async fn call(&self, name: &str, args: Value) -> ToolOutput {
+        self.call_with(name, args, None).await
+    }
 
-async fn call_with(tools: &Tools, name: &str, args: Value, ctx: &CallContext) -> ToolOutput {
-    let args = args.as_object().cloned().unwrap_or_default();
-    let admitted = match tools.accept(FrontEnd::Tui, name, &args, None) {
-        Ok(a) => a,
-        Err(refusal) => return refusal.output(),
-    };
-    tools
-        .run(admitted, ctx)
-        .await
-        .unwrap_or_else(|| ToolOutput::error("The call was cancelled."))
+    async fn call_with(
+        &self,
+        name: &str,
+        args: Value,
+        progress: Option<Arc<dyn ProgressSink>>,
+    ) -> ToolOutput {
+        let args = args.as_object().cloned().unwrap_or_default();
+        let admitted = match self.tools.accept(FrontEnd::Tui, name, &args, None) {
+            Ok(a) => a,
+            Err(refusal) => return refusal.output(),
+        };
+        let ctx = CallContext {
+            progress,
+            cancel: self.stop.child_token(),
+            ..CallContext::default()
+        };
+        match self.tools.run(admitted, &ctx).await {
+            Some(output) => output,
+            None => {
+                if let Ok(mut left) = self.left_running.lock() {
+                    left.extend(ctx.run_ids.take());
+                }
+                ToolOutput::error("The call was cancelled.")
+            }
+        }
+    }
 }
 
 /// The open pages as labelled excerpts, within [`CONTEXT_CHARS`] together.

@@ -260,11 +260,7 @@ fn ctrl_c_during_ask_names_the_run_and_exits_130() {
         "{seen}"
     );
     let started = Instant::now();
-    let killed = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    signal(child.id(), "INT");
     let status = child.wait().unwrap();
     stderr.read_to_string(&mut seen).unwrap();
     let mut stdout = String::new();
@@ -397,26 +393,8 @@ fn fetch_exit_codes_tell_typos_from_failed_pages() {
 /// contradictory flags are refused before anything is sent (issue 16).
 #[test]
 fn ask_reads_stdin_and_refuses_bad_flags_before_sending() {
-    use std::io::Write;
     let fake = FakePerplexity::start_with(json!({"answer": "Piped."}));
-    let piped = |args: &[&str], input: &str| {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .envs(env_for(&fake))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let piped = |args: &[&str], input: &str| fed(args, &env_for(&fake), input);
     for args in [&["ask"][..], &["ask", "-"][..]] {
         let out = piped(args, "what is piped\n");
         assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");

@@ -33,6 +33,16 @@ pub fn env_for(fake: &FakePerplexity) -> Vec<(String, String)> {
     ]
 }
 
+/// [`env_for`] with a store of its own in `dir`.
+pub fn env_with_store(fake: &FakePerplexity, dir: &Scratch) -> Vec<(String, String)> {
+    let mut env = env_for(fake);
+    env.push((
+        "PERPLEXITY_STORE_PATH".into(),
+        dir.path("store.sqlite").display().to_string(),
+    ));
+    env
+}
+
 pub struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -53,17 +63,7 @@ impl Server {
     }
 
     pub fn start_with_args(args: &[&str], env: &[(String, String)]) -> Server {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn perplexity-agent");
+        let mut child = spawn_piped(args, env);
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = channel();
         std::thread::spawn(move || {
@@ -553,15 +553,10 @@ pub fn agent_creates(fake: &FakePerplexity) -> Vec<Value> {
 /// Runs the binary as a CLI command with nothing inherited but PATH: (stdout, stderr,
 /// exit code). The planted key never appears in either stream, whatever the command.
 pub fn run_cli(args: &[&str], env: &[(String, String)]) -> (String, String, i32) {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let o = cmd.output().expect("run perplexity-agent");
+    let o = binary(args, env)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run perplexity-agent");
     let (stdout, stderr) = (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -571,4 +566,46 @@ pub fn run_cli(args: &[&str], env: &[(String, String)]) -> (String, String, i32)
         "key printed: {stdout}{stderr}"
     );
     (stdout, stderr, o.status.code().unwrap_or(-1))
+}
+
+/// The binary with `args`, nothing inherited but PATH, and `env`.
+pub fn binary(args: &[&str], env: &[(String, String)]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    cmd
+}
+
+/// [`binary`] started with stdin, stdout and stderr piped to the test.
+pub fn spawn_piped(args: &[&str], env: &[(String, String)]) -> Child {
+    binary(args, env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn perplexity-agent")
+}
+
+/// The binary fed `input` on stdin and then EOF, as `printf … | perplexity-agent` does;
+/// its output once it has exited.
+pub fn fed(args: &[&str], env: &[(String, String)], input: &str) -> std::process::Output {
+    let mut child = spawn_piped(args, env);
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Sends `signal` (`TERM`, `INT`, `KILL`) to the process `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    let sent = Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{signal} {pid}");
 }

@@ -504,6 +504,49 @@ fn crashes_timeouts_and_the_concurrency_cap() {
     );
 }
 
+/// Six calls to a hanging tool, four slots, a 2 s timeout: the four with a slot are sent
+/// (and cancelled downstream at their deadline); the two that waited for one are never
+/// sent. Before: slots freed at the deadline by the four timing out went to the waiting
+/// two, which reached the downstream with no time left while their callers were told
+/// the call was cancelled.
+#[test]
+fn a_call_that_waited_out_its_time_for_a_slot_is_never_sent() {
+    let env = Env::new("gw-slot-deadline").with("PERPLEXITY_GATEWAY_TIMEOUT_SECONDS", "2");
+    let (_, stderr, code) = env.gateway(&["add", "fd", "--command", "fake-downstream"]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let before = stats(&mut s, 1)["calls"].as_i64().unwrap();
+    for i in 0..6 {
+        s.send(&call(10 + i, "mcp__fd__slow", json!({"ms": 20_000})));
+    }
+    let mut texts = Vec::new();
+    while texts.len() < 6 {
+        let r = s.recv();
+        if (10..16).contains(&r["id"].as_i64().unwrap_or_default()) {
+            let (text, is_error) = tool_text(&r);
+            assert!(is_error, "{text}");
+            texts.push(text);
+        }
+    }
+    let timed_out = texts
+        .iter()
+        .filter(|t| t.contains("did not answer within 2s; the call was cancelled"))
+        .count();
+    let not_sent = texts
+        .iter()
+        .filter(|t| t.contains("is busy") && t.contains("the call was not sent"))
+        .count();
+    assert_eq!((timed_out, not_sent), (4, 2), "{texts:#?}");
+    // Anything sent late would have arrived by now.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let after = stats(&mut s, 50)["calls"].as_i64().unwrap();
+    assert_eq!(
+        after,
+        before + 4 + 1,
+        "the downstream received the four calls with a slot and this stats call, nothing else"
+    );
+}
+
 #[test]
 fn the_global_switch_and_a_missing_program() {
     let env = Env::new("gw-switch");

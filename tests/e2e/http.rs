@@ -762,11 +762,7 @@ fn sigterm_drains_then_tells_waiting_callers_which_run_to_collect() {
         fake.requests().iter().any(|r| r.method == "POST")
     });
     let started = Instant::now();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &h.server.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    signal(h.server.pid(), "TERM");
     let r = waiting.join().unwrap();
     let (text, is_error) = tool_text(&r.json());
     assert!(is_error);

@@ -47,6 +47,8 @@ mod responses;
 mod search;
 /// The key and key-shaped strings never leave in any output.
 mod secrets;
+/// What shutdown guarantees: whole replies for slow readers, tasks' creates, cut calls.
+mod shutdown;
 /// Resources, prompts and completions in both eras.
 mod surfaces;
 /// MCP tasks (2026-07-28 extension): handles, polling, cancel, restart, caller binding.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::*;
-use crate::http::{Http, TOKEN, http_env};
+use crate::http::{Client, Http, TOKEN, http_env};
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
 
@@ -31,15 +31,6 @@ fn tasks_request(id: i64, method: &str, task_id: &str) -> Value {
         method,
         json!({"taskId": task_id, "_meta": meta_with_tasks()}),
     )
-}
-
-fn env_with_store(fake: &FakePerplexity, dir: &Scratch) -> Vec<(String, String)> {
-    let mut env = env_for(fake);
-    env.push((
-        "PERPLEXITY_STORE_PATH".into(),
-        dir.path("store.sqlite").display().to_string(),
-    ));
-    env
 }
 
 /// Polls `tasks/get` until the task leaves `working`.
@@ -194,11 +185,7 @@ fn a_restarted_server_still_resolves_the_task() {
     let created = first.request(&task_call(1, "perplexity_agent", json!({"query": "q"})));
     let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
     // Killed, not stopped: nothing gets to tidy up.
-    let killed = std::process::Command::new("kill")
-        .args(["-KILL", &first.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    signal(first.pid(), "KILL");
     let _ = first.wait_exit(Duration::from_secs(5));
 
     let mut second = Server::start(&env);
@@ -224,9 +211,7 @@ fn a_local_research_task_cut_by_a_restart_fails_with_a_reason() {
     let mut first = Server::start(&env);
     let created = first.request(&task_call(1, "deep_research", json!({"question": "q"})));
     let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &first.pid().to_string()])
-        .status();
+    signal(first.pid(), "KILL");
     let _ = first.wait_exit(Duration::from_secs(5));
     let mut second = Server::start(&env);
     let got = second.request(&tasks_request(2, "tasks/get", &task_id));
@@ -255,25 +240,6 @@ fn another_caller_cannot_see_or_cancel_the_task() {
     base.push((store.0.into(), store.1.clone()));
     let env_a = [base.clone(), http_env(&[])].concat();
     let a = Http::start(&env_a);
-    let post = |h: &Http, token: &str, message: &Value| {
-        let auth = format!("Bearer {token}");
-        let method = message["method"].as_str().unwrap().to_owned();
-        let name = message["params"]["name"]
-            .as_str()
-            .or(message["params"]["taskId"].as_str())
-            .unwrap_or_default()
-            .to_owned();
-        let headers = [
-            ("Authorization", auth.as_str()),
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("MCP-Protocol-Version", V_MODERN),
-            ("Mcp-Method", method.as_str()),
-            ("Mcp-Name", name.as_str()),
-        ];
-        h.send("POST", "/mcp", &headers, message.to_string().as_bytes())
-            .json()
-    };
     let created = post(
         &a,
         TOKEN,
@@ -319,6 +285,27 @@ fn another_caller_cannot_see_or_cancel_the_task() {
     );
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"]["code"], -32020);
+}
+
+/// A 2026-07-28 request over HTTP as `token`, with the headers the era asks for.
+fn post(h: &Client, token: &str, message: &Value) -> Value {
+    let auth = format!("Bearer {token}");
+    let method = message["method"].as_str().unwrap().to_owned();
+    let name = message["params"]["name"]
+        .as_str()
+        .or(message["params"]["taskId"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", V_MODERN),
+        ("Mcp-Method", method.as_str()),
+        ("Mcp-Name", name.as_str()),
+    ];
+    h.send("POST", "/mcp", &headers, message.to_string().as_bytes())
+        .json()
 }
 
 fn legacy_task_call(id: i64, tool: &str, arguments: Value, ttl: i64) -> Value {
@@ -738,4 +725,237 @@ fn a_legacy_task_ending_is_announced_on_stdio() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// `tasks/cancel` from a one-shot process (what `printf … | perplexity-agent` is), while
+/// another process holds the same store and runs the task. Before: the client got `{}` and
+/// the task read `cancelled` while the cancel POST, spawned after the answer, died with
+/// the process — the run went on and was billed. The fake is reached by name, so the
+/// cancel waits for a lookup as it would for the real API.
+#[test]
+fn a_cancel_from_a_one_shot_process_has_reached_perplexity_when_it_is_answered() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 30000}));
+    let dir = Scratch::new("tasks-oneshot-cancel");
+    let mut env = env_with_store(&fake, &dir);
+    for (k, v) in env.iter_mut() {
+        if k == "PERPLEXITY_API_BASE" {
+            *v = format!("http://localhost:{}", fake.addr().port());
+        }
+    }
+    let mut holder = Server::start(&env);
+    for round in 0..3 {
+        let created = holder.request(&legacy_task_call(
+            100 + round,
+            "perplexity_agent",
+            json!({"query": "q"}),
+            600_000,
+        ));
+        let task_id = created["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{created}"))
+            .to_owned();
+        wait_until("the run on record", Duration::from_secs(10), || {
+            let (out, _, _) = run_cli(&["tasks", "--json"], &env);
+            out.contains(&task_id) && out.contains("resp_")
+        });
+        let cancels_before = cancel_posts(&fake);
+        let line = tasks_request(1, "tasks/cancel", &task_id).to_string() + "\n";
+        let (reply, stderr) = one_shot(&env, &line);
+        let reply: Value =
+            serde_json::from_str(reply.trim()).unwrap_or_else(|_| panic!("{reply}{stderr}"));
+        assert_tasks_valid("CancelTaskResult", &reply["result"]);
+        // The one-shot process is gone: what it promised has happened.
+        assert_eq!(
+            cancel_posts(&fake),
+            cancels_before + 1,
+            "round {round}: the cancel POST reached Perplexity before the answer"
+        );
+        let got = holder.request(&tasks_request(200 + round, "tasks/get", &task_id));
+        assert_eq!(got["result"]["status"], "cancelled", "{got}");
+        assert!(
+            got["result"]["statusMessage"]
+                .as_str()
+                .is_some_and(|m| m.contains("Perplexity was asked to stop the run")),
+            "{got}"
+        );
+    }
+}
+
+/// Cancelled from another process while this one's create is still on the wire: nobody
+/// knows the run yet, so the task says so, and the process that created it stops the run
+/// as soon as Perplexity names it.
+#[test]
+fn a_task_cancelled_before_its_run_is_known_has_its_run_stopped_once_named() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 30000}));
+    fake.push_fault(json!({"route": "create", "kind": "slow", "delay_ms": 2500}));
+    let dir = Scratch::new("tasks-cancel-mid-create");
+    let env = env_with_store(&fake, &dir);
+    let mut holder = Server::start(&env);
+    let created = holder.request(&legacy_task_call(
+        1,
+        "perplexity_agent",
+        json!({"query": "q"}),
+        600_000,
+    ));
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let line = request(1, "tasks/cancel", json!({"taskId": task_id})).to_string() + "\n";
+    let (reply, stderr) = one_shot(&env, &line);
+    let reply: Value =
+        serde_json::from_str(reply.trim()).unwrap_or_else(|_| panic!("{reply}{stderr}"));
+    assert_eq!(reply["result"]["status"], "cancelled", "{reply}");
+    assert!(
+        reply["result"]["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("before its Perplexity run was known")),
+        "{reply}"
+    );
+    assert_eq!(cancel_posts(&fake), 0, "no run to stop yet");
+    wait_until("the named run stopped", Duration::from_secs(15), || {
+        cancel_posts(&fake) == 1
+    });
+    let run = &fake.runs()[0];
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.path == format!("/v1/agent/{}/cancel", run.id)),
+        "the cancel names the run"
+    );
+    // The holder's wait ended too: its task stays cancelled.
+    let got = holder.request(&request(3, "tasks/get", json!({"taskId": task_id})));
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+}
+
+/// A task's work is its whole run. Before: the task ran the blocking call with the wait
+/// budget, so a run longer than it ended `completed` with the "still running … collect it
+/// with perplexity_agent_result" hand-back (and a budget under the 5 s inline window gave
+/// a caller that declared tasks that text inline). Both eras, a 3 s budget, an 8 s run.
+#[test]
+fn a_task_whose_run_outlasts_the_wait_budget_ends_with_the_answer() {
+    let fake =
+        FakePerplexity::start_with(json!({"duration_ms": 8000, "answer": "The whole answer."}));
+    let dir = Scratch::new("tasks-outlast");
+    let mut env = env_with_store(&fake, &dir);
+    env.push(("PERPLEXITY_AGENT_WAIT_SECONDS".into(), "3".into()));
+    let mut s = Server::start(&env);
+
+    let created = s.request(&task_call(1, "perplexity_agent", json!({"query": "q"})));
+    assert_eq!(
+        created["result"]["resultType"], "task",
+        "never the hand-back inline: {created}"
+    );
+    let modern_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let legacy = s.request(&legacy_task_call(
+        2,
+        "perplexity_agent",
+        json!({"query": "q"}),
+        600_000,
+    ));
+    let legacy_id = legacy["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let done = poll(&mut s, &modern_id, 10);
+    assert_eq!(done["status"], "completed", "{done}");
+    let text = done["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("The whole answer."), "{text}");
+    assert!(!text.contains("still running"), "{text}");
+
+    let payload = s.request(&request(3, "tasks/result", json!({"taskId": legacy_id})));
+    let (text, is_error) = tool_text(&payload);
+    assert!(!is_error, "{payload}");
+    assert!(text.contains("The whole answer."), "{text}");
+    assert_eq!(
+        fake.runs().len(),
+        2,
+        "one run each, collected, never started again"
+    );
+}
+
+/// POSTs of `/v1/agent/{id}/cancel` the fake has received.
+fn cancel_posts(fake: &FakePerplexity) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/cancel"))
+        .count()
+}
+
+/// A one-shot server (`printf … | perplexity-agent`): (stdout, stderr) once it exited.
+fn one_shot(env: &[(String, String)], input: &str) -> (String, String) {
+    let out = fed(&[], env, input);
+    assert!(out.status.success(), "{out:?}");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// SIGTERM over HTTP while a task's create is on the wire: the caller still gets its task
+/// handle, the process exits only once Perplexity has named the run and the run is on
+/// record, and the next server finishes the task (one run, never a second create).
+#[test]
+fn sigterm_over_http_keeps_a_task_whose_create_is_on_the_wire() {
+    let fake =
+        FakePerplexity::start_with(json!({"duration_ms": 2000, "answer": "Survived the drain."}));
+    fake.push_fault(json!({"route": "create", "kind": "slow", "delay_ms": 7000}));
+    let dir = Scratch::new("tasks-http-sigterm");
+    let env = [
+        env_with_store(&fake, &dir),
+        http_env(&[("PERPLEXITY_HTTP_DRAIN_SECONDS", "1")]),
+    ]
+    .concat();
+    let mut first = Http::start(&env);
+    let client = first.client;
+    let waiting = std::thread::spawn(move || {
+        post(
+            &client,
+            TOKEN,
+            &task_call(1, "perplexity_agent", json!({"query": "q"})),
+        )
+    });
+    wait_until("the create on the wire", Duration::from_secs(5), || {
+        !agent_creates(&fake).is_empty()
+    });
+    let started = Instant::now();
+    signal(first.server.pid(), "TERM");
+    let created = waiting.join().unwrap();
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let status = first.server.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "exited before Perplexity named the run: {:?}",
+        started.elapsed()
+    );
+    let runs = fake.runs();
+    assert_eq!(runs.len(), 1);
+    let (listed, stderr, code) = run_cli(&["tasks", "--http", "--json"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let task = &listed["tasks"][0];
+    assert_eq!(task["task_id"], task_id.as_str(), "{listed}");
+    assert_eq!(task["response_id"], runs[0].id.as_str(), "{listed}");
+
+    let second = Http::start(&env);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let done = loop {
+        let got = post(&second, TOKEN, &tasks_request(2, "tasks/get", &task_id));
+        if got["result"]["status"] != "working" {
+            break got;
+        }
+        assert!(Instant::now() < deadline, "{got}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert!(
+        done["result"]["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Survived the drain.")),
+        "{done}"
+    );
+    assert_eq!(agent_creates(&fake).len(), 1, "never a second create");
 }

@@ -152,6 +152,19 @@ impl Pty {
         started.elapsed()
     }
 
+    /// Waits for the workspace to exit, successfully, within `timeout`.
+    fn quits_within(&mut self, timeout: Duration) {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "{status}");
+                return;
+            }
+            assert!(started.elapsed() < timeout, "did not quit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn typed(&mut self, text: &str) {
         self.writer.write_all(text.as_bytes()).unwrap();
         self.writer.flush().unwrap();
@@ -219,15 +232,7 @@ fn the_workspace_answers_opens_pages_and_quits_cleanly() {
     tui.typed("abc");
     tui.wait_for("> abc", Duration::from_secs(2));
     tui.typed("\x15/quit\r");
-    let started = Instant::now();
-    loop {
-        if let Some(status) = tui.child.try_wait().unwrap() {
-            assert!(status.success(), "{status}");
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "did not quit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    tui.quits_within(Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(100));
     let raw = tui.raw.lock().unwrap().clone();
     assert!(
@@ -592,4 +597,61 @@ fn the_bare_command_on_a_terminal_says_what_it_waits_for() {
         "{}",
         pty.contents()
     );
+}
+
+/// Quitting with research in progress (issue 26). Before: the workspace ran its calls with
+/// a context nothing could cancel, so quitting left the run unnamed and its audit record
+/// open. Now each call's wait ends, its record is closed as abandoned, and the way out
+/// names the run, as the CLI's Ctrl-C does; the run is never cancelled.
+#[test]
+fn quitting_mid_research_names_the_run_and_closes_its_audit_record() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    let dir = Scratch::new("tui-quit");
+    let audit = dir.path("audit.jsonl");
+    let mut env = env_for(&fake);
+    env.push((
+        "PERPLEXITY_STORE_PATH".into(),
+        dir.path("store.sqlite").display().to_string(),
+    ));
+    env.push((
+        "PERPLEXITY_AUDIT_LOG_PATH".into(),
+        audit.display().to_string(),
+    ));
+    let mut tui = Pty::spawn(&["tui"], &env);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed("a question that takes a minute\r");
+    wait_until("the run to exist", Duration::from_secs(10), || {
+        !fake.runs().is_empty()
+    });
+    let run = fake.runs()[0].id.clone();
+    tui.typed("/quit\r");
+    tui.quits_within(Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(200));
+    let raw = String::from_utf8_lossy(&tui.raw.lock().unwrap()).into_owned();
+    let after = raw
+        .split_once("\x1b[?1049l")
+        .map(|(_, after)| after.to_owned())
+        .unwrap_or_default();
+    assert!(
+        after.contains(&format!("research run {run} may still be running"))
+            && after.contains(&format!("perplexity-agent result {run}"))
+            && after.contains(&format!("perplexity-agent cancel {run}")),
+        "named on the ordinary screen after leaving the workspace:\n{after}"
+    );
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let opened = records
+        .iter()
+        .find(|r| r["event"] == "tool_call" && r["tool"] == "perplexity_ask")
+        .expect("the call's opening record");
+    assert!(
+        records.iter().any(|r| r["event"] == "tool_abandoned"
+            && r["call_id"] == opened["call_id"]
+            && r["response_id"] == run.as_str()),
+        "the record is closed as abandoned, with its run: {records:#?}"
+    );
+    assert!(!fake.requests().iter().any(|r| r.path.ends_with("/cancel")));
 }

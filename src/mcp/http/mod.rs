@@ -8,7 +8,9 @@
 //! budget → 503, deadline → 408) → `endpoint.rs`. `/healthz` sits outside all of them.
 //! On SIGTERM/SIGINT the listener closes, calls in flight get the drain period to
 //! finish, then their waits end (never the upstream runs) and each caller is told which
-//! run to collect later.
+//! run to collect later; every response is then written whole, however slowly its client
+//! reads (only one that takes nothing for [`STUCK_PEER`] is given up on), and tasks and
+//! promised side effects are settled before the process exits.
 //!
 //! Touches: one TCP listener; the tools through the guard. No outbound network of its own.
 
@@ -32,11 +34,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::dispatch::Dispatcher;
 use crate::config::HttpConfig;
+use crate::drain::{Progress, STUCK_PEER};
 use endpoint::Endpoint;
 use policy::Policy;
-
-/// After the drain period, how long ended waits get to answer before the process exits.
-const FINAL_GRACE: Duration = Duration::from_secs(2);
 
 /// Serves the product until SIGTERM/SIGINT; returns the exit code.
 pub async fn serve(dispatcher: Arc<Dispatcher>, config: HttpConfig, wait_seconds: u64) -> i32 {
@@ -44,7 +44,7 @@ pub async fn serve(dispatcher: Arc<Dispatcher>, config: HttpConfig, wait_seconds
         dispatcher: dispatcher.clone(),
     });
     let code = serve_with(product, config, Duration::from_secs(wait_seconds)).await;
-    dispatcher.tools().guard().flush();
+    dispatcher.finish().await;
     code
 }
 
@@ -83,16 +83,32 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
         max_connections: config.max_connections,
         header_timeout: config.read_timeout,
     };
-    let server = accept::serve(listener, app, limits, stop.clone());
-    let drain = async {
+    let progress = Arc::new(Progress::default());
+    let server = accept::serve(listener, app, limits, stop.clone(), progress.clone());
+    tokio::pin!(server);
+    // Until a signal, and through the drain period after it, the server runs as usual
+    // (the listener is closed; connections finish what they have).
+    let drained = async {
         stop.cancelled().await;
         tokio::time::sleep(config.drain).await;
-        endpoint.stopping.cancel();
-        tokio::time::sleep(FINAL_GRACE).await;
     };
     tokio::select! {
-        () = server => {}
-        () = drain => {}
+        () = &mut server => return 0,
+        () = drained => {}
+    }
+    // Waits end now, and every caller is answered (a call cut mid-create once Perplexity
+    // names its run). The silence is counted from here: answers still being computed
+    // are ours, and a client that reads is never cut off.
+    endpoint.stopping.cancel();
+    progress.stamp();
+    tokio::select! {
+        () = &mut server => {}
+        () = progress.silent(STUCK_PEER) => {
+            tracing::warn!(
+                "exiting with connections open: their clients took nothing for {}s",
+                STUCK_PEER.as_secs()
+            );
+        }
     }
     0
 }

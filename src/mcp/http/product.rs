@@ -8,7 +8,6 @@ use serde_json::Value;
 
 use super::handler::{Handled, Handler, Incoming, Outbound};
 use crate::call::FrontEnd;
-use crate::call::ToolOutput;
 use crate::mcp::dispatch::{Action, CallJob, Dispatcher};
 use crate::mcp::era::request_meta;
 use crate::mcp::progress::ProgressNotifier;
@@ -93,7 +92,7 @@ impl Product {
             match tools.run(admitted, &ctx).await {
                 Some(output) => Some(dispatcher.call_reply(&job, &output)),
                 // Cut short by shutdown: say so, with the runs to collect later.
-                None if out.stopping() => Some(dispatcher.call_reply(&job, &shutting_down(&ctx))),
+                None if out.stopping() => Some(dispatcher.call_reply(&job, &ctx.cut_by_shutdown())),
                 // The client cancelled: no reply, but the runs are named on stderr.
                 None => {
                     ctx.log_abandoned_runs(&job.tool);
@@ -102,14 +101,4 @@ impl Product {
             }
         }))
     }
-}
-
-fn shutting_down(ctx: &CallContext) -> ToolOutput {
-    let mut text = "The server is shutting down, so it stopped waiting.".to_owned();
-    for id in ctx.run_ids.take() {
-        text.push_str(&format!(
-            " Research run {id} may still be running: collect it later with perplexity_agent_result."
-        ));
-    }
-    ToolOutput::error(text)
 }

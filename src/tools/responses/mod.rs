@@ -30,7 +30,7 @@ use crate::call::CallFacts;
 use crate::call::ToolOutput;
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::RunSnapshot;
-use crate::perplexity::wait::{RunIdSink, WaitError, Waited, create_and_wait};
+use crate::perplexity::wait::{RunIdSink, WaitError, Waited, create_and_wait, create_only};
 use crate::store::StoreHandle;
 pub use request::{CREATE_ARGS, CreateCall};
 
@@ -140,11 +140,8 @@ pub async fn create(
             ),
         }
     } else {
-        match client.create_run(&body, deadline).await {
-            Ok(id) => {
-                ctx.run_ids.run_id(&id);
-                ResearchOutcome::Running { id, progress: None }
-            }
+        match create_only(client, &body, deadline, &*ctx.run_ids).await {
+            Ok(id) => ResearchOutcome::Running { id, progress: None },
             Err(e) => ResearchOutcome::Failed(WaitError {
                 kind: e.into(),
                 run_id: None,
