@@ -96,6 +96,26 @@ def text_size(binary: str) -> int | None:
     return None
 
 
+ORDER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                     "link", "startup.order")
+# Below this share of its names, the start-up order no longer lays out what a cold start
+# runs: regenerate it (scripts/startup-order.py). A stale order doubled start-up memory
+# twice before anything failed.
+MIN_ORDER_SHARE = 0.80
+
+
+def order_share(binary: str) -> tuple[int, int] | None:
+    """(names of link/startup.order the binary still defines, names in it)."""
+    try:
+        wanted = [l.strip() for l in open(ORDER) if l.strip() and not l.startswith("#")]
+        out = subprocess.run(["nm", "--defined-only", binary], capture_output=True,
+                             text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    defined = {line.split()[-1] for line in out.splitlines() if line.strip()}
+    return sum(1 for name in wanted if name in defined), len(wanted)
+
+
 def mib(kib: float | None) -> str:
     return "n/a" if kib is None else f"{kib / 1024:.1f} MiB"
 
@@ -133,6 +153,7 @@ def main() -> int:
     waited = burst.get("max_runs_in_flight", 0)
 
     text = text_size(a.ours)
+    share = order_share(a.ours)
     rows = [
         ("peak RSS, stdio cold start (median of %d)" % a.runs,
          f"{mib(med['VmHWM'])} (anon {mib(med['RssAnon'])}, file-backed {mib(med['RssFile'])})",
@@ -142,6 +163,9 @@ def main() -> int:
          f"{mib(burst.get('hwm_kib'))} ({waited} runs in flight at most)", GOALS["burst"]),
         ("tools/list, default profile", f"{sizes['default']:,} bytes", GOALS["default"]),
         ("tools/list, lifecycle / all", f"{sizes['lifecycle']:,} / {sizes['all']:,} bytes", ""),
+        ("link/startup.order names the binary still has",
+         "n/a" if share is None else f"{share[0]:,} of {share[1]:,} ({share[0] / max(share[1], 1):.0%})",
+         f"≥ {MIN_ORDER_SHARE:.0%} (else regenerate it)"),
         ("binary (file / .text)",
          f"{os.path.getsize(a.ours) / 1e6:.1f} MB / "
          + (f"{text / 1e6:.1f} MB" if text else "n/a"), ""),
@@ -150,6 +174,11 @@ def main() -> int:
     print("|---|---|---|")
     for name, value, goal in rows:
         print(f"| {name} | {value} | {goal} |")
+    if share is not None and share[0] < MIN_ORDER_SHARE * share[1]:
+        # The one figure that is not noise: the layout hint has gone stale.
+        print(f"quick bench: link/startup.order is stale ({share[0]} of {share[1]} names left):"
+              " run scripts/startup-order.py on this release build", file=sys.stderr)
+        return 1
     if waited < a.burst:
         # A loaded machine can finish early runs before the last calls arrive: the row
         # says how many waited, and the figure is read with that in mind.
