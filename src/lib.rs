@@ -13,8 +13,9 @@
 //! - [`tools`]: the tool catalogue, shared by every front end; [`gateway`]: the policed MCP
 //!   client to downstream servers, whose tools are offered beside ours.
 //! - [`config`]: environment, flags and file → each module's own config type.
-//! - [`app`]: the composition root, building every service once for the front ends.
-//! - front ends: [`mcp`] (both eras; stdio and Streamable HTTP), [`cli`], [`tui`].
+//! - [`mcp`]: the MCP server (both eras; stdio and Streamable HTTP).
+//! - [`app`]: the composition root, building every service once and assembling `serve`.
+//! - the human front ends, which call it: [`cli`], [`tui`].
 //!
 //! stdout belongs to the MCP protocol writer in `serve` mode: `print!` is denied in the
 //! whole crate except the CLI's output module.

@@ -288,7 +288,7 @@ fn gateway_checks(config: &Config, store: Option<&Store>) -> Vec<Check> {
         .iter()
         .map(|d| (d, "config file"))
         .collect();
-    let stored = match store.map(super::gateway::load) {
+    let stored = match store.map(crate::app::stored_servers) {
         None => Vec::new(),
         Some(Ok(stored)) => stored,
         Some(Err(e)) => {

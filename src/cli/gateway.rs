@@ -6,7 +6,6 @@
 //! Touches: the store; `test` starts (or connects to) the named server.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use secrecy::SecretString;
@@ -123,51 +122,6 @@ pub async fn run(command: GatewayCommand, config: &Config) -> i32 {
         GatewayCommand::List { json } => list(&store, json, config),
         GatewayCommand::Test { slug, json } => test(&store, &slug, json, config).await,
     }
-}
-
-/// The gateway of `serve`: the enabled definitions in the store, connected before the
-/// first request is read (so the first `tools/list` already has their tools). `None`
-/// when the gateway is off or nothing is defined; a store that cannot be read is
-/// reported and the server runs without downstream tools.
-pub async fn start(config: &Config) -> Option<Arc<Gateway>> {
-    if !config.gateway.enabled {
-        return None;
-    }
-    // No store file yet means nothing was ever added: do not create one (and run its
-    // migrations) on every server start just to find that out.
-    let existing = config.store.clone().filter(|s| s.path.exists());
-    let stored = match existing.map(Store::open) {
-        None => Vec::new(),
-        Some(Ok(store)) => load(&store).unwrap_or_else(|e| {
-            tracing::warn!("stored gateway definitions unreadable, serving without them: {e}");
-            Vec::new()
-        }),
-        Some(Err(e)) => {
-            tracing::warn!("stored gateway definitions unreadable, serving without them: {e}");
-            Vec::new()
-        }
-    };
-    let defs = merged(config, stored);
-    if !defs.iter().any(|d| d.enabled) {
-        return None;
-    }
-    let gateway = Gateway::new(config.gateway.clone(), config.secret_key.clone(), defs);
-    gateway.start().await;
-    Some(gateway)
-}
-
-/// The config file's servers, then the store's (a name defined in both: the file wins,
-/// with a warning).
-fn merged(config: &Config, stored: Vec<ServerDef>) -> Vec<ServerDef> {
-    let mut defs = config.file_servers.clone();
-    for def in stored {
-        if defs.iter().any(|d| d.slug == def.slug) {
-            tracing::warn!(server = %def.slug, "defined in the config file and by gateway add; using the config file's");
-        } else {
-            defs.push(def);
-        }
-    }
-    defs
 }
 
 fn done(message: &str) -> i32 {
@@ -327,25 +281,10 @@ fn save(store: &Store, def: &ServerDef, config: &Config) -> Result<Saved, i32> {
 
 /// Stdio servers defined, not counting `except` (which is being replaced).
 fn stdio_count(store: &Store, except: &str) -> Result<usize, String> {
-    Ok(load(store)?
+    Ok(crate::app::stored_servers(store)?
         .iter()
         .filter(|d| d.slug != except && matches!(d.transport, TransportDef::Stdio { .. }))
         .count())
-}
-
-/// All stored definitions; an unreadable one is reported, not fatal.
-pub fn load(store: &Store) -> Result<Vec<ServerDef>, String> {
-    let rows = store.gateway_servers().map_err(|e| e.to_string())?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(slug, text)| match serde_json::from_str(&text) {
-            Ok(def) => Some(def),
-            Err(_) => {
-                tracing::warn!(server = %slug, "a stored gateway definition is damaged; ignoring it");
-                None
-            }
-        })
-        .collect())
 }
 
 fn set_enabled(store: &Store, slug: &str, enabled: bool, config: &Config) -> i32 {
@@ -369,8 +308,8 @@ fn set_enabled(store: &Store, slug: &str, enabled: bool, config: &Config) -> i32
 }
 
 fn list(store: &Store, json: bool, config: &Config) -> i32 {
-    let defs = match load(store) {
-        Ok(d) => merged(config, d),
+    let defs = match crate::app::gateway_servers(config, store) {
+        Ok(defs) => defs,
         Err(e) => return output::fail(Exit::Config, &e),
     };
     let from_file = |slug: &str| config.file_servers.iter().any(|d| d.slug == slug);
@@ -449,8 +388,8 @@ fn shown_field(name: &str, value: &definition::Stored, sep: char) -> String {
 }
 
 async fn test(store: &Store, slug: &str, json: bool, config: &Config) -> i32 {
-    let defs = match load(store) {
-        Ok(d) => merged(config, d),
+    let defs = match crate::app::gateway_servers(config, store) {
+        Ok(defs) => defs,
         Err(e) => return output::fail(Exit::Config, &e),
     };
     let Some(mut def) = defs.into_iter().find(|d| d.slug == slug) else {

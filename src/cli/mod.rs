@@ -261,34 +261,18 @@ pub async fn run(command: Command, config: Config) -> i32 {
                 Ok(http) => http,
                 Err(e) => return output::fail(Exit::Config, &e.to_string()),
             };
-            let mut tools = tools;
-            let gateway = gateway::start(&config).await;
-            if let Some(gateway) = &gateway {
-                tools = tools.with_gateway(gateway.clone());
+            // Someone who ran the bare command at a prompt sees a silent process; an MCP
+            // client never has a terminal on stdin.
+            if http.is_none() && std::io::stdin().is_terminal() {
+                output::warn(
+                    "this is the MCP server on stdin/stdout, waiting for JSON-RPC from an MCP client (Ctrl-D ends it). For a person: perplexity-agent ask \"…\", perplexity-agent tui, or perplexity-agent --help.",
+                );
             }
-            let mut dispatcher = crate::mcp::dispatch::Dispatcher::new(Arc::new(tools));
-            if let Some(http) = &http {
-                dispatcher = dispatcher.for_caller(http.caller(), FrontEnd::McpHttp);
-            }
-            let dispatcher = Arc::new(dispatcher);
-            let code = match http {
-                Some(http) => crate::mcp::http::serve(dispatcher, http, config.wait_seconds).await,
-                None => {
-                    // Someone who ran the bare command at a prompt sees a silent
-                    // process; an MCP client never has a terminal on stdin.
-                    if std::io::stdin().is_terminal() {
-                        output::warn(
-                            "this is the MCP server on stdin/stdout, waiting for JSON-RPC from an MCP client (Ctrl-D ends it). For a person: perplexity-agent ask \"…\", perplexity-agent tui, or perplexity-agent --help.",
-                        );
-                    }
-                    crate::mcp::stdio::serve(dispatcher).await
-                }
+            let services = crate::app::Services {
+                guard: guard.clone(),
+                tools,
             };
-            // Stop the downstream processes (they would also see their stdin close).
-            if let Some(gateway) = gateway {
-                gateway.shutdown().await;
-            }
-            code
+            crate::app::serve(&config, services, http).await
         }
     };
     guard.flush();
@@ -652,7 +636,9 @@ async fn research_command(args: ResearchArgs, tools: &Tools) -> i32 {
     let progress = progress_for(args.json).announcing();
     let wait = args.timeout.clamp(1, MAX_WAIT_SECONDS);
     match call(tools, "deep_research", &params, Some(wait), Some(progress)).await {
-        Ok((Outcome::Report(stop), full)) => output::report(&full, stop.as_ref(), args.json),
+        Ok((Outcome::Report { report, stop }, full)) => {
+            output::report(&full, report.as_deref(), stop.as_ref(), args.json)
+        }
         Ok(_) => Exit::Failed as i32,
         Err(code) => code,
     }

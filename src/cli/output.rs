@@ -554,6 +554,7 @@ pub fn searched(
 /// sources, the validation verdict) on stdout; `--json` prints the structured result.
 pub fn report(
     rendered: &crate::call::ToolOutput,
+    report: Option<&crate::tools::report::DeepReport>,
     stop: Option<&crate::tools::deep_research::Stop>,
     json: bool,
 ) -> i32 {
@@ -579,74 +580,19 @@ pub fn report(
         }
         None => {}
     }
-    let Some(report) = rendered.structured.as_ref().filter(|_| !rendered.is_error) else {
+    let (Some(report), Some(structured)) = (report, rendered.structured.as_ref()) else {
         return fail(Exit::Failed, &rendered.text);
     };
     if json {
-        say!("{report}");
+        say!("{structured}");
         return Exit::Success as i32;
     }
-    let list = |v: &serde_json::Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    say!("{}\n", report["answer"].as_str().unwrap_or_default());
-    let findings = list(&report["key_findings"]);
-    if !findings.is_empty() {
-        say!("Key findings:");
-        for f in findings {
-            say!("- {f}");
-        }
-        say!("");
-    }
-    // What the sources could not settle: as much a part of the answer as the findings.
-    let open = list(&report["open_questions"]);
-    if !open.is_empty() {
-        say!("Open questions:");
-        for q in open {
-            say!("- {q}");
-        }
-        say!("");
-    }
-    say!("Claims:");
-    for (i, c) in report["claims"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        say!(
-            "{}. {} [{}] {}",
-            i + 1,
-            c["text"].as_str().unwrap_or_default(),
-            c["confidence"].as_str().unwrap_or_default(),
-            list(&c["urls"]).join(" ")
-        );
-    }
-    say!("\nSources:");
-    for (i, s) in report["sources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        say!(
-            "[{}] {} \u{2014} {}",
-            i + 1,
-            s["title"].as_str().unwrap_or_default(),
-            s["url"].as_str().unwrap_or_default()
-        );
-    }
-    let validation = &report["validation_report"];
-    if validation["passed"].as_bool() == Some(true) {
+    // The model's body, unwrapped: the same sections in the same words.
+    say!("{}", report.body().trim_end());
+    if report.validation.passed() {
         note!("perplexity-agent: every claim cites a retrieved source");
     } else {
-        for problem in list(&validation["flagged"]) {
+        for problem in &report.validation.flagged {
             note!("perplexity-agent: warning: {problem}");
         }
     }

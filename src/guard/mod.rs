@@ -152,13 +152,13 @@ impl Guard {
         audit.record(event, f);
     }
 
-    /// Applies the output budget: a result over it is cut, the full text kept for
-    /// `retrieve`. Returns whether it was cut.
     /// Rate-limit tokens available now (the TUI's status line).
     pub fn tokens(&self) -> u32 {
         self.bucket.available()
     }
 
+    /// Applies the output budget: a result over it is cut, the full text kept for
+    /// `retrieve`. Returns whether it was cut.
     pub fn budget(&self, output: &mut ToolOutput) -> bool {
         self.offload.apply(output)
     }
@@ -168,12 +168,12 @@ impl Guard {
         self.offload.retrieve(key, offset)
     }
 
-    /// The counters `server_metrics` reports.
     /// The counters themselves, for what the guard does not see (MCP tasks).
     pub fn counters(&self) -> &Metrics {
         &self.metrics
     }
 
+    /// The counters `server_metrics` reports.
     pub fn metrics(&self, upstream: metrics::Upstream) -> Value {
         self.metrics.snapshot(upstream)
     }

@@ -678,37 +678,6 @@ mod tests {
     }
 
     #[test]
-    fn the_cached_tool_list_is_the_same_reply() {
-        let config = crate::config::Config::from_lookup(|_| None, None).unwrap();
-        let services = crate::app::Services::build(&config).unwrap();
-        let dispatcher = Dispatcher::new(Arc::new(services.tools));
-        for (era, id) in [
-            (Era::Legacy, json!(7)),
-            (Era::Modern, json!("x\"y")),
-            (Era::Modern, json!(8)),
-        ] {
-            let text = dispatcher
-                .list_reply_text(&id, "tools/list", &Map::new(), era)
-                .unwrap();
-            let Action::Reply(frame) = dispatcher.answer(id, "tools/list", Map::new(), era) else {
-                panic!("tools/list is answered at once");
-            };
-            assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), frame);
-        }
-        let cursor = json!({"cursor": "c"}).as_object().cloned().unwrap();
-        assert!(
-            dispatcher
-                .list_reply_text(&json!(1), "tools/list", &cursor, Era::Legacy)
-                .is_none()
-        );
-        assert!(
-            dispatcher
-                .list_reply_text(&json!(1), "ping", &Map::new(), Era::Legacy)
-                .is_none()
-        );
-    }
-
-    #[test]
     fn negotiation() {
         let v =
             |p: Value| initialize(p.as_object().unwrap(), false, true)["protocolVersion"].clone();

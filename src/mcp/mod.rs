@@ -1,8 +1,9 @@
-//! The MCP server adapter: both protocol eras, decided per request, over stdio (and,
-//! later, Streamable HTTP). rmcp supplies the protocol model (tool definitions,
-//! serverInfo); the framing, the per-request era rules and the concurrent serve loop
-//! are ours, because rmcp's loop fixes one lifecycle per connection, drops unparsable
-//! lines silently and stops answering at EOF.
+//! The MCP server adapter: both protocol eras, decided per request, over stdio and
+//! Streamable HTTP. rmcp supplies the protocol model (tool definitions, serverInfo); the
+//! framing, the per-request era rules and the concurrent serve loop are ours, because
+//! rmcp's loop fixes one lifecycle per connection, drops unparsable lines silently and
+//! stops answering at EOF. A message goes `dispatch` (what it asks) → `run` (an accepted
+//! call, for both transports) → the transport's writer.
 //!
 //! Touches: stdin/stdout (stdio.rs only), the tool catalogue. No network of its own.
 
@@ -15,5 +16,6 @@ mod progress;
 pub mod prompts;
 pub mod protocol;
 pub mod resources;
+pub mod run;
 pub mod stdio;
 pub mod tasks;

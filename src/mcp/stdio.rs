@@ -21,14 +21,13 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::{Action, CallJob, Dispatcher};
+use super::dispatch::{Action, Dispatcher};
 use super::framing::{Line, LineReader};
-use super::progress::ProgressNotifier;
 use super::protocol::{MAX_LINE_CHARS, RpcError, code, error_frame, outbound};
+use super::run::Port;
 use crate::call::{FrontEnd, Slots};
 use crate::config::MAX_CALLS_IN_FLIGHT;
 use crate::drain::{CREATE_ANSWER_GRACE, Progress, STUCK_PEER};
-use crate::tools::{Admitted, CallContext};
 
 /// Frames waiting for the writer. Progress notifications are dropped rather than
 /// block when it is full; replies wait.
@@ -109,11 +108,7 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                     (dispatcher.clone(), outbox.clone(), in_flight.clone());
                 calls.spawn(async move {
                     let reply = dispatcher.listen(job, Some(outbox.clone()), token).await;
-                    if let Ok(mut map) = in_flight.lock()
-                        && map.get(&key).is_some_and(|(s, _)| *s == seq)
-                    {
-                        map.remove(&key);
-                    }
+                    forget(&in_flight, &key, seq);
                     if let Some(frame) = reply {
                         send(&outbox, frame).await;
                     }
@@ -122,37 +117,33 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
             Action::Call(job) => {
                 // Accepted here, synchronously: refusals come back in request order,
                 // even in a storm, and a refused call takes no slot.
-                let tools = dispatcher.tools();
-                // A task outlives its request: it takes a task slot, not a call slot.
-                let slots = match job.task {
-                    Some(_) => dispatcher.tasks().slots(),
-                    None => &slots,
-                };
-                let accepted =
-                    tools.accept(FrontEnd::McpStdio, &job.tool, &job.arguments, Some(slots));
-                let admitted = match accepted {
-                    Ok(a) => a,
-                    Err(refusal) => {
-                        send(&outbox, dispatcher.call_reply(&job, &refusal.output())).await;
+                let admitted = match dispatcher.accept_call(FrontEnd::McpStdio, &job, Some(&slots))
+                {
+                    Ok(admitted) => admitted,
+                    Err(refused) => {
+                        send(&outbox, refused).await;
                         continue;
                     }
                 };
                 next_seq += 1;
-                let token = shutdown.child_token();
+                let (key, seq, cancel) = (job.id.to_string(), next_seq, shutdown.child_token());
                 if let Ok(mut map) = in_flight.lock() {
-                    map.insert(job.id.to_string(), (next_seq, token.clone()));
+                    map.insert(key.clone(), (seq, cancel.clone()));
                 }
-                let call = run_call(
-                    dispatcher.clone(),
-                    job,
-                    admitted,
-                    token,
-                    shutdown.clone(),
-                    next_seq,
-                    in_flight.clone(),
-                    outbox.clone(),
-                );
-                calls.spawn(call);
+                let port = Port {
+                    frames: Some(outbox.clone()),
+                    cancel,
+                    stopping: shutdown.clone(),
+                };
+                let (dispatcher, outbox, in_flight) =
+                    (dispatcher.clone(), outbox.clone(), in_flight.clone());
+                calls.spawn(async move {
+                    let reply = dispatcher.run_call(job, admitted, port).await;
+                    forget(&in_flight, &key, seq);
+                    if let Some(frame) = reply {
+                        send(&outbox, frame).await;
+                    }
+                });
             }
         }
         while calls.try_join_next().is_some() {}
@@ -221,51 +212,13 @@ fn answer_line(dispatcher: &Dispatcher, line: &[u8]) -> Action {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn run_call(
-    dispatcher: Arc<Dispatcher>,
-    job: CallJob,
-    admitted: Admitted,
-    token: CancellationToken,
-    stopping: CancellationToken,
-    seq: u64,
-    in_flight: InFlight,
-    outbox: mpsc::Sender<Value>,
-) {
-    let ctx = CallContext {
-        progress: job
-            .progress_token
-            .clone()
-            .map(|token| ProgressNotifier::sink(token, outbox.clone())),
-        cancel: token,
-        ..CallContext::default()
-    };
-    let tools = dispatcher.tools().clone();
-    let reply = if let Some(mode) = job.task {
-        dispatcher.task_call_reply(&job, admitted, mode).await
-    } else {
-        tools
-            .run(admitted, &ctx)
-            .await
-            .map(|output| dispatcher.call_reply(&job, &output))
-    };
-    if let Ok(mut map) = in_flight.lock() {
-        let key = job.id.to_string();
-        if map.get(&key).is_some_and(|(s, _)| *s == seq) {
-            map.remove(&key);
-        }
-    }
-    match reply {
-        Some(frame) => send(&outbox, frame).await,
-        // Cut short by a signal: say so, with the runs to collect later.
-        None if stopping.is_cancelled() => {
-            send(&outbox, dispatcher.call_reply(&job, &ctx.cut_by_shutdown())).await;
-        }
-        None => {
-            // The client cancelled: no reply. The run keeps going upstream; say which
-            // one, so it can still be collected.
-            ctx.log_abandoned_runs(&job.tool);
-        }
+/// The request `key` (as sequence `seq`) is no longer in flight: a later request that
+/// reused its id keeps its own entry.
+fn forget(in_flight: &InFlight, key: &str, seq: u64) {
+    if let Ok(mut map) = in_flight.lock()
+        && map.get(key).is_some_and(|(s, _)| *s == seq)
+    {
+        map.remove(key);
     }
 }
 

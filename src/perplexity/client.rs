@@ -1,7 +1,7 @@
 //! The one HTTP client for the Perplexity API: where the key goes, how long we wait,
 //! how often we retry and how much we read.
 //!
-//! Security decisions enforced here (each is tested in `tests/client.rs`):
+//! Security decisions enforced here (each is tested in `tests/e2e/client.rs`):
 //! - The key is read per attempt and put into the `Authorization` header only, marked
 //!   sensitive; never into a URL, body, log line or error text.
 //! - Requests go only to `base` (Perplexity, or a loopback fake accepted by `config`);

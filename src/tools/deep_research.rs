@@ -23,6 +23,7 @@ use url::Url;
 
 use super::CallContext;
 use super::args::{Args, optional};
+use super::report::{Claim, DeepReport, ReportSource, Validation};
 use super::{schema_object, starts_a_run};
 use crate::call::ToolOutput;
 use crate::guard::injection;
@@ -396,7 +397,7 @@ pub async fn run(
             return Report::new(output, flags, Some(id));
         }
     };
-    let mut output = validated(call, &sources, &report, &flags, &id);
+    let (mut output, checked) = validated(call, &sources, &report, &flags, &id);
     if let Some(structured) = output.structured.as_mut() {
         structured["decomposition"] = json!(origin);
     }
@@ -409,7 +410,10 @@ pub async fn run(
         ),
         _ => {}
     }
-    Report::new(output, flags, Some(id))
+    Report {
+        report: Some(Box::new(checked)),
+        ..Report::new(output, flags, Some(id))
+    }
 }
 
 /// What a `deep_research` call produced: the tool result, the injection flags of its
@@ -419,6 +423,8 @@ pub struct Report {
     pub flags: Vec<&'static str>,
     pub run_id: Option<String>,
     pub stop: Option<Stop>,
+    /// The validated report, when there is one.
+    pub report: Option<Box<DeepReport>>,
 }
 
 impl Report {
@@ -428,6 +434,7 @@ impl Report {
             flags,
             run_id,
             stop: None,
+            report: None,
         }
     }
 
@@ -456,12 +463,42 @@ pub fn validated(
     report: &Value,
     flags: &[&'static str],
     id: &str,
-) -> ToolOutput {
+) -> (ToolOutput, DeepReport) {
+    let checked = check(sources, report, flags);
+    let mut shown = format!(
+        "{}\n{}",
+        checked.verdict(),
+        spotlight(checked.body().trim_end())
+    );
+    if !flags.is_empty() {
+        shown = format!("{}\n{shown}", injection::notice("the sources", flags));
+    }
+    let output = ToolOutput {
+        structured: Some(json!({
+            "answer": checked.answer,
+            "key_findings": checked.key_findings,
+            "open_questions": checked.open_questions,
+            "claims": checked.claims_json(),
+            "sources": checked.sources.iter().map(|s| json!({"title": s.title, "url": s.url})).collect::<Vec<_>>(),
+            "subquestions": call.subquestions,
+            "decomposition": FROM_ANGLES,
+            "validation_report": checked.validation_json(),
+            "security_flags": flags,
+            "response_id": id,
+        })),
+        ..ToolOutput::ok(shown)
+    };
+    (output, checked)
+}
+
+/// The validator: a claim citing a URL that was never retrieved is downgraded to `low`
+/// and flagged; one citing nothing is `uncertain`.
+fn check(sources: &[SearchHit], report: &Value, flags: &[&'static str]) -> DeepReport {
     let known: HashSet<String> = sources.iter().map(|s| canonical(&s.url)).collect();
     let mut flagged = Vec::new();
     let mut all_supported = true;
     let mut all_known = true;
-    let claims: Vec<Value> = report["claims"]
+    let claims: Vec<Claim> = report["claims"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default()
@@ -497,76 +534,32 @@ pub fn validated(
                         .join(", ")
                 ));
             }
-            json!({"text": text, "urls": urls, "confidence": confidence, "flags": claim_flags})
+            Claim {
+                text,
+                urls,
+                confidence,
+                flags: claim_flags,
+            }
         })
         .collect();
-    let report_json = json!({
-        "total_claims": claims.len(),
-        "all_claims_supported": all_supported,
-        "all_urls_known": all_known,
-        "passed": all_supported && all_known,
-        "flagged": flagged,
-    });
-    let answer = report["answer"].as_str().unwrap_or_default().to_owned();
-    let findings = strings(&report["key_findings"]);
-    let open = strings(&report["open_questions"]);
-    let mut text = format!("{answer}\n");
-    if !findings.is_empty() {
-        text.push_str("\nKey findings:\n");
-        for f in &findings {
-            text.push_str(&format!("- {f}\n"));
-        }
-    }
-    if !open.is_empty() {
-        text.push_str("\nOpen questions:\n");
-        for q in &open {
-            text.push_str(&format!("- {q}\n"));
-        }
-    }
-    text.push_str("\nClaims:\n");
-    for (i, c) in claims.iter().enumerate() {
-        text.push_str(&format!(
-            "{}. {} [{}] {}\n",
-            i + 1,
-            c["text"].as_str().unwrap_or_default(),
-            c["confidence"].as_str().unwrap_or_default(),
-            strings(&c["urls"]).join(" ")
-        ));
-    }
-    text.push_str("\nSources:\n");
-    for (i, s) in sources.iter().enumerate() {
-        text.push_str(&format!("[{}] {} \u{2014} {}\n", i + 1, s.title, s.url));
-    }
-    let verdict = if report_json["passed"] == true {
-        format!(
-            "Validation: all {} claims cite retrieved sources.",
-            claims.len()
-        )
-    } else {
-        format!(
-            "Validation: {} problem(s): {}.",
-            flagged.len(),
-            flagged.join("; ")
-        )
-    };
-    let mut shown = format!("{verdict}\n{}", spotlight(text.trim_end()));
-    if !flags.is_empty() {
-        shown = format!("{}\n{shown}", injection::notice("the sources", flags));
-    }
-    ToolOutput {
-        structured: Some(json!({
-            "answer": answer,
-            "key_findings": findings,
-            "open_questions": open,
-            "claims": claims,
-            "sources": sources.iter().map(|s| json!({"title": s.title, "url": s.url})).collect::<Vec<_>>(),
-            "subquestions": call.subquestions,
-            "decomposition": FROM_ANGLES,
-            "validation_report": report_json,
-            "security_flags": flags,
-            "response_id": id,
-        })),
-        ..ToolOutput::ok(shown)
+    DeepReport {
+        answer: report["answer"].as_str().unwrap_or_default().to_owned(),
+        key_findings: strings(&report["key_findings"]),
+        open_questions: strings(&report["open_questions"]),
+        claims,
+        sources: sources
+            .iter()
+            .map(|s| ReportSource {
+                title: s.title.clone(),
+                url: s.url.clone(),
+            })
+            .collect(),
+        validation: Validation {
+            all_claims_supported: all_supported,
+            all_urls_known: all_known,
+            flagged,
+        },
+        flags: flags.to_vec(),
     }
 }
 
@@ -636,7 +629,7 @@ mod tests {
         let all_good = json!({"answer": "A", "key_findings": ["f"], "open_questions": [], "claims": [
             {"text": "c1", "urls": ["https://a.org/x/#frag"], "confidence": "high"},
             {"text": "c2", "urls": ["https://b.org/y"], "confidence": "medium"}]});
-        let out = validated(&call(), &sources, &all_good, &[], "resp_1");
+        let (out, _) = validated(&call(), &sources, &all_good, &[], "resp_1");
         let s = out.structured.unwrap();
         assert_eq!(
             s["validation_report"],
@@ -648,7 +641,9 @@ mod tests {
             {"text": "invented", "urls": ["https://never.example/z"], "confidence": "high"},
             {"text": "bare", "urls": [], "confidence": "high"},
             {"text": "fine", "urls": ["https://a.org/x"], "confidence": "high"}]});
-        let out = validated(&call(), &sources, &bad, &[], "resp_1");
+        let (out, checked) = validated(&call(), &sources, &bad, &[], "resp_1");
+        assert_eq!(checked.claims[0].confidence, "low");
+        assert!(!checked.validation.passed());
         assert!(
             out.text.starts_with("Validation: 2 problem(s)"),
             "{}",

@@ -1,8 +1,8 @@
 //! The tool catalogue: one file per tool group (schema, validation, handler,
-//! rendering), shared by every front end. MCP `tools/call`, the CLI and (later) the TUI
-//! all come through [`Tools::call`] or the typed operations it wraps.
+//! rendering), shared by every front end. MCP `tools/call`, the CLI and the TUI all come
+//! through [`Tools::accept`] then [`Tools::complete`] (or [`Tools::run`], its MCP form).
 //!
-//! Touches: the network only through `perplexity::` (and, later, `fetch::`/`gateway::`).
+//! Touches: the network only through `perplexity::`, `fetch::` and `gateway::`.
 
 pub mod admin;
 pub mod args;
@@ -13,6 +13,7 @@ pub mod fetch;
 pub mod finance;
 pub mod registry;
 pub mod render;
+pub mod report;
 pub mod research;
 pub mod responses;
 pub mod search;
@@ -452,7 +453,7 @@ impl Tools {
             }
             // Every arm but the research tools' is boxed: a future is as large as its
             // largest arm, and 1,000 research calls waiting at once should each pay for a
-            // research call, not for deep_research's or the gateway's state (issue 18).
+            // research call, not for deep_research's or the gateway's state.
             match &call {
                 Call::Lifecycle(call) => {
                     let (mut output, facts, outcome) =
@@ -475,7 +476,10 @@ impl Tools {
                     let budget = Duration::from_secs(wait);
                     let report =
                         Box::pin(deep_research::run(&self.client, call, budget, ctx)).await;
-                    typed = Outcome::Report(report.stop);
+                    typed = Outcome::Report {
+                        report: report.report,
+                        stop: report.stop,
+                    };
                     let facts = CallFacts {
                         run_id: report.run_id,
                         security_flags: report.flags,
@@ -483,38 +487,41 @@ impl Tools {
                     };
                     (report.output, facts)
                 }
-                Call::Create(call) => match (&self.gateway, call.auto_execute) {
-                    (Some(gateway), true) => {
-                        let chain = responses::functions::Chain {
-                            client: &self.client,
-                            gateway,
-                            guard: &self.guard,
-                            front_end: pass.front_end(),
-                            store: &self.store,
-                            wait,
-                        };
-                        Box::pin(chain.run(call, ctx)).await
-                    }
-                    _ => {
-                        Box::pin(responses::create(
-                            &self.client,
-                            &self.store,
-                            wait,
-                            call,
-                            ctx,
-                        ))
-                        .await
-                    }
-                },
+                Call::Create(call) => {
+                    let (output, facts, outcome) = match (&self.gateway, call.auto_execute) {
+                        (Some(_), true) => {
+                            let chain = responses::functions::Chain {
+                                tools: self,
+                                front_end: pass.front_end(),
+                                wait,
+                            };
+                            Box::pin(chain.run(call, ctx)).await
+                        }
+                        _ => {
+                            Box::pin(responses::create(
+                                &self.client,
+                                &self.store,
+                                wait,
+                                call,
+                                ctx,
+                            ))
+                            .await
+                        }
+                    };
+                    typed = outcome;
+                    (output, facts)
+                }
                 Call::ReadResponse(call) => {
-                    Box::pin(responses::retrieve(
+                    let (output, facts, outcome) = Box::pin(responses::retrieve(
                         &self.client,
                         &self.store,
                         wait,
                         call,
                         ctx,
                     ))
-                    .await
+                    .await;
+                    typed = outcome;
+                    (output, facts)
                 }
                 Call::Downstream { name, arguments } => match &self.gateway {
                     Some(gateway) => {
@@ -620,6 +627,19 @@ impl Tools {
     }
 }
 
+impl Tools {
+    /// [`Tools::complete`] for a call made while another runs (a function a responses
+    /// chain executes): boxed behind a plain signature, so the outer call's future need
+    /// not contain its own.
+    pub fn complete_nested<'a>(
+        &'a self,
+        admitted: Admitted,
+        ctx: &'a CallContext,
+    ) -> futures_util::future::BoxFuture<'a, Option<Done>> {
+        Box::pin(self.complete(admitted, ctx))
+    }
+}
+
 /// A finished call: the result as MCP sends it (within the output budget) and its typed
 /// outcome, which the CLI and the TUI render for people and take exit codes from.
 pub struct Done {
@@ -633,6 +653,7 @@ pub struct Done {
 
 /// What a call produced, typed.
 pub enum Outcome {
+    /// A run of the Agent API (the lifecycle, ask and finance tools; `responses_*`).
     Research(research::ResearchOutcome),
     Cancel {
         id: String,
@@ -640,9 +661,12 @@ pub enum Outcome {
     },
     Search(Result<crate::perplexity::search::SearchResults, crate::perplexity::error::ApiError>),
     Fetch(Vec<fetch::Fetched>),
-    /// A `deep_research` report: its structured result is the outcome, or why it
-    /// stopped short.
-    Report(Option<deep_research::Stop>),
+    /// A `deep_research` report, validated, or why there is none (`stop`, when a front
+    /// end words it itself; else the result's text says).
+    Report {
+        report: Option<Box<report::DeepReport>>,
+        stop: Option<deep_research::Stop>,
+    },
     /// Tools whose output is their only rendering (and a contained panic).
     Output,
 }
@@ -678,16 +702,10 @@ impl Admitted {
 impl Done {
     /// The call handed its run back unfinished (its wait ran out): the run goes on.
     pub fn still_running(&self) -> bool {
-        match &self.outcome {
-            Outcome::Research(research::ResearchOutcome::Running { .. }) => true,
-            Outcome::Output => self
-                .output
-                .structured
-                .as_ref()
-                .and_then(|s| s["status"].as_str())
-                .is_some_and(|s| matches!(s, "queued" | "in_progress")),
-            _ => false,
-        }
+        matches!(
+            self.outcome,
+            Outcome::Research(research::ResearchOutcome::Running { .. })
+        )
     }
 }
 

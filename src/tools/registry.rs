@@ -20,8 +20,8 @@ pub struct ToolSpec {
     pub accepted: &'static [&'static str],
     /// The tool's own rules: the typed call, or the message for the caller.
     pub(super) validate: fn(&Tools, &Args) -> Result<Call, String>,
-    /// Starts work that can outlast a tool call (an upstream run): what MCP tasks
-    /// (issue 17) will offer to run in the background.
+    /// Starts work that can outlast a tool call (an upstream run): such a tool may run as
+    /// an MCP task.
     pub long_running: bool,
 }
 

@@ -55,6 +55,15 @@ pub fn sources(run: &RunSnapshot) -> Vec<ShownSource> {
 /// [1] <title> — <url>
 /// ```
 pub fn answer_body(run: &RunSnapshot) -> String {
+    let (mut body, sources) = answer_parts(run);
+    body.push_str(&sources_block(&sources));
+    body
+}
+
+/// [`answer_body`] in its two parts: the text (the answer, finance and other data) and
+/// the sources its `[N]` markers cite, for front ends that lay the sources out
+/// themselves (the TUI merges them with search results).
+pub fn answer_parts(run: &RunSnapshot) -> (String, Vec<ShownSource>) {
     let mut body = answer_text(run).unwrap_or_else(|| NO_ANSWER_TEXT.to_owned());
     // Only runs given the finance tool have these (never the lifecycle tools' runs,
     // whose texts stay the reference peer's).
@@ -71,8 +80,7 @@ pub fn answer_body(run: &RunSnapshot) -> String {
         }
     }
     body.push_str(&other_data(run));
-    body.push_str(&sources_block(&sources(run)));
-    body
+    (body, sources(run))
 }
 
 /// `\n\nSources:\n[N] <title> — <url>…`, numbered as the answer text cites them; empty

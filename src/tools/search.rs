@@ -54,7 +54,7 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::{Tool, ToolAnnotations};
     let query = json!({"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS});
     // Lean on purpose: every session pays this listing in context on every turn, so a
-    // property says only what its name, enum and bounds do not (issue 18).
+    // property says only what its name, enum and bounds do not (a lean tool list).
     let date = json!({"type":"string","pattern":"^\\d{1,2}/\\d{1,2}/\\d{4}$"});
     Tool::new(
         name,

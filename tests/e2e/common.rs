@@ -609,3 +609,20 @@ pub fn signal(pid: u32, signal: &str) {
         .unwrap();
     assert!(sent.success(), "kill -{signal} {pid}");
 }
+
+/// The audit log's records, in order (none when there is no log yet).
+pub fn audit_records(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+/// The opening record (`tool_call`) of the first call of `tool`.
+pub fn opening<'a>(records: &'a [Value], tool: &str) -> &'a Value {
+    records
+        .iter()
+        .find(|r| r["event"] == "tool_call" && r["tool"] == tool)
+        .unwrap_or_else(|| panic!("no opening record for {tool}: {records:#?}"))
+}

@@ -740,7 +740,11 @@ fn our_own_binary_is_a_downstream_server() {
 
 /// A server with the fake upstream, a `fd` downstream, and `functions` allowed.
 fn chaining(name: &str, functions: &str, fake: &FakePerplexity) -> (Env, Server) {
-    let env = Env::new(name).with("PERPLEXITY_GATEWAY_FUNCTIONS", functions);
+    chaining_in(Env::new(name), functions, fake)
+}
+
+fn chaining_in(env: Env, functions: &str, fake: &FakePerplexity) -> (Env, Server) {
+    let env = env.with("PERPLEXITY_GATEWAY_FUNCTIONS", functions);
     let (_, stderr, code) = env.gateway(&["add", "fd", "--command", "fake-downstream"]);
     assert_eq!(code, 0, "{stderr}");
     let mut vars = env.vars.clone();
@@ -805,6 +809,55 @@ fn the_agent_calls_registered_gateway_tools_as_functions() {
     assert_eq!(error_kind(1), "unknown_function");
     assert_eq!(error_kind(2), "invalid_arguments");
     assert_eq!(error_kind(3), "tool_error");
+}
+
+/// A function the agent calls is a call like any other: when its handler panics, the
+/// panic is contained (the agent gets a tool error, the chain goes on) and the audit log
+/// has its opening and closing records. Before, the chain ran functions on a path of its
+/// own, without the containment or the rejection audit every other call has.
+#[test]
+fn a_function_that_panics_inside_a_chain_is_contained_and_audited() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 20,
+        "answer": "Carried on.",
+        "function_calls": [{"name": "mcp__fd__echo", "arguments": {"text": "boom"}}],
+    }));
+    let env = Env::new("gw-chain-panic");
+    let audit = env.dir.path("audit.jsonl");
+    let env = env
+        .with("PERPLEXITY_AGENT_TEST_PANIC", "mcp__fd__echo")
+        .with("PERPLEXITY_AUDIT_LOG_PATH", &audit.display().to_string());
+    let (_env, mut s) = chaining_in(env, "mcp__fd__echo", &fake);
+    let r = s.request(&call(
+        1,
+        "responses_create",
+        json!({
+            "input": "q", "functions": ["mcp__fd__echo"], "auto_execute_functions": true,
+        }),
+    ));
+    let (text, is_error) = tool_text(&r);
+    assert!(!is_error, "{text}");
+    assert!(
+        text.starts_with("Ran 1 function call(s) over 1 round(s): mcp__fd__echo (failed)."),
+        "{text}"
+    );
+    assert_eq!(structured(&r)["answer"], "Carried on.");
+    let outputs = agent_creates(&fake)[1]["input"].clone();
+    let sent: Value = serde_json::from_str(outputs[0]["output"].as_str().unwrap()).unwrap();
+    assert_eq!(sent["error"], "tool_error", "{sent}");
+    assert!(
+        sent["message"].as_str().unwrap().contains("unexpectedly"),
+        "the contained failure, not a payload: {sent}"
+    );
+    let records = audit_records(&audit);
+    let opened = opening(&records, "mcp__fd__echo");
+    assert!(
+        records.iter().any(|r| r["event"] == "tool_result"
+            && r["call_id"] == opened["call_id"]
+            && r["is_error"] == true),
+        "{records:#?}"
+    );
+    s.request(&request(2, "ping", json!({})));
 }
 
 #[test]

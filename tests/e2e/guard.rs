@@ -17,14 +17,6 @@ fn temp_path(name: &str) -> PathBuf {
     dir.join("audit.jsonl")
 }
 
-fn records(path: &PathBuf) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect()
-}
-
 fn sorted_json(v: &Value) -> String {
     fn sort(v: &Value) -> Value {
         match v {
@@ -86,7 +78,7 @@ fn the_bucket_refuses_at_once_and_invalid_calls_cost_nothing() {
     assert_eq!(creates, 3, "the refused call never reached the upstream");
     s.close_stdin();
     s.wait_exit(Duration::from_secs(10));
-    let recs = records(&audit);
+    let recs = audit_records(&audit);
     assert_eq!(
         recs.iter().filter(|r| r["event"] == "rate_limited").count(),
         1
@@ -125,7 +117,7 @@ fn every_call_writes_a_redacted_record_pair() {
     let text = std::fs::read_to_string(&audit).unwrap();
     assert!(!text.contains(KEY), "the planted key reached the audit log");
     assert!(!text.contains("ABCDEFGH12345678") && !text.contains("abc.def.ghi"));
-    let recs = records(&audit);
+    let recs = audit_records(&audit);
     let call = &recs[0];
     assert_eq!(call["event"], "tool_call");
     assert_eq!(call["front_end"], "mcp-stdio");
@@ -227,7 +219,7 @@ fn the_cli_goes_through_the_same_guard() {
         cmd.output().unwrap()
     };
     assert_eq!(run(&["ask", "q"]).status.code(), Some(0));
-    let recs = records(&audit);
+    let recs = audit_records(&audit);
     assert_eq!(recs.len(), 2);
     assert_eq!(recs[0]["front_end"], "cli");
     // The same tool name an MCP client's call is recorded under; the front end differs.
@@ -235,7 +227,10 @@ fn the_cli_goes_through_the_same_guard() {
     assert_eq!(recs[1]["call_id"], recs[0]["call_id"]);
     // A usage error is audited as rejected.
     assert_eq!(run(&["ask", "q", "--timeout", "0"]).status.code(), Some(2));
-    assert_eq!(records(&audit).last().unwrap()["validation"], "rejected");
+    assert_eq!(
+        audit_records(&audit).last().unwrap()["validation"],
+        "rejected"
+    );
 }
 
 #[test]
@@ -380,7 +375,7 @@ fn long_results_are_offloaded_and_retrievable() {
         !log.contains(&key),
         "the retrieve_key is a capability: never logged"
     );
-    let first = records(&audit)
+    let first = audit_records(&audit)
         .into_iter()
         .find(|r| r["event"] == "tool_result")
         .unwrap();
@@ -420,7 +415,7 @@ fn injection_patterns_are_flagged_in_the_audit_never_stripped() {
     }
     s.close_stdin();
     s.wait_exit(Duration::from_secs(10));
-    let result = records(&audit)
+    let result = audit_records(&audit)
         .into_iter()
         .find(|r| r["event"] == "tool_result")
         .unwrap();
@@ -499,7 +494,7 @@ fn a_panicking_handler_is_contained_for_every_front_end() {
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(stderr.contains("The tool failed unexpectedly."), "{stderr}");
     assert!(!stderr.contains("test panic"), "{stderr}");
-    let results: Vec<Value> = records(&audit)
+    let results: Vec<Value> = audit_records(&audit)
         .into_iter()
         .filter(|r| r["event"] == "tool_result")
         .collect();

@@ -766,9 +766,11 @@ fn sigterm_drains_then_tells_waiting_callers_which_run_to_collect() {
     let r = waiting.join().unwrap();
     let (text, is_error) = tool_text(&r.json());
     assert!(is_error);
-    assert!(
-        text.starts_with("The server is shutting down") && text.contains("resp_"),
-        "{text}"
+    let run = fake.runs()[0].id.clone();
+    assert_eq!(
+        text,
+        crate::shutdown::shutdown_reply(&run),
+        "the same words as on stdio"
     );
     let status = h.server.wait_exit(Duration::from_secs(10));
     assert_eq!(status.code(), Some(0));

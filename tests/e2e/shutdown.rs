@@ -156,15 +156,8 @@ fn eof_during_a_tasks_create_waits_for_the_run_and_the_next_server_collects_it()
         "the run is on record"
     );
     // The call's audit record is closed: abandoned by the exit, with its task and run.
-    let records: Vec<Value> = std::fs::read_to_string(&audit)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let opened = records
-        .iter()
-        .find(|r| r["event"] == "tool_call")
-        .expect("the call's record");
+    let records = audit_records(&audit);
+    let opened = opening(&records, "perplexity_agent");
     assert!(
         records.iter().any(|r| r["event"] == "tool_abandoned"
             && r["call_id"] == opened["call_id"]
@@ -238,10 +231,7 @@ fn sigterm_answers_each_cut_call_with_its_run() {
     let (text, is_error) = tool_text(&reply);
     assert!(is_error);
     let run = &fake.runs()[0].id;
-    assert!(
-        text.starts_with("The server is shutting down") && text.contains(run.as_str()),
-        "{text}"
-    );
+    assert_eq!(text, shutdown_reply(run), "the same words as over HTTP");
     assert!(s.wait_exit(Duration::from_secs(5)).success());
     assert!(
         started.elapsed() < Duration::from_secs(3),
@@ -249,4 +239,11 @@ fn sigterm_answers_each_cut_call_with_its_run() {
         started.elapsed()
     );
     assert!(!fake.requests().iter().any(|r| r.path.ends_with("/cancel")));
+}
+
+/// What a call cut short by a signal is answered, on stdio and over HTTP alike.
+pub fn shutdown_reply(run: &str) -> String {
+    format!(
+        "The server is shutting down, so it stopped waiting. Research run {run} may still be running: collect it later with perplexity_agent_result."
+    )
 }

@@ -638,15 +638,8 @@ fn quitting_mid_research_names_the_run_and_closes_its_audit_record() {
             && after.contains(&format!("perplexity-agent cancel {run}")),
         "named on the ordinary screen after leaving the workspace:\n{after}"
     );
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let opened = records
-        .iter()
-        .find(|r| r["event"] == "tool_call" && r["tool"] == "perplexity_ask")
-        .expect("the call's opening record");
+    let records = audit_records(&audit);
+    let opened = opening(&records, "perplexity_ask");
     assert!(
         records.iter().any(|r| r["event"] == "tool_abandoned"
             && r["call_id"] == opened["call_id"]
@@ -654,4 +647,33 @@ fn quitting_mid_research_names_the_run_and_closes_its_audit_record() {
         "the record is closed as abandoned, with its run: {records:#?}"
     );
     assert!(!fake.requests().iter().any(|r| r.path.ends_with("/cancel")));
+}
+
+/// A deep-research report in the workspace: its summary, the validator's verdict and the
+/// sources, in the report's own sections (pinned line by line, as a person sees them).
+#[test]
+fn a_research_report_reads_as_its_sections() {
+    let report = json!({"answer": "The answer.", "key_findings": ["One finding."],
+        "open_questions": ["Still open?"], "claims": [
+            {"text": "Supported.", "urls": ["https://alpha.example/a"], "confidence": "high"},
+            {"text": "Bare.", "urls": [], "confidence": "medium"}]});
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 50,
+        "search_results": [{"title": "Alpha", "url": "https://alpha.example/a", "snippet": "First."}],
+        "answer": report.to_string(),
+    }));
+    let (_dir, env) = workspace(&fake, "tui-report");
+    let mut tui = Pty::spawn_sized(&["tui"], &env, 120, 40);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed("/research solar\r");
+    tui.wait_for("[1] Alpha", Duration::from_secs(20));
+    let (chat, _) = tui.panes();
+    let lines: Vec<String> = chat
+        .iter()
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+        .collect();
+    let shown = lines.join("\n");
+    let expected = "The answer.\nKey findings:\n• One finding.\nOpen questions:\n• Still open?\nValidation problems:\n• claim 2: no supporting URL\nSources:\n[1] Alpha — https://alpha.example/a";
+    assert!(shown.contains(expected), "{shown}");
 }

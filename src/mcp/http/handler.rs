@@ -156,8 +156,8 @@ impl Outbound {
         self.cancel.clone()
     }
 
-    /// True once shutdown has ended the drain period.
-    pub fn stopping(&self) -> bool {
-        self.stopping.is_cancelled()
+    /// Cancelled once shutdown has ended the drain period.
+    pub fn stopping_token(&self) -> CancellationToken {
+        self.stopping.clone()
     }
 }

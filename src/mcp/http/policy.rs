@@ -89,7 +89,7 @@ pub struct Slot(pub Held);
 pub struct BodyShare(pub Held);
 
 /// The whole policy as one layer, its stages in order: a layer per stage would box a
-/// future per stage, ~8 KiB more of every call that waits (issue 18).
+/// future per stage, ~8 KiB more of every call that waits (BENCHMARKS.md, the lean table).
 pub async fn gate(State(policy): State<Arc<Policy>>, request: Request, next: Next) -> Response {
     // One time limit for the body and the endpoint together: a request that outlives any
     // legitimate wait is cut off.

@@ -4,14 +4,11 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::handler::{Handled, Handler, Incoming, Outbound};
 use crate::call::FrontEnd;
 use crate::mcp::dispatch::{Action, CallJob, Dispatcher};
 use crate::mcp::era::request_meta;
-use crate::mcp::progress::ProgressNotifier;
-use crate::tools::CallContext;
+use crate::mcp::run::Port;
 
 pub struct Product {
     pub dispatcher: Arc<Dispatcher>,
@@ -61,44 +58,22 @@ impl Handler for Product {
 }
 
 impl Product {
-    /// Validation and the rate limit answer at once; an admitted call runs later.
+    /// Validation and the rate limit answer at once; an admitted call runs later, through
+    /// the runner both transports share. The HTTP policy caps requests in flight across
+    /// callers before the body is read, so a call takes no connection slot here.
     fn call(&self, job: CallJob, out: Outbound) -> Handled {
         let dispatcher = self.dispatcher.clone();
-        let tools = dispatcher.tools().clone();
-        // The HTTP policy caps requests in flight across sessions, before the body is
-        // read; a task outlives its request, so it takes one of the tasks' own slots.
-        let slots = job.task.map(|_| dispatcher.tasks().slots());
-        let admitted = match tools.accept(FrontEnd::McpHttp, &job.tool, &job.arguments, slots) {
+        let admitted = match dispatcher.accept_call(FrontEnd::McpHttp, &job, None) {
             Ok(admitted) => admitted,
-            Err(refusal) => {
-                return Handled::Now(Some(dispatcher.call_reply(&job, &refusal.output())));
-            }
+            Err(refused) => return Handled::Now(Some(refused)),
         };
-        if let Some(mode) = job.task {
-            return Handled::Later(Box::pin(async move {
-                dispatcher.task_call_reply(&job, admitted, mode).await
-            }));
-        }
+        let port = Port {
+            frames: out.frames(),
+            cancel: out.cancel_token(),
+            stopping: out.stopping_token(),
+        };
         Handled::Later(Box::pin(async move {
-            let ctx = CallContext {
-                progress: job
-                    .progress_token
-                    .clone()
-                    .zip(out.frames())
-                    .map(|(token, frames)| ProgressNotifier::sink(token, frames)),
-                cancel: out.cancel_token(),
-                ..CallContext::default()
-            };
-            match tools.run(admitted, &ctx).await {
-                Some(output) => Some(dispatcher.call_reply(&job, &output)),
-                // Cut short by shutdown: say so, with the runs to collect later.
-                None if out.stopping() => Some(dispatcher.call_reply(&job, &ctx.cut_by_shutdown())),
-                // The client cancelled: no reply, but the runs are named on stderr.
-                None => {
-                    ctx.log_abandoned_runs(&job.tool);
-                    None::<Value>
-                }
-            }
+            dispatcher.run_call(job, admitted, port).await
         }))
     }
 }

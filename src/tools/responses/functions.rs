@@ -13,37 +13,29 @@
 //!
 //! Touches: the network through `crate::perplexity` and `crate::gateway`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::request::CreateCall;
-use super::{Snapshot, render, save};
-use crate::call::ToolOutput;
-use crate::call::{CallFacts, FrontEnd};
-use crate::gateway::Gateway;
-use crate::guard::Guard;
-use crate::perplexity::PerplexityClient;
+use super::{Rendered, Snapshot, render, save, typed};
+use crate::call::{CallFacts, FrontEnd, Refusal, ToolOutput};
 use crate::perplexity::agent::{FullRun, FunctionCall};
 use crate::perplexity::wait::{Waited, create_and_wait};
-use crate::store::StoreHandle;
 use crate::text::cap_chars;
-use crate::tools::CallContext;
 use crate::tools::research::ResearchOutcome;
+use crate::tools::{CallContext, Outcome, Tools};
 
 pub const MAX_ARGUMENT_CHARS: usize = 16_384;
 pub const MAX_OUTPUT_CHARS: usize = 16_384;
 const MAX_ERROR_CHARS: usize = 1_000;
 
-/// What the chain needs besides the call.
+/// What the chain needs besides the call: the tools it runs functions through (each one
+/// a call of its own: accepted, audited, contained and closed like any other).
 pub struct Chain<'a> {
-    pub client: &'a PerplexityClient,
-    pub gateway: &'a Gateway,
-    pub guard: &'a Arc<Guard>,
+    pub tools: &'a Tools,
     pub front_end: FrontEnd,
-    pub store: &'a Arc<StoreHandle>,
     pub wait: u64,
 }
 
@@ -55,11 +47,12 @@ struct Ran {
 }
 
 impl Chain<'_> {
-    pub async fn run(&self, call: &CreateCall, ctx: &CallContext) -> (ToolOutput, CallFacts) {
+    pub async fn run(&self, call: &CreateCall, ctx: &CallContext) -> Rendered {
         let started = Instant::now();
         let deadline = started + Duration::from_secs(self.wait);
         let mut body = call.body.clone();
-        super::continuation::echo_call_details(self.client, self.store, &mut body, deadline).await;
+        let (client, store) = (self.tools.client(), self.tools.store());
+        super::continuation::echo_call_details(client, store, &mut body, deadline).await;
         let mut ran: Vec<Ran> = Vec::new();
         let mut rounds = 0;
         let shape = render::Shape {
@@ -68,7 +61,7 @@ impl Chain<'_> {
         };
         loop {
             let waited =
-                create_and_wait(self.client, &body, deadline, ctx.progress(), &*ctx.run_ids).await;
+                create_and_wait(client, &body, deadline, ctx.progress(), &*ctx.run_ids).await;
             let (id, run) = match waited {
                 Ok((id, Waited::Terminal(run))) => (id, run),
                 Ok((id, Waited::Running(p))) => {
@@ -77,7 +70,10 @@ impl Chain<'_> {
                         progress: Some((p, started.elapsed().as_secs_f64())),
                     };
                     return with_ran(
-                        render::outcome(&outcome, &Snapshot::Pending, shape),
+                        typed(
+                            render::outcome(&outcome, &Snapshot::Pending, shape),
+                            outcome,
+                        ),
                         &ran,
                         rounds,
                     );
@@ -85,7 +81,10 @@ impl Chain<'_> {
                 Err(e) => {
                     let outcome = ResearchOutcome::Failed(e);
                     return with_ran(
-                        render::outcome(&outcome, &Snapshot::Pending, shape),
+                        typed(
+                            render::outcome(&outcome, &Snapshot::Pending, shape),
+                            outcome,
+                        ),
                         &ran,
                         rounds,
                     );
@@ -93,9 +92,10 @@ impl Chain<'_> {
             };
             let calls = run.function_calls();
             if calls.is_empty() || !matches!(run.status(), Some("completed" | "requires_action")) {
-                let snapshot = save(self.store, &id, &run).await;
+                let snapshot = save(store, &id, &run).await;
                 let outcome = ResearchOutcome::Finished { id, run };
-                return with_ran(render::outcome(&outcome, &snapshot, shape), &ran, rounds);
+                let rendered = render::outcome(&outcome, &snapshot, shape);
+                return with_ran(typed(rendered, outcome), &ran, rounds);
             }
             if rounds >= call.max_rounds {
                 let text = format!(
@@ -106,7 +106,7 @@ impl Chain<'_> {
                     run_id: Some(id),
                     ..CallFacts::default()
                 };
-                return (ToolOutput::error(text), facts);
+                return (ToolOutput::error(text), facts, Outcome::Output);
             }
             rounds += 1;
             if let Some(sink) = ctx.progress() {
@@ -117,7 +117,7 @@ impl Chain<'_> {
             }
             let mut outputs = Vec::with_capacity(calls.len());
             for function in &calls {
-                let (output, is_error) = self.execute(call, function).await;
+                let (output, is_error) = self.execute(call, function, ctx).await;
                 ran.push(Ran {
                     name: cap_chars(&function.name, 128),
                     call_id: cap_chars(&function.call_id, 256),
@@ -129,8 +129,15 @@ impl Chain<'_> {
         }
     }
 
-    /// Runs one function call; returns its output and whether it failed.
-    async fn execute(&self, call: &CreateCall, function: &FunctionCall) -> (String, bool) {
+    /// Runs one function call through the one pipeline (validation against the
+    /// downstream schema, the rate limit, the audit pair, panic containment); returns its
+    /// output for the model and whether it failed.
+    async fn execute(
+        &self,
+        call: &CreateCall,
+        function: &FunctionCall,
+        ctx: &CallContext,
+    ) -> (String, bool) {
         let error = |kind: &str, message: String| {
             let output = json!({"error": kind, "message": cap_chars(&message, MAX_ERROR_CHARS)});
             (output.to_string(), true)
@@ -156,28 +163,24 @@ impl Chain<'_> {
                 );
             }
         };
-        if let Err(message) = self.gateway.check_arguments(&function.name, &arguments) {
-            return error("invalid_arguments", message);
-        }
-        let params = Value::Object(arguments.clone());
-        let pass = match self.guard.admit(self.front_end, &function.name, &params, 1) {
-            Ok(pass) => pass,
+        let admitted = match self
+            .tools
+            .accept(self.front_end, &function.name, &arguments, None)
+        {
+            Ok(admitted) => admitted,
+            Err(Refusal::Invalid(message)) => return error("invalid_arguments", message),
             Err(refusal) => return error("rate_limited", refusal.message()),
         };
-        let result = self.gateway.call(&function.name, arguments).await;
-        let output = ToolOutput {
-            is_error: result.is_error,
-            ..ToolOutput::ok(result.text.clone())
+        // Its wait ends with the chain's.
+        let inner = CallContext {
+            cancel: ctx.cancel.child_token(),
+            ..CallContext::default()
         };
-        let facts = CallFacts {
-            security_flags: result.flags.clone(),
-            ..CallFacts::default()
-        };
-        pass.finish(&output, &facts, false);
-        if result.is_error {
-            return error("tool_error", result.text);
+        match self.tools.complete_nested(admitted, &inner).await {
+            Some(done) if done.full.is_error => error("tool_error", done.full.text),
+            Some(done) => (cap_output(&done.full.text), false),
+            None => error("cancelled", "the call was cancelled".to_owned()),
         }
-        (cap_output(&result.text), false)
     }
 }
 
@@ -208,13 +211,9 @@ fn continuation(original: &FullRun, outputs: Vec<Value>, last: &str) -> FullRun 
 }
 
 /// Adds what was run to the result (text and structured).
-fn with_ran(
-    (mut output, facts): (ToolOutput, CallFacts),
-    ran: &[Ran],
-    rounds: u32,
-) -> (ToolOutput, CallFacts) {
+fn with_ran((mut output, facts, outcome): Rendered, ran: &[Ran], rounds: u32) -> Rendered {
     if ran.is_empty() {
-        return (output, facts);
+        return (output, facts, outcome);
     }
     let names: Vec<String> = ran
         .iter()
@@ -239,7 +238,7 @@ fn with_ran(
                 .collect::<Vec<_>>()
         );
     }
-    (output, facts)
+    (output, facts, outcome)
 }
 
 #[cfg(test)]

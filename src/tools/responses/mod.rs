@@ -122,7 +122,7 @@ pub async fn create(
     wait: u64,
     call: &CreateCall,
     ctx: &CallContext,
-) -> (ToolOutput, CallFacts) {
+) -> Rendered {
     let started = Instant::now();
     let deadline = started + Duration::from_secs(wait);
     let mut body = call.body.clone();
@@ -157,7 +157,19 @@ pub async fn create(
         expects_json: call.expects_json,
         stored_upstream: call.store,
     };
-    render::outcome(&outcome, &snapshot, shape)
+    typed(render::outcome(&outcome, &snapshot, shape), outcome)
+}
+
+/// A responses tool's result, its audit facts and the run's typed outcome (`Output` when
+/// no run outcome stands behind it).
+pub type Rendered = (ToolOutput, CallFacts, crate::tools::Outcome);
+
+/// A rendering with the outcome it was rendered from.
+pub(crate) fn typed(
+    (output, facts): (ToolOutput, CallFacts),
+    outcome: ResearchOutcome,
+) -> Rendered {
+    (output, facts, crate::tools::Outcome::Research(outcome))
 }
 
 /// `model` and the `models` chain of a create body, for catalogue suggestions.
@@ -178,7 +190,7 @@ pub async fn retrieve(
     wait: u64,
     call: &RetrieveCall,
     ctx: &CallContext,
-) -> (ToolOutput, CallFacts) {
+) -> Rendered {
     let shape = render::Shape {
         expects_json: false,
         stored_upstream: true,
@@ -191,7 +203,7 @@ pub async fn retrieve(
                 id: call.id.clone(),
                 run: RunSnapshot::new(snap.body),
             };
-            return render::outcome(&outcome, &Snapshot::Local, shape);
+            return typed(render::outcome(&outcome, &Snapshot::Local, shape), outcome);
         }
         Ok(None) => None,
         Err(e) => Some(Snapshot::Unavailable(e.to_string())),
@@ -204,7 +216,7 @@ pub async fn retrieve(
         (ResearchOutcome::Finished { id, run }, None) => save(store, id, run).await,
         _ => Snapshot::Pending,
     };
-    render::outcome(&outcome, &snapshot, shape)
+    typed(render::outcome(&outcome, &snapshot, shape), outcome)
 }
 
 /// Keeps a settled response in the local store.
