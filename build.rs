@@ -9,7 +9,7 @@ fn main() {
     if links_with_rust_lld() {
         // Start-up's functions side by side at the front of `.text`: the kernel maps code
         // in 64 KiB windows around each touched page, and scattered over 18 MB the few
-        // thousand functions of a first request kept ~7 MiB resident (issue 18). A name
+        // thousand functions of a first request kept ~7 MiB resident. A name
         // the order lists but the build no longer has is skipped; regenerate the file
         // with scripts/startup-order.py.
         let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
@@ -22,7 +22,7 @@ fn main() {
     if packs_relative_relocations() {
         // DT_RELR: the ~50,000 relative relocations of a PIE shrink from 1.2 MB of RELA
         // entries, which the loader reads (and keeps resident) at every start, to a few
-        // KB. Issue 18 measured the resident set of a stdio cold start.
+        // KB. The lean start-up work measured the resident set of a stdio cold start.
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""deep_research's concurrency target (issue 5): with 8 sub-questions and every search
+"""deep_research's concurrency target: with 8 sub-questions and every search
 taking 200 ms, the search stage must take <= 1.3x one search (they run at once), and
 the whole call is search stage + report stage. Over stdio against the fake upstream
 (loopback only; stdlib only). Medians over --runs calls.

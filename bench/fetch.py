@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The page fetcher under load (issue 6 targets), over stdio, against a loopback page
+"""The page fetcher under load, over stdio, against a loopback page
 server (stdlib only; talks to 127.0.0.1 only):
 
   1. a 2 MB HTML page fetched through `fetch_url`, extraction included: latency from the

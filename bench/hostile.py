@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Memory under hostile input (issue 14): what one client can make a server hold.
+"""Memory under hostile input: what one client can make a server hold.
 
 Measured per contender, in rounds whose order rotates (medians reported):
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Streamable HTTP benchmark (issue 4 targets): builds our release binaries and the load
+# Streamable HTTP benchmark: builds our release binaries and the load
 # generator (bench/loadgen), installs the official Node peer @perplexity-ai/mcp-server
 # into bench/.work/npm (idempotent, shared with bench/run.sh), then runs
 # bench/http_bench.py. Extra arguments go to http_bench.py (e.g. `--runs 1 --duration 3`).

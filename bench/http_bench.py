@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Streamable HTTP benchmark (issue 4 targets): perplexity-agent `serve --http` vs. the
+"""Streamable HTTP benchmark: perplexity-agent `serve --http` vs. the
 official Node peer `@perplexity-ai/mcp-server` in its HTTP mode (`dist/http.js`).
 
 Stdlib only. The load itself comes from `bench/loadgen` (a Rust HTTP/1.1 keep-alive
@@ -8,7 +8,7 @@ load generator). Two phases, in one run, against one loopback fake-perplexity:
 1. Throughput: `--connections` keep-alive connections send `tools/list` back to back for
    `--warmup` + `--duration` s; `--runs` runs per contender, interleaved round-robin with
    the order rotating every round. Contenders:
-     ours         stateless 2026-07-28 request, bearer token (the issue 4 target);
+     ours         stateless 2026-07-28 request, bearer token (the HTTP target);
      ours-legacy  per connection: initialize (2025-11-25) -> Mcp-Session-Id ->
                   notifications/initialized, then tools/list in that session;
      node         stateless JSON mode (the package's only HTTP mode), tools/list with
@@ -492,7 +492,7 @@ def machine_info() -> dict:
 def render(a, info, tp: dict, tp_specs: dict, tp_rss: dict, mem: dict, unavailable: dict,
            node_version: str | None) -> str:
     L = []
-    L.append("# Streamable HTTP benchmark (issue 4 targets)\n")
+    L.append("# Streamable HTTP benchmark\n")
     L.append(f"- date: {info['date']}; CPU: {info['cpu']} × {info['nproc']}; "
              f"kernel {info['kernel']}; node {node_version or 'n/a'}")
     L.append(f"- throughput: {a.connections} keep-alive connections, {a.warmup:g} s warm-up + "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install time and installed size, ours beside the peers', measured the same way (issue 19):
+# Install time and installed size, ours beside the peers', measured the same way:
 #
 #   bash bench/install.sh [--runs N] [--binary RELEASE_BINARY]
 #

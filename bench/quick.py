@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Quick benchmark (issue 18): the lean table, in seconds, for CI's log. No pass/fail on a
+"""Quick benchmark: the lean table, in seconds, for CI's log. No pass/fail on a
 number: this machine is shared and noisy, so a figure is printed beside its goal and the
 reader judges; a broken measurement (a server that does not start or answer) exits 1.
 

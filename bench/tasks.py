@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MCP tasks (issue 17): what a task costs, over stdio against the fake upstream
+"""MCP tasks: what a task costs, over stdio against the fake upstream
 (loopback only; stdlib only).
 
   - `tasks/get` latency, p50/p99, on a working task and a completed one;
@@ -165,7 +165,7 @@ def main():
                      f"task: {via_task}; client polling perplexity_agent_result every 2 s: {via_polling}"))
         srv.close()
     fake.terminate()
-    print("| MCP tasks (issue 17) | |")
+    print("| MCP tasks | |")
     print("|---|---|")
     for k, v in rows:
         print(f"| {k} | {v} |")

@@ -1,4 +1,4 @@
-//! Store target (issue 5): 10,000 snapshot writes with retention enforcement (100 kept)
+//! Store target: 10,000 snapshot writes with retention enforcement (100 kept)
 //! in ≤ 2 s, and the table never above the retention. Prints medians of 3 rounds.
 //!
 //!     cargo bench --bench store

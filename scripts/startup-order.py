@@ -6,7 +6,7 @@ its first requests, which build.rs asks the linker (LLD) to place first in `.tex
 
 Why: the kernel maps a binary's code in 64 KiB windows around each page it touches, and
 the few hundred functions a cold start runs are spread over the whole 18 MB of `.text`, so
-a stdio session that answers two requests kept ~7 MiB of code resident (issue 18). Placed
+a stdio session that answers two requests kept ~7 MiB of code resident. Placed
 together, the same functions fit in a few hundred KiB. The order is a layout hint only:
 a name that no longer exists (a dependency bump changes the mangled hashes) is skipped by
 the linker and costs only resident memory, which bench/quick.py (run by .ci/run) shows —

@@ -14,20 +14,21 @@ const FLOORS: &[(&str, &[&str])] = &[
     // The ground floor: imports nothing of ours.
     ("call", &[]),
     ("drain", &[]),
+    ("files", &[]),
     ("random", &[]),
     ("net", &[]),
     ("signals", &[]),
     ("text", &[]),
     // Controls and stores.
-    ("guard", &["call", "random"]),
-    ("store", &["random"]),
+    ("guard", &["call", "files", "random"]),
+    ("store", &["files", "random"]),
     // Egress.
     ("fetch", &["net", "text"]),
     ("perplexity", &["net", "text"]),
     // The tools, and the gateway that offers other servers' tools beside them.
     (
         "gateway",
-        &["call", "fetch", "guard", "net", "random", "text"],
+        &["call", "fetch", "files", "guard", "net", "random", "text"],
     ),
     (
         "tools",
@@ -208,4 +209,183 @@ fn the_check_sees_imports_but_not_comments() {
     let source = "use crate::guard::Guard; // crate::tools\n/// crate::mcp\nlet x = crate::text::inert_line(y);";
     let found: Vec<String> = imports(source).into_iter().collect();
     assert_eq!(found, ["guard", "text"]);
+}
+
+/// A source file's module path: `src/cli/doctor.rs` → `cli::doctor`, `src/cli/mod.rs`
+/// → `cli`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).unwrap_or(file).with_extension("");
+    let mut path: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if path
+        .last()
+        .is_some_and(|last| last == "mod" || last == "lib" || last == "main")
+    {
+        path.pop();
+    }
+    path
+}
+
+/// The modules of `all` a file names through `super::` (a chain of them, and braced
+/// groups) or `crate::`: for each path, the longest prefix that is a module.
+fn modules_named(
+    source: &str,
+    here: &[String],
+    is_mod_file: bool,
+    all: &BTreeSet<Vec<String>>,
+) -> BTreeSet<Vec<String>> {
+    let mut named = BTreeSet::new();
+    let mut resolve = |base: Vec<String>, rest: &str| {
+        for part in rest.split(',') {
+            let mut path = base.clone();
+            for segment in part.trim().split("::").map(str::trim) {
+                let name: String = segment
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if name.is_empty() {
+                    break;
+                }
+                path.push(name);
+            }
+            while !path.is_empty() && !all.contains(&path) {
+                path.pop();
+            }
+            if !path.is_empty() {
+                named.insert(path);
+            }
+        }
+    };
+    for line in source.lines() {
+        let code = line.split("//").next().unwrap_or_default();
+        for (at, _) in code.match_indices("crate::") {
+            if code[..at].ends_with("::") {
+                continue;
+            }
+            let rest = &code[at + "crate::".len()..];
+            resolve(
+                Vec::new(),
+                rest.split(['{', ';', ' ', '(', ')', '<', '>'])
+                    .next()
+                    .unwrap_or_default(),
+            );
+        }
+        let mut rest = code;
+        while let Some(at) = rest.find("super::") {
+            // The start of a path only (`super::super::x` is read once, from its first).
+            if rest[..at].ends_with("::") {
+                rest = &rest[at + "super::".len()..];
+                continue;
+            }
+            let mut tail = &rest[at..];
+            // From a file, `super` is its parent module; each further `super` one up.
+            let mut up = here.to_vec();
+            if !is_mod_file {
+                up.pop();
+            }
+            let mut first = true;
+            while let Some(after) = tail.strip_prefix("super::") {
+                if !first {
+                    up.pop();
+                }
+                first = false;
+                tail = after;
+            }
+            let group = match tail.strip_prefix('{') {
+                Some(inside) => inside.split('}').next().unwrap_or_default(),
+                None => tail
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                    .next()
+                    .unwrap_or_default(),
+            };
+            resolve(up, group);
+            rest = &rest[at + "super::".len()..];
+        }
+    }
+    named
+}
+
+/// Import circles between sibling modules of `src` (a module that names another which,
+/// directly or not, names it back). A module naming its own ancestors or descendants is
+/// the ordinary shape of a Rust tree and is not counted.
+fn circles(src: &Path) -> Vec<String> {
+    let mut paths = Vec::new();
+    files(src, &mut paths);
+    let all: BTreeSet<Vec<String>> = paths.iter().map(|p| module_of(src, p)).collect();
+    let related = |a: &[String], b: &[String]| a.starts_with(b) || b.starts_with(a);
+    let mut edges: std::collections::BTreeMap<Vec<String>, BTreeSet<Vec<String>>> =
+        std::collections::BTreeMap::new();
+    for path in &paths {
+        let here = module_of(src, path);
+        let is_mod_file = path
+            .file_stem()
+            .is_some_and(|s| s == "mod" || s == "lib" || s == "main");
+        let source = std::fs::read_to_string(path).unwrap();
+        let named = modules_named(&source, &here, is_mod_file, &all)
+            .into_iter()
+            .filter(|to| !related(&here, to))
+            .collect();
+        edges.insert(here, named);
+    }
+    let mut found = Vec::new();
+    for (from, tos) in &edges {
+        for to in tos {
+            // A path back from `to` to `from` closes a circle.
+            let mut seen = BTreeSet::new();
+            let mut stack = vec![to.clone()];
+            while let Some(next) = stack.pop() {
+                if &next == from {
+                    found.push(format!("{} -> {}", from.join("::"), to.join("::")));
+                    break;
+                }
+                if seen.insert(next.clone()) {
+                    stack.extend(edges.get(&next).into_iter().flatten().cloned());
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_module_imports_a_sibling_that_imports_it_back() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for src in [
+        root.join("src"),
+        root.join("crates/conformance-fixture/src"),
+    ] {
+        let found = circles(&src);
+        assert!(
+            found.is_empty(),
+            "import circles in {}:\n{}",
+            src.display(),
+            found.join("\n")
+        );
+    }
+}
+
+#[test]
+fn the_circle_check_follows_super_and_crate_paths() {
+    let all: BTreeSet<Vec<String>> = [
+        vec!["cli".to_owned()],
+        vec!["cli".into(), "doctor".into()],
+        vec!["cli".into(), "install".into()],
+        vec!["tools".into()],
+    ]
+    .into_iter()
+    .collect();
+    let here = vec!["cli".to_owned(), "install".to_owned()];
+    let named = modules_named(
+        "use super::{doctor::is_executable, output};\nlet x = crate::tools::Tools::new();",
+        &here,
+        false,
+        &all,
+    );
+    assert!(
+        named.contains(&vec!["cli".to_owned(), "doctor".to_owned()]),
+        "{named:?}"
+    );
+    assert!(named.contains(&vec!["tools".to_owned()]), "{named:?}");
 }

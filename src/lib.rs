@@ -3,7 +3,8 @@
 //! Where things live, floor by floor (each module's header says what it may touch;
 //! [`layering`](self) checks who may import whom):
 //! - ground: [`call`] (what front ends, guard and tools say about one call), [`drain`]
-//!   (what shutdown owes: promised side effects, stuck peers), [`random`]
+//!   (what shutdown owes: promised side effects, stuck peers), [`files`] (private files
+//!   and directories, executables), [`random`]
 //!   (CSPRNG values), [`net`] (egress helpers), [`signals`] (SIGTERM/SIGINT → a token),
 //!   [`text`] (untrusted-text helpers).
 //! - [`guard`]: controls every call passes through (rate limit, audit, spotlighting,
@@ -19,6 +20,11 @@
 //!
 //! stdout belongs to the MCP protocol writer in `serve` mode: `print!` is denied in the
 //! whole crate except the CLI's output module.
+//!
+//! Unit tests sit at the bottom of the file they test (`#[cfg(test)] mod tests`), or, once
+//! they outgrow it, in a `tests.rs` beside it declared the same way (`store/tests.rs`,
+//! `tools/responses/request/tests.rs`); what a user sees is tested black-box in
+//! `tests/e2e/`.
 
 #![deny(clippy::print_stdout)]
 
@@ -28,6 +34,7 @@ pub mod cli;
 pub mod config;
 pub mod drain;
 pub mod fetch;
+pub mod files;
 pub mod gateway;
 pub mod guard;
 mod layering;

@@ -5,6 +5,7 @@
 //!
 //! Touches: stdout/stderr, and the network only through `tools::`/`perplexity::`.
 
+mod clients;
 mod doctor;
 mod gateway;
 pub mod healthcheck;

@@ -342,17 +342,8 @@ pub fn resolve(
 pub fn find_program(command: &str, path: &str) -> Result<PathBuf, GatewayError> {
     for dir in path.split(':').filter(|d| d.starts_with('/')) {
         let candidate = std::path::Path::new(dir).join(command);
-        if let Ok(meta) = std::fs::metadata(&candidate) {
-            #[cfg(unix)]
-            let executable = {
-                use std::os::unix::fs::PermissionsExt;
-                meta.is_file() && meta.permissions().mode() & 0o111 != 0
-            };
-            #[cfg(not(unix))]
-            let executable = meta.is_file();
-            if executable {
-                return Ok(candidate);
-            }
+        if crate::files::is_executable(&candidate) {
+            return Ok(candidate);
         }
     }
     Err(GatewayError::NotOnPath {

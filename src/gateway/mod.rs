@@ -83,11 +83,7 @@ impl GatewayConfig {
             .unwrap_or_else(std::env::temp_dir)
             .join("gateway")
             .join(slug);
-        let mut builder = std::fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder.create(&base).map_err(|e| {
+        crate::files::private_dir(&base).map_err(|e| {
             format!(
                 "cannot create the working directory {} ({})",
                 base.display(),

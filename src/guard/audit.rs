@@ -3,7 +3,6 @@
 //! fails a tool call. The file is created 0600, opened append-only and never through a
 //! symlink (a planted link cannot redirect the log). Never stdout.
 
-use std::fs::OpenOptions;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -51,34 +50,23 @@ impl AuditLog {
         let mut sink: Box<dyn Write + Send> = if destination == "-" {
             Box::new(std::io::stderr())
         } else {
-            let mut options = OpenOptions::new();
-            options.append(true).create(true);
-            // Unix: created 0600 and never through a symlink, atomically in the open.
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
-            }
-            // Elsewhere a link is refused before the open (a race a local attacker could
-            // still win; there is no O_NOFOLLOW to close it).
-            #[cfg(not(unix))]
-            if std::fs::symlink_metadata(destination).is_ok_and(|m| m.file_type().is_symlink()) {
+            let path = std::path::Path::new(destination);
+            // Created 0600 and never written through a symbolic link (`files` says how).
+            if crate::files::is_link(path) {
                 return Err(format!(
                     "cannot open the audit log {destination}: it is a symbolic link"
                 ));
             }
-            let file = options
-                .open(destination)
+            let file = crate::files::open_private_append(path)
                 .map_err(|e| format!("cannot open the audit log {destination}: {}", e.kind()))?;
-            #[cfg(unix)]
-            if let Ok(meta) = file.metadata() {
-                use std::os::unix::fs::MetadataExt;
-                if meta.mode() & 0o077 != 0 {
-                    tracing::warn!(
-                        "the audit log {destination} is readable by other users (mode {:o}); chmod 600 it",
-                        meta.mode() & 0o777
-                    );
-                }
+            let loose = file
+                .metadata()
+                .ok()
+                .and_then(|m| crate::files::loose_mode(&m.permissions()));
+            if let Some(mode) = loose {
+                tracing::warn!(
+                    "the audit log {destination} is readable by other users (mode {mode:o}); chmod 600 it"
+                );
             }
             Box::new(file)
         };

@@ -333,26 +333,13 @@ fn prepare_file(path: &Path) -> Result<(), StoreError> {
         reason,
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        let mut builder = std::fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder
-            .create(dir)
+        crate::files::private_dir(dir)
             .map_err(|e| fail(format!("creating its directory: {}", e.kind())))?;
     }
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+    if crate::files::is_link(path) {
         return Err(fail("it is a symbolic link".to_owned()));
     }
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).append(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
-    }
-    options
-        .open(path)
+    crate::files::open_private_append(path)
         .map(drop)
         .map_err(|e| fail(e.kind().to_string()))
 }

@@ -222,7 +222,7 @@ fn ask_is_bound_and_worded_like_the_mcp_tool() {
     assert!(fake.requests().is_empty(), "refusals send nothing");
 }
 
-/// Ctrl-C during `ask` (issue 16): the run keeps billing upstream, so its id is on stderr
+/// Ctrl-C during `ask`: the run keeps billing upstream, so its id is on stderr
 /// from the moment it exists, and the interruption prints how to collect or stop it.
 #[test]
 fn ctrl_c_during_ask_names_the_run_and_exits_130() {
@@ -286,7 +286,7 @@ fn ctrl_c_during_ask_names_the_run_and_exits_130() {
 }
 
 /// An id Perplexity does not know is said to be unknown, without an invitation to keep
-/// collecting it (issue 16).
+/// collecting it.
 #[test]
 fn result_of_an_unknown_id_says_there_is_no_such_run() {
     let fake = FakePerplexity::start();
@@ -299,7 +299,7 @@ fn result_of_an_unknown_id_says_there_is_no_such_run() {
     );
 }
 
-/// Each front end names its own fix (issue 16): a shell user exports the key, and a
+/// Each front end names its own fix: a shell user exports the key, and a
 /// missing key is exit 4 whichever command met it.
 #[test]
 fn a_missing_key_is_the_shells_fix_and_exit_4_for_every_command() {
@@ -390,7 +390,7 @@ fn fetch_exit_codes_tell_typos_from_failed_pages() {
 }
 
 /// The question may come on stdin (`ask -`, or no words and a pipe); out-of-range and
-/// contradictory flags are refused before anything is sent (issue 16).
+/// contradictory flags are refused before anything is sent.
 #[test]
 fn ask_reads_stdin_and_refuses_bad_flags_before_sending() {
     let fake = FakePerplexity::start_with(json!({"answer": "Piped."}));
@@ -462,7 +462,7 @@ fn used_up_retries_say_what_to_do() {
     );
 }
 
-/// A long Retry-After is said on stderr, not left as a silent spinner (issue 16).
+/// A long Retry-After is said on stderr, not left as a silent spinner.
 #[test]
 fn a_long_retry_after_is_said_while_the_command_waits() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "answer": "After the wait."}));

@@ -1,4 +1,4 @@
-//! Edge cases a hostile probe found uncovered (issue 14): bytes at the edges of stdio
+//! Edge cases a hostile probe found uncovered: bytes at the edges of stdio
 //! framing (NUL, CR-only line ends, a BOM, overlong UTF-8 and CESU-8, duplicate keys,
 //! 10,000-digit numbers, requests before `initialize`, a closed stdout, EOF inside a
 //! character) and upstream faults at the edges of the HTTP client (odd `Retry-After`

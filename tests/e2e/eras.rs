@@ -352,7 +352,7 @@ fn tool_profiles_are_validated_at_startup() {
 }
 
 /// The default profile (nothing set): the six tools a research session uses, within the
-/// context budget of issue 18, every other tool one setting away and saying which.
+/// context budget of the lean start-up work, every other tool one setting away and saying which.
 #[test]
 fn the_default_profile_is_lean_and_names_the_setting_for_the_rest() {
     for era in [Era::Legacy, Era::Modern] {

@@ -782,7 +782,7 @@ fn sigterm_drains_then_tells_waiting_callers_which_run_to_collect() {
 }
 
 /// A header left out is reported as missing, one that differs as a mismatch: a client
-/// author fixes the two differently (issue 16).
+/// author fixes the two differently.
 #[test]
 fn a_missing_modern_header_is_called_missing() {
     let h = Http::start(&http_env(&[]));

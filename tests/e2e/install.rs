@@ -588,7 +588,7 @@ fn a_broken_configuration_is_a_doctor_finding_and_does_not_block_install() {
 }
 
 /// A desktop-launched client never sees the shell's key: an entry without one is a
-/// warning with the fix, and installing with the key clears it (issue 16).
+/// warning with the fix, and installing with the key clears it.
 #[test]
 fn doctor_warns_when_a_desktop_clients_entry_has_no_key() {
     let m = Machine::new("doc-gui-key");

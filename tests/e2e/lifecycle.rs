@@ -230,7 +230,7 @@ fn terminal_outcomes() {
         scenario["duration_ms"] = json!(100);
         fake.set_scenario(scenario);
         let r = s.request(&call(i as i64, "perplexity_agent", json!({"query": "q"})));
-        // The run exists, so the error names it (issue 14: the peer's text did not).
+        // The run exists, so the error names it (the peer's text did not).
         let id = fake.runs().last().map(|r| r.id.clone()).unwrap();
         assert_eq!(
             tool_text(&r),
@@ -529,7 +529,7 @@ fn errors_after_create_carry_the_response_id() {
         "perplexity_agent_result",
         json!({"response_id": id}),
     )));
-    // 404 is "no such run": no invitation to poll again (issue 16).
+    // 404 is "no such run": no invitation to poll again.
     assert_eq!(
         text,
         format!(

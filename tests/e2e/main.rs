@@ -19,7 +19,7 @@ mod concurrency;
 mod contract;
 /// `deep_research`: sub-questions, deduplicated sources, the claim validator.
 mod deep;
-/// One case per edge of stdio framing and of upstream faults (issue 14).
+/// One case per edge of stdio framing and of upstream faults.
 mod edges;
 /// Both protocol eras on one stdio process, every frame schema-checked.
 mod eras;

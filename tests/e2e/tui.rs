@@ -582,7 +582,7 @@ fn the_progress_title_is_whole_words_at_80_columns() {
 }
 
 /// The bare command run at a prompt is the stdio server: it says so on stderr, so a
-/// person is not left looking at a silent terminal (issue 16). (Here, beside the
+/// person is not left looking at a silent terminal. (Here, beside the
 /// terminal harness; an MCP client never gives it a terminal.)
 #[test]
 fn the_bare_command_on_a_terminal_says_what_it_waits_for() {
@@ -599,7 +599,7 @@ fn the_bare_command_on_a_terminal_says_what_it_waits_for() {
     );
 }
 
-/// Quitting with research in progress (issue 26). Before: the workspace ran its calls with
+/// Quitting with research in progress. Before: the workspace ran its calls with
 /// a context nothing could cancel, so quitting left the run unnamed and its audit record
 /// open. Now each call's wait ends, its record is closed as abandoned, and the way out
 /// names the run, as the CLI's Ctrl-C does; the run is never cancelled.

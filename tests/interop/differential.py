@@ -76,7 +76,7 @@ NORMALISERS_DOC = {
     "initialize-extras": "AT §15.7 / MP §1,§4: instructions + logging capability in legacy initialize",
     # Once a run exists every error text of ours ends with the response_id and what to
     # do (AT §15.1); the peer's does not. Stripped from ours when the peer lacks it.
-    "rid-suffix": "AT §15.1, issue 14 item 6: response_id suffix on errors after a run exists (failed and cancelled runs, failed cancels included)",
+    "rid-suffix": "AT §15.1, the hostile-input hardening: response_id suffix on errors after a run exists (failed and cancelled runs, failed cancels included)",
     # Network error kinds: the peer prints Python exception names, we print a fixed set.
     # AT §6.5.
     "network-kind": "AT §6.5: network error kind names",
@@ -93,9 +93,9 @@ NORMALISERS_DOC = {
     # preset <= 64, each domain <= 253); the peer's have no maximum. Removed only when
     # the value is exactly ours.
     "bounds": "SC §1: maxLength on query/preset/domains items",
-    # We serve resources (the run template), prompts and completions (issue 4); the peer
+    # We serve resources (the run template), prompts and completions; the peer
     # offers tools only. Removed from our capabilities only when they are empty objects.
-    "surfaces": "issue 4: resources/prompts/completions capabilities",
+    "surfaces": "the Streamable HTTP work: resources/prompts/completions capabilities",
     # Perplexity's official contract (perplexity-api-contract.md §5, RM "Beyond the
     # reference peer"), where the peer shares a contract bug and correctness wins:
     # row 7 — the peer always sends tools:[{"type":"web_search"}], which replaces each
@@ -161,7 +161,7 @@ DOCUMENTED: dict[str, Allowance] = {
             (_is_result(o) and o[0]["result"] == {}) or _err(o, -32602)),
     ),
     "surfaces": Allowance(
-        "issue 4: resources, prompts and completions are served",
+        "the Streamable HTTP work: resources, prompts and completions are served",
         "resources/list, prompts/list answered and completion/complete validated by us; peer -32601",
         lambda o, p: _err(p, -32601) and (_is_result(o) or _err(o, -32602)),
     ),
@@ -232,18 +232,18 @@ DOCUMENTED: dict[str, Allowance] = {
         lambda o, p: (_text(o) or "").startswith("No research run ") and o[0]["result"].get("isError") is True
         and _text(p) is not None and p[0]["result"].get("isError") is True,
     ),
-    # A result's 404 likewise (issue 16 item 4): ours says there is no such run instead of
+    # A result's 404 likewise: ours says there is no such run instead of
     # "may still be running; collect it with …", which would invite polling for ever.
     "no-such-run": Allowance(
-        "contract §5 row 13, issue 16", "result 404: ours 'No research run … exists', peer the upstream error",
+        "contract §5 row 13, a new user's findings", "result 404: ours 'No research run … exists', peer the upstream error",
         lambda o, p: (_text(o) or "").startswith("No research run ") and o[0]["result"].get("isError") is True
         and _text(p) is not None and p[0]["result"].get("isError") is True,
     ),
     # Ids that are not strings or numbers (objects, arrays, booleans) are refused with
-    # -32600 and id null (issue 14; MCP types ids as string or integer); the peer echoes
+    # -32600 and id null (the hostile-input hardening; MCP types ids as string or integer); the peer echoes
     # them and answers.
     "scalar-ids": Allowance(
-        "issue 14 item 3, RM", "non-scalar id: ours -32600 with id null, peer echoes it",
+        "the hostile-input hardening, RM", "non-scalar id: ours -32600 with id null, peer echoes it",
         lambda o, p: o == [] and len(p) == 1,
         null_frame={"jsonrpc": "2.0", "id": None, "error": {
             "code": -32600, "message": "Invalid request: the id must be a string or a number."}},
@@ -251,7 +251,7 @@ DOCUMENTED: dict[str, Allowance] = {
     # A message with more JSON values than any tool accepts is refused before it is
     # built (memory bound); the peer parses it (or fails on its nesting) → -32700.
     "dense": Allowance(
-        "issue 14 item 2, RM", "over 100000 JSON values: ours -32600 before parsing, peer -32700",
+        "the hostile-input hardening, RM", "over 100000 JSON values: ours -32600 before parsing, peer -32700",
         lambda o, p: True,
         null_frame={"jsonrpc": "2.0", "id": None, "error": {
             "code": -32600,
@@ -260,13 +260,13 @@ DOCUMENTED: dict[str, Allowance] = {
     # A mixed allow/deny domain list is refused by us (the schema says "an allowlist or
     # a denylist, not both"); the peer sends it upstream.
     "mixed-domains": Allowance(
-        "issue 14 item 9, RM", "mixed allow/deny domains: ours refused locally, peer sends them",
+        "the hostile-input hardening, RM", "mixed allow/deny domains: ours refused locally, peer sends them",
         lambda o, p: "an allowlist or a denylist" in (_text(o) or "") and o[0]["result"].get("isError") is True
         and len(p) == 1,
     ),
-    # Params that are not an object get -32602 (issue 14); the peer treats them as {}.
+    # Params that are not an object get -32602; the peer treats them as {}.
     "object-params": Allowance(
-        "issue 14 item 3, RM", "non-object params: ours -32602, peer reads them as {}",
+        "the hostile-input hardening, RM", "non-object params: ours -32602, peer reads them as {}",
         lambda o, p: _err(o, -32602) and len(p) == 1,
     ),
     # An invalid cursor gets -32602 from us (we do not paginate); the peer ignores it.
@@ -808,7 +808,7 @@ def cases() -> list[Case]:
     add(Case("completed run via perplexity_agent (modern, shaped)", "AT §3, MP §6",
              [call(1, AGENT, {"query": "Qu\u00e8 \u00e9s MCP? \u2014 \u2713 \U0001f600", "domains": []},
                    meta=modern())], scenario=rich))
-    add(Case("domains: a mixed allow/deny list is refused before sending (ours)", "issue 14 item 9, RM",
+    add(Case("domains: a mixed allow/deny list is refused before sending (ours)", "the hostile-input hardening, RM",
              [In(call(1, AGENT, {"query": "x", "domains": ["nasa.gov", "-reddit.com"]}), "mixed-domains")],
              # The peer's create is the difference itself; that ours sends nothing is
              # checked by e2e::contract::a_mixed_allow_and_deny_domain_list_is_refused…
@@ -1123,7 +1123,7 @@ def run_side(side: Side, case: Case) -> Outcome:
 NONCE_RE = re.compile(r"untrusted-web-content-[0-9a-f]{16}(?=>)")
 RID_RE = re.compile(r"resp_[A-Za-z0-9]{24}")
 PREAMBLE_RE = re.compile(r"(<untrusted-web-content-NONCE>\n)([^\n]*\n[^\n]*)(\n\n)")
-# A failed or cancelled run's text ends with its id (issue 14 item 6).
+# A failed or cancelled run's text ends with its id.
 TERMINAL_RID_RE = re.compile(r" \(response_id: \S+\)\Z")
 RID_SUFFIX_RE = re.compile(
     r" \u2014 run (?P<id>\S+) may still be running; collect it with "
@@ -1247,7 +1247,7 @@ def strip_init_extras(ours: dict, peer: dict, used: set) -> None:
 
 
 def strip_surfaces(ours: dict, peer: dict, used: set) -> None:
-    """Documented (issue 4): we also advertise resources, prompts and completions."""
+    """Documented: we also advertise resources, prompts and completions."""
     ro, rp = ours.get("result"), peer.get("result")
     if not (isinstance(ro, dict) and isinstance(rp, dict)):
         return

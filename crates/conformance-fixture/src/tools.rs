@@ -156,7 +156,7 @@ pub fn input_schema(name: &str) -> Value {
         "slow_compute" => json!({
             "type": "object",
             "properties": {
-                "seconds": {"type": "number", "minimum": 0, "maximum": crate::task_tools::MAX_SECONDS, "description": "How long to work"},
+                "seconds": {"type": "number", "minimum": 0, "maximum": crate::LONGEST.as_secs(), "description": "How long to work"},
                 "label": {"type": "string", "description": "Echoed in the result"},
             },
             "required": ["seconds"],

@@ -7,27 +7,20 @@
 //! would) and the clients' config files; starts this binary as `serve` for a few
 //! seconds. Never prints the API key or any part of it; no network.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+
+mod selftest;
 
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::install::{self, CLIENTS, Client, Platform};
+use super::clients::{CLIENTS, Client, Platform};
+use super::install;
 use super::output::{self, Exit};
 use crate::config::{Config, wait_seconds_from};
 use crate::gateway::definition::{self, ServerDef, TransportDef};
-use crate::mcp::protocol::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
 use crate::perplexity::config::PERPLEXITY_BASE;
 use crate::store::Store;
-
-/// How long each handshake may take, start-up included.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-const LEGACY_VERSION: &str = "2025-11-25";
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
@@ -91,7 +84,7 @@ pub async fn run(args: DoctorArgs, config: &Config) -> i32 {
     let store = store_checks(config, &mut checks);
     checks.extend(gateway_checks(config, store.as_ref()));
     checks.extend(client_checks());
-    checks.extend(self_test().await);
+    checks.extend(selftest::self_test().await);
     render(&checks, args.json);
     if checks.iter().any(|c| c.status == Status::Fail) {
         Exit::Failed as i32
@@ -239,12 +232,7 @@ fn store_checks(config: &Config, checks: &mut Vec<Check>) -> Option<Store> {
 /// The directory should be 0700 and the file 0600: snapshots are the user's research.
 #[cfg(unix)]
 fn store_permissions(path: &Path) -> Option<Check> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = |p: &Path| {
-        std::fs::metadata(p)
-            .ok()
-            .map(|m| m.permissions().mode() & 0o777)
-    };
+    let mode = crate::files::mode;
     let mut loose = Vec::new();
     let mut fixes = Vec::new();
     let mut seen = Vec::new();
@@ -432,7 +420,7 @@ fn client_entry(client: Client, path: &Path, name: &str, entry: &Value) -> Check
         notes.push(format!(
             "the command {command} is not an absolute path: a client started outside your shell may not find it"
         ));
-    } else if !is_executable(Path::new(command)) {
+    } else if !crate::files::is_executable(Path::new(command)) {
         status = Status::Fail;
         notes.push(format!(
             "the command {command} does not exist or is not executable"
@@ -503,7 +491,9 @@ fn key_absent(client: Client, path: &Path, name: &str, entry: &Value) -> Option<
 /// A key written into a file others can read.
 fn key_exposure(client: Client, path: &Path, name: &str, entry: &Value) -> Option<Check> {
     entry["env"].get("PERPLEXITY_API_KEY")?;
-    let loose = readable_by_others(path)?;
+    let loose = std::fs::metadata(path)
+        .ok()
+        .and_then(|m| crate::files::loose_mode(&m.permissions()))?;
     Some(
         Check::new(
             Status::Warn,
@@ -515,257 +505,6 @@ fn key_exposure(client: Client, path: &Path, name: &str, entry: &Value) -> Optio
         )
         .fix(format!("chmod 600 {}", path.display())),
     )
-}
-
-#[cfg(unix)]
-fn readable_by_others(path: &Path) -> Option<u32> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
-    (mode & 0o077 != 0).then_some(mode)
-}
-
-#[cfg(not(unix))]
-fn readable_by_others(_: &Path) -> Option<u32> {
-    None
-}
-
-/// A file this user may run (install also asks it of a launcher found on PATH).
-pub(super) fn is_executable(path: &Path) -> bool {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return false;
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        meta.is_file() && meta.permissions().mode() & 0o111 != 0
-    }
-    #[cfg(not(unix))]
-    meta.is_file()
-}
-
-// ---- protocol self-test ----------------------------------------------------------
-
-/// Both eras against this very binary, each in its own `serve` process (a client
-/// speaks one era per connection).
-async fn self_test() -> Vec<Check> {
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => {
-            return vec![
-                Check::new(
-                    Status::Fail,
-                    "Protocol",
-                    format!("cannot find this binary to start it ({})", e.kind()),
-                )
-                .fix("run doctor from the installed binary's absolute path"),
-            ];
-        }
-    };
-    let run = tokio::task::spawn_blocking(move || vec![legacy(&exe), modern(&exe)]).await;
-    run.unwrap_or_else(|_| {
-        vec![Check::new(
-            Status::Fail,
-            "Protocol",
-            "the self-test stopped unexpectedly",
-        )]
-    })
-}
-
-fn legacy(exe: &Path) -> Check {
-    let name = format!("Protocol {LEGACY_VERSION}");
-    let outcome = Session::start(exe).and_then(|mut s| {
-        let init = s.ask(
-            1,
-            "initialize",
-            json!({"protocolVersion": LEGACY_VERSION, "capabilities": {},
-                   "clientInfo": {"name": "doctor", "version": "1"}}),
-        )?;
-        if init["protocolVersion"] != LEGACY_VERSION {
-            return Err(format!(
-                "initialize negotiated {} instead of {LEGACY_VERSION}",
-                init["protocolVersion"]
-            ));
-        }
-        s.notify("notifications/initialized")?;
-        tool_count(&s.ask(2, "tools/list", json!({}))?)
-    });
-    handshake_check(
-        name,
-        outcome,
-        "initialize, notifications/initialized, tools/list",
-    )
-}
-
-fn modern(exe: &Path) -> Check {
-    let name = format!("Protocol {MODERN_VERSION}");
-    let meta = json!({
-        META_PROTOCOL_VERSION: MODERN_VERSION,
-        META_CLIENT_CAPABILITIES: {},
-        "io.modelcontextprotocol/clientInfo": {"name": "doctor", "version": "1"},
-    });
-    let outcome = Session::start(exe).and_then(|mut s| {
-        let discovered = s.ask(1, "server/discover", json!({"_meta": meta}))?;
-        let supported = discovered["supportedVersions"]
-            .as_array()
-            .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION));
-        if !supported {
-            return Err(format!(
-                "server/discover does not list {MODERN_VERSION} among the supported versions"
-            ));
-        }
-        tool_count(&s.ask(2, "tools/list", json!({"_meta": meta}))?)
-    });
-    handshake_check(name, outcome, "server/discover, tools/list")
-}
-
-fn tool_count(result: &Value) -> Result<usize, String> {
-    match result["tools"].as_array() {
-        Some(tools) if !tools.is_empty() => Ok(tools.len()),
-        _ => Err("tools/list returned no tools".to_owned()),
-    }
-}
-
-fn handshake_check(name: String, outcome: Result<usize, String>, steps: &str) -> Check {
-    match outcome {
-        Ok(tools) => Check::new(
-            Status::Ok,
-            name,
-            format!("{steps}: answered, {tools} tools offered"),
-        ),
-        Err(e) => Check::new(Status::Fail, name, e).fix(
-            "run `PERPLEXITY_LOG=debug perplexity-agent serve` to see why; reinstall the binary if it is damaged",
-        ),
-    }
-}
-
-/// This binary as `serve` on stdio, with our environment. The gateway is off for the
-/// test: downstream servers are checked above, and connecting to them could outlast
-/// the deadline.
-struct Session {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-    stderr: Arc<Mutex<String>>,
-    deadline: Instant,
-}
-
-impl Session {
-    fn start(exe: &Path) -> Result<Session, String> {
-        // Sanctioned: doctor's self-check runs this very binary's stdio server.
-        #[allow(clippy::disallowed_methods)]
-        let mut child = std::process::Command::new(exe)
-            .arg("serve")
-            .env("PERPLEXITY_GATEWAY", "off")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("{} could not be started ({})", exe.display(), e.kind()))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err("the server's pipes could not be opened".to_owned());
-        };
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        // The last line the server wrote on stderr: the reason, if it stops.
-        let last = Arc::new(Mutex::new(String::new()));
-        let sink = last.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !line.trim().is_empty()
-                    && let Ok(mut last) = sink.lock()
-                {
-                    *last = line;
-                }
-            }
-        });
-        Ok(Session {
-            child,
-            stdin,
-            lines,
-            stderr: last,
-            deadline: Instant::now() + HANDSHAKE_TIMEOUT,
-        })
-    }
-
-    fn send(&mut self, message: &Value) -> Result<(), String> {
-        writeln!(self.stdin, "{message}")
-            .and_then(|()| self.stdin.flush())
-            .map_err(|_| self.gone("accepting a request"))
-    }
-
-    fn notify(&mut self, method: &str) -> Result<(), String> {
-        self.send(&json!({"jsonrpc": "2.0", "method": method}))
-    }
-
-    /// Sends a request; the `result` of its answer (notifications in between skipped).
-    fn ask(&mut self, id: u64, method: &str, params: Value) -> Result<Value, String> {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
-        loop {
-            let left = self.deadline.saturating_duration_since(Instant::now());
-            let line = match self.lines.recv_timeout(left) {
-                Ok(line) => line,
-                Err(RecvTimeoutError::Timeout) => {
-                    return Err(format!(
-                        "no answer to {method} within {} s",
-                        HANDSHAKE_TIMEOUT.as_secs()
-                    ));
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(self.gone(&format!("answering {method}")));
-                }
-            };
-            let frame: Value = serde_json::from_str(&line).map_err(|_| {
-                format!("the server wrote a line that is not JSON before answering {method}")
-            })?;
-            if frame.get("method").is_some() || frame["id"] != json!(id) {
-                continue;
-            }
-            if let Some(error) = frame.get("error") {
-                return Err(format!(
-                    "{method} was answered with an error: {}",
-                    error["message"].as_str().unwrap_or("(no message)")
-                ));
-            }
-            return frame
-                .get("result")
-                .cloned()
-                .ok_or_else(|| format!("the answer to {method} has no result"));
-        }
-    }
-
-    /// The server went away: how, with its last words.
-    fn gone(&mut self, doing: &str) -> String {
-        // Let it finish exiting (and its stderr reader catch up) before reporting.
-        std::thread::sleep(Duration::from_millis(100));
-        let code = match self.child.try_wait() {
-            Ok(Some(status)) => format!(" ({status})"),
-            _ => String::new(),
-        };
-        let said = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
-        let said = if said.is_empty() {
-            String::new()
-        } else {
-            format!(": {said}")
-        };
-        format!("the server exited instead of {doing}{code}{said}")
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[cfg(test)]
@@ -794,28 +533,6 @@ mod tests {
             }
         }
         assert!(!format!("{} {}", ok.detail, ok.fix).contains("abcdef"));
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_server_that_exits_fails_the_handshake_with_a_reason() {
-        for check in [
-            legacy(Path::new("/bin/true")),
-            modern(Path::new("/bin/true")),
-        ] {
-            assert_eq!(check.status, Status::Fail);
-            assert!(
-                check.detail.starts_with("the server exited"),
-                "{}",
-                check.detail
-            );
-        }
-        let missing = legacy(Path::new("/nonexistent/perplexity-agent"));
-        assert!(
-            missing.detail.contains("could not be started"),
-            "{}",
-            missing.detail
-        );
     }
 
     #[test]

@@ -1,0 +1,510 @@
+//! The pipeline every tool call takes, whichever front end asked: [`Tools::accept`]
+//! (validation, a slot, the rate limit, the opening audit record — synchronous, so
+//! refusals keep request order), then [`Tools::complete`] (the handler, panic containment,
+//! the output budget, the closing audit record), with what a front end lends a call
+//! ([`CallContext`]) and what comes back ([`Done`], its typed [`Outcome`]).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::args::{self, Args};
+use super::{
+    Call, Tools, admin, deep_research, fetch, registry, report, research, responses, search,
+};
+use crate::call::{CallFacts, FrontEnd, Refusal, Slot, Slots, ToolOutput};
+use crate::drain::CREATE_ANSWER_GRACE;
+use crate::guard::{Pass, injection};
+use crate::perplexity::wait::{ProgressSink, RunIdSink};
+
+/// Text shown when a handler fails in a way we did not foresee. The details go to
+/// stderr (tool name and kind only: a message could carry secrets).
+pub const UNEXPECTED_FAILURE: &str = "The tool failed unexpectedly. Check the server's stderr log.";
+
+/// Remembers the research runs a call created or touched, so an abandoned call
+/// (cancelled by the client, or cut by shutdown) can still say which run to collect.
+#[derive(Default)]
+pub struct RunIds {
+    ids: Mutex<Vec<String>>,
+    /// Also told each new id (the CLI shows it while the call waits).
+    also: Option<Arc<dyn RunIdSink>>,
+    /// A create was sent: from then on a run may exist upstream before its id is known.
+    create_sent: std::sync::atomic::AtomicBool,
+    learned: tokio::sync::Notify,
+}
+
+impl RunIds {
+    pub fn forwarding(also: Arc<dyn RunIdSink>) -> Self {
+        RunIds {
+            also: Some(also),
+            ..RunIds::default()
+        }
+    }
+
+    /// A create went out and no id is known yet.
+    pub fn awaiting_id(&self) -> bool {
+        self.create_sent.load(std::sync::atomic::Ordering::Acquire)
+            && self.ids.lock().is_ok_and(|ids| ids.is_empty())
+    }
+
+    /// Returns once an id is known (at once if none is awaited).
+    pub async fn id_known(&self) {
+        loop {
+            let learned = self.learned.notified();
+            tokio::pin!(learned);
+            learned.as_mut().enable();
+            if !self.awaiting_id() {
+                return;
+            }
+            learned.await;
+        }
+    }
+
+    pub fn snapshot(&self) -> Vec<String> {
+        self.ids.lock().map(|ids| ids.clone()).unwrap_or_default()
+    }
+
+    pub fn take(&self) -> Vec<String> {
+        self.ids
+            .lock()
+            .map(|mut ids| std::mem::take(&mut *ids))
+            .unwrap_or_default()
+    }
+}
+
+impl RunIdSink for RunIds {
+    fn run_id(&self, id: &str) {
+        let new = self.ids.lock().is_ok_and(|mut ids| {
+            let new = !ids.iter().any(|known| known == id);
+            if new {
+                ids.push(id.to_owned());
+            }
+            new
+        });
+        // The forward first: whoever waits for the id (a drain) may then rely on what
+        // the forward set in motion (a task's store write) already being under way.
+        if let (true, Some(also)) = (new, &self.also) {
+            also.run_id(id);
+        }
+        if new {
+            self.learned.notify_waiters();
+        }
+    }
+
+    fn create_sent(&self) {
+        self.create_sent
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// What a front end hands a tool besides its arguments.
+#[derive(Default)]
+pub struct CallContext {
+    pub progress: Option<Arc<dyn ProgressSink>>,
+    pub run_ids: Arc<RunIds>,
+    /// Cancelled when the caller abandons the call (client cancellation, shutdown).
+    pub cancel: CancellationToken,
+    /// How long this call may wait for a run, when its front end decides (the CLI's
+    /// `--timeout`); otherwise the server's wait budget.
+    pub wait: Option<Duration>,
+    /// Set when the call becomes an MCP task (it may, after it started): the closing
+    /// audit record names it.
+    pub task_id: Arc<std::sync::OnceLock<String>>,
+}
+
+impl CallContext {
+    pub fn progress(&self) -> Option<&dyn ProgressSink> {
+        self.progress.as_deref()
+    }
+
+    /// The reply to a call whose wait a shutdown ended: it says so, and names every run
+    /// the call started, so the caller can collect it from the next server.
+    pub fn cut_by_shutdown(&self) -> ToolOutput {
+        let mut text = "The server is shutting down, so it stopped waiting.".to_owned();
+        for id in self.run_ids.take() {
+            text.push_str(&format!(
+                " Research run {id} may still be running: collect it later with perplexity_agent_result."
+            ));
+        }
+        ToolOutput::error(text)
+    }
+
+    /// After the caller abandoned the call (no reply goes out): names on stderr every
+    /// run it started, so paid work can still be collected or stopped.
+    pub fn log_abandoned_runs(&self, tool: &str) {
+        for id in self.run_ids.take() {
+            tracing::warn!(
+                tool,
+                response_id = %id,
+                "stopped waiting for research run {id}; it may still be running. Collect it with perplexity_agent_result or stop it with perplexity_agent_cancel"
+            );
+        }
+    }
+}
+
+impl Tools {
+    /// Every call takes three steps: [`Tools::validate`] and [`Tools::admit`] (both
+    /// synchronous, so a front end can run them in its read loop), then [`Tools::run`].
+    ///
+    /// Step 1, synchronous and cheap (it runs in the read loop, so refusals come back
+    /// in request order): unknown arguments are rejected first — before any other
+    /// validation and before the key is read — driven by the tool's schema; then the
+    /// per-tool rules. A rejection is audited and costs no rate-limit token.
+    fn validate(&self, front_end: FrontEnd, name: &str, args: &Args) -> Result<Validated, Refusal> {
+        let params = Value::Object(args.clone());
+        // A downstream tool (`mcp__…`, never one of ours): its own schema decides.
+        let downstream = self.gateway.as_ref().filter(|g| g.exposes(name));
+        let validated = match downstream {
+            Some(gateway) => gateway
+                .check_arguments(name, args)
+                .map(|()| Call::Downstream {
+                    name: name.to_owned(),
+                    arguments: args.clone(),
+                }),
+            None => {
+                let Some(spec) = registry::find(name) else {
+                    return Err(Refusal::Invalid(format!("Unknown tool: {name}")));
+                };
+                args::reject_unknown(args, spec.accepted).and_then(|()| (spec.validate)(self, args))
+            }
+        };
+        match validated {
+            Ok(call) => Ok(Validated {
+                call,
+                front_end,
+                tool: name.to_owned(),
+                params,
+            }),
+            Err(message) => {
+                self.guard
+                    .rejected(front_end, name, &params, &ToolOutput::error(&message));
+                Err(Refusal::Invalid(message))
+            }
+        }
+    }
+
+    /// Step 2, synchronous: the rate limit and the opening audit record.
+    fn admit(&self, validated: Validated, slot: Option<Slot>) -> Result<Admitted, Refusal> {
+        // A call that fetches n pages costs n tokens: a batch is not a way around the limit.
+        let cost = match &validated.call {
+            Call::Fetch(call) => call.urls.len() as u32,
+            Call::Deep(call) => call.cost(),
+            _ => 1,
+        };
+        let pass = self.guard.admit(
+            validated.front_end,
+            &validated.tool,
+            &validated.params,
+            cost,
+        )?;
+        Ok(Admitted {
+            call: validated.call,
+            tool: validated.tool,
+            pass,
+            _slot: slot,
+        })
+    }
+
+    /// The one way in, synchronous so that refusals come back in request order:
+    /// validation, a call slot of `slots` (the MCP transports' cap per connection; a
+    /// busy refusal costs no rate-limit token), then the rate limit and the opening
+    /// audit record.
+    pub fn accept(
+        &self,
+        front_end: FrontEnd,
+        name: &str,
+        args: &Args,
+        slots: Option<&Slots>,
+    ) -> Result<Admitted, Refusal> {
+        let validated = self.validate(front_end, name, args)?;
+        let slot = slots.map(Slots::take).transpose()?;
+        self.admit(validated, slot)
+    }
+
+    /// Step 3: the handler, then the output budget and the closing audit record. A
+    /// panic in a handler becomes [`UNEXPECTED_FAILURE`], never a dead server.
+    pub async fn run(&self, admitted: Admitted, ctx: &CallContext) -> Option<ToolOutput> {
+        self.complete(admitted, ctx).await.map(|done| done.output)
+    }
+
+    /// [`Tools::run`], keeping the typed outcome for front ends that render it for
+    /// people. `None` when the caller abandoned the call.
+    pub async fn complete(&self, admitted: Admitted, ctx: &CallContext) -> Option<Done> {
+        // The slot is held until the call has finished (it is dropped with `admitted`'s
+        // remains at the end of this function).
+        let Admitted {
+            call,
+            tool,
+            pass,
+            _slot,
+        } = admitted;
+        let wait = ctx.wait.unwrap_or(self.wait).as_secs();
+        let mut typed = Outcome::Output;
+        let run = AssertUnwindSafe(async {
+            // Debug builds only: lets the black-box tests prove the containment below for
+            // every front end (a release binary has no such switch).
+            #[cfg(debug_assertions)]
+            if std::env::var_os("PERPLEXITY_AGENT_TEST_PANIC").is_some_and(|t| t == tool.as_str()) {
+                panic!("test panic in {tool}");
+            }
+            // Every arm but the research tools' is boxed: a future is as large as its
+            // largest arm, and 1,000 research calls waiting at once should each pay for a
+            // research call, not for deep_research's or the gateway's state.
+            match &call {
+                Call::Lifecycle(call) => {
+                    let (mut output, facts, outcome) =
+                        research::run(&self.client, wait, call, ctx).await;
+                    typed = outcome;
+                    // The lifecycle profile is a drop-in for the reference peer, byte for
+                    // byte, so there its flags go to the audit record only; everywhere
+                    // else the model is told, as by every other tool with web text.
+                    if !self.reference_texts && !output.is_error && !facts.security_flags.is_empty()
+                    {
+                        output.text = format!(
+                            "{}\n{}",
+                            injection::notice("this answer", &facts.security_flags),
+                            output.text
+                        );
+                    }
+                    (output, facts)
+                }
+                Call::Deep(call) => {
+                    let budget = Duration::from_secs(wait);
+                    let report =
+                        Box::pin(deep_research::run(&self.client, call, budget, ctx)).await;
+                    typed = Outcome::Report {
+                        report: report.report,
+                        stop: report.stop,
+                    };
+                    let facts = CallFacts {
+                        run_id: report.run_id,
+                        security_flags: report.flags,
+                        ..CallFacts::default()
+                    };
+                    (report.output, facts)
+                }
+                Call::Create(call) => {
+                    let (output, facts, outcome) = match (&self.gateway, call.auto_execute) {
+                        (Some(_), true) => {
+                            let chain = responses::functions::Chain {
+                                tools: self,
+                                front_end: pass.front_end(),
+                                wait,
+                            };
+                            Box::pin(chain.run(call, ctx)).await
+                        }
+                        _ => {
+                            Box::pin(responses::create(
+                                &self.client,
+                                &self.store,
+                                wait,
+                                call,
+                                ctx,
+                            ))
+                            .await
+                        }
+                    };
+                    typed = outcome;
+                    (output, facts)
+                }
+                Call::ReadResponse(call) => {
+                    let (output, facts, outcome) = Box::pin(responses::retrieve(
+                        &self.client,
+                        &self.store,
+                        wait,
+                        call,
+                        ctx,
+                    ))
+                    .await;
+                    typed = outcome;
+                    (output, facts)
+                }
+                Call::Downstream { name, arguments } => match &self.gateway {
+                    Some(gateway) => {
+                        let result = Box::pin(gateway.call(name, arguments.clone())).await;
+                        let facts = CallFacts {
+                            security_flags: result.flags.clone(),
+                            ..CallFacts::default()
+                        };
+                        let output = ToolOutput {
+                            is_error: result.is_error,
+                            ..ToolOutput::ok(result.text)
+                        };
+                        (output, facts)
+                    }
+                    None => (
+                        ToolOutput::error(format!("Unknown tool: {name}")),
+                        CallFacts::default(),
+                    ),
+                },
+                Call::Search(query) => {
+                    let outcome = Box::pin(search::run(&self.client, query, wait)).await;
+                    let (output, flags) = search::render(&outcome);
+                    let facts = CallFacts {
+                        security_flags: flags,
+                        ..CallFacts::default()
+                    };
+                    typed = Outcome::Search(outcome);
+                    (output, facts)
+                }
+                Call::Fetch(call) => {
+                    let fetched = Box::pin(fetch::run(&self.fetcher, call)).await;
+                    let facts = CallFacts {
+                        security_flags: fetch::flags(&fetched),
+                        fetch_allow_private: self.fetcher.config().allow_private.lifted(),
+                        ..CallFacts::default()
+                    };
+                    let output = fetch::render(&fetched);
+                    typed = Outcome::Fetch(fetched);
+                    (output, facts)
+                }
+                Call::Metrics => (
+                    admin::render(self.guard.metrics(crate::guard::metrics::Upstream {
+                        retries: self.client.retries(),
+                        circuit_open: self.client.circuit_open(),
+                    })),
+                    CallFacts::default(),
+                ),
+                Call::Retrieve { key, offset } => {
+                    let output = match self.guard.retrieve(key, *offset) {
+                        Ok(text) => ToolOutput::ok(text),
+                        Err(message) => ToolOutput::error(message),
+                    };
+                    (output, CallFacts::default())
+                }
+            }
+        })
+        .catch_unwind();
+        let ran = {
+            tokio::pin!(run);
+            let finished = tokio::select! {
+                ran = &mut run => Some(ran),
+                () = ctx.cancel.cancelled() => None,
+            };
+            if finished.is_none() && ctx.run_ids.awaiting_id() {
+                let answered = async {
+                    tokio::select! {
+                        _ = &mut run => {}
+                        () = ctx.run_ids.id_known() => {}
+                    }
+                };
+                let _ = tokio::time::timeout(CREATE_ANSWER_GRACE, answered).await;
+            }
+            finished
+        };
+        let ran = match ran {
+            Some(ran) => ran,
+            None => {
+                let task = ctx.task_id.get().map(String::as_str);
+                self.guard.abandoned(pass, &ctx.run_ids.snapshot(), task);
+                return None;
+            }
+        };
+        let mut panicked = false;
+        let (output, mut facts) = match ran {
+            Ok(done) => done,
+            Err(_) => {
+                tracing::error!(tool = %tool, kind = "panic", "tool failed unexpectedly");
+                typed = Outcome::Output;
+                panicked = true;
+                (ToolOutput::error(UNEXPECTED_FAILURE), CallFacts::default())
+            }
+        };
+        facts.task_id = ctx.task_id.get().cloned();
+        let mut shown = output.clone();
+        let truncated = self.guard.budget(&mut shown);
+        pass.finish(&output, &facts, truncated);
+        Some(Done {
+            output: shown,
+            full: output,
+            outcome: typed,
+            panicked,
+        })
+    }
+}
+
+impl Tools {
+    /// [`Tools::complete`] for a call made while another runs (a function a responses
+    /// chain executes): boxed behind a plain signature, so the outer call's future need
+    /// not contain its own.
+    pub fn complete_nested<'a>(
+        &'a self,
+        admitted: Admitted,
+        ctx: &'a CallContext,
+    ) -> futures_util::future::BoxFuture<'a, Option<Done>> {
+        Box::pin(self.complete(admitted, ctx))
+    }
+}
+
+/// A finished call: the result as MCP sends it (within the output budget) and its typed
+/// outcome, which the CLI and the TUI render for people and take exit codes from.
+pub struct Done {
+    pub output: ToolOutput,
+    /// The same result before the output budget: a person at a terminal reads it whole.
+    pub full: ToolOutput,
+    pub outcome: Outcome,
+    /// The handler panicked (contained): a failure of the server, not of the tool.
+    pub panicked: bool,
+}
+
+/// What a call produced, typed.
+pub enum Outcome {
+    /// A run of the Agent API (the lifecycle, ask and finance tools; `responses_*`).
+    Research(research::ResearchOutcome),
+    Cancel {
+        id: String,
+        result: Result<crate::perplexity::agent::CancelOutcome, crate::perplexity::error::ApiError>,
+    },
+    Search(Result<crate::perplexity::search::SearchResults, crate::perplexity::error::ApiError>),
+    Fetch(Vec<fetch::Fetched>),
+    /// A `deep_research` report, validated, or why there is none (`stop`, when a front
+    /// end words it itself; else the result's text says).
+    Report {
+        report: Option<Box<report::DeepReport>>,
+        stop: Option<deep_research::Stop>,
+    },
+    /// Tools whose output is their only rendering (and a contained panic).
+    Output,
+}
+
+/// A call whose arguments passed validation.
+pub struct Validated {
+    call: Call,
+    front_end: FrontEnd,
+    tool: String,
+    params: Value,
+}
+
+/// A call the guard admitted: it holds its rate-limit token, audit pair and call slot.
+pub struct Admitted {
+    call: Call,
+    tool: String,
+    pass: Pass,
+    _slot: Option<Slot>,
+}
+
+impl Admitted {
+    /// False when the caller asked for its run back at once (`wait: false`): the
+    /// hand-back is then the whole answer, even for a task.
+    pub fn waits(&self) -> bool {
+        match &self.call {
+            Call::Lifecycle(research::LifecycleCall::Agent(request)) => request.wait,
+            Call::Create(call) => call.wait,
+            _ => true,
+        }
+    }
+}
+
+impl Done {
+    /// The call handed its run back unfinished (its wait ran out): the run goes on.
+    pub fn still_running(&self) -> bool {
+        matches!(
+            self.outcome,
+            Outcome::Research(research::ResearchOutcome::Running { .. })
+        )
+    }
+}
