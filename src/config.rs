@@ -70,6 +70,27 @@ impl Config {
         Self::from_lookup(|name| std::env::var(name).ok(), tools_flag)
     }
 
+    /// The configuration with every variable that does not load left out (its default in
+    /// its place), and what was wrong with each: for `doctor`, which reports the problems
+    /// as its findings and checks everything else. `None` when leaving variables out
+    /// does not help (a problem no variable names).
+    pub fn skipping_broken(
+        env: impl Fn(&str) -> Option<String>,
+    ) -> (Option<Config>, Vec<ConfigError>) {
+        let mut problems: Vec<ConfigError> = Vec::new();
+        loop {
+            let skipped = |name: &str| problems.iter().any(|p| p.variable == name);
+            match Self::from_lookup(|name| env(name).filter(|_| !skipped(name)), None) {
+                Ok(config) => return (Some(config), problems),
+                Err(e) if skipped(e.variable) || problems.len() >= 64 => {
+                    problems.push(e);
+                    return (None, problems);
+                }
+                Err(e) => problems.push(e),
+            }
+        }
+    }
+
     /// Same as [`Config::from_env`] with an injectable environment (unit tests).
     pub fn from_lookup(
         env: impl Fn(&str) -> Option<String>,

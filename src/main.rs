@@ -11,14 +11,28 @@ fn main() {
     if let Command::Healthcheck(args) = &command {
         std::process::exit(perplexity_agent::cli::healthcheck::run(args));
     }
-    init_diagnostics(matches!(command, Command::Serve(_)));
+    init_diagnostics();
     let tools_flag = match &command {
         Command::Serve(args) => args.tools.as_deref(),
         _ => None,
     };
-    let config = match Config::from_env(tools_flag) {
-        Ok(config) => config,
-        Err(e) => std::process::exit(run_unconfigured(command, &e.to_string())),
+    let (command, config) = match Config::from_env(tools_flag) {
+        Ok(config) => (command, config),
+        // doctor's job is to say what is wrong: every variable that does not load is one
+        // of its findings, and the rest is checked with defaults in their place.
+        Err(e) => match command {
+            Command::Doctor(mut args) => {
+                let (config, problems) = Config::skipping_broken(|name| std::env::var(name).ok());
+                args.config_problems = problems.iter().map(ToString::to_string).collect();
+                match config {
+                    Some(config) => (Command::Doctor(args), config),
+                    None => {
+                        std::process::exit(run_unconfigured(Command::Doctor(args), &e.to_string()))
+                    }
+                }
+            }
+            command => std::process::exit(run_unconfigured(command, &e.to_string())),
+        },
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -65,12 +79,13 @@ impl Drop for ScrubbedStderr {
 }
 
 /// Diagnostics go to stderr only (stdout belongs to the protocol). `PERPLEXITY_LOG`
-/// sets the filter (default `warn`; for commands other than `serve`, `warn,rmcp=off`:
-/// rmcp, the gateway's MCP client, logs a failed connection again at ERROR in Rust type
-/// names, and `gateway test` already says what failed and what to do, in one line).
+/// sets the filter (default `warn,rmcp=off`: rmcp, the gateway's MCP client, logs a
+/// failed connection again at ERROR as its internal error chain, in Rust type names, on
+/// every retry, while the gateway already says what failed and what to do in one line —
+/// rate-limited when serving; `PERPLEXITY_LOG=warn,rmcp=debug` brings rmcp's back).
 /// Panics print where, never what: a payload could carry secrets.
-fn init_diagnostics(serving: bool) {
-    let default = if serving { "warn" } else { "warn,rmcp=off" };
+fn init_diagnostics() {
+    let default = "warn,rmcp=off";
     let filter = tracing_subscriber::EnvFilter::try_from_env("PERPLEXITY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()

@@ -25,10 +25,15 @@ pub fn client_builder() -> reqwest::ClientBuilder {
 /// Whether a reqwest error was a TLS failure (certificate, handshake), however deep
 /// hyper nested it: reported as `tls`, never as a message that could carry a URL.
 pub fn is_tls(error: &reqwest::Error) -> bool {
+    tls_error(error).is_some()
+}
+
+/// The TLS failure inside a reqwest error, however deep hyper nested it.
+pub fn tls_error(error: &reqwest::Error) -> Option<&rustls::Error> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = source {
-        if e.is::<rustls::Error>() {
-            return true;
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return Some(tls);
         }
         // An io::Error's `source()` skips the error it wraps (hyper nests them): look
         // inside, however deep.
@@ -36,8 +41,8 @@ pub fn is_tls(error: &reqwest::Error) -> bool {
             .downcast_ref::<std::io::Error>()
             .and_then(|io| io.get_ref());
         while let Some(inner) = wrapped {
-            if inner.is::<rustls::Error>() {
-                return true;
+            if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
+                return Some(tls);
             }
             wrapped = inner
                 .downcast_ref::<std::io::Error>()
@@ -45,7 +50,21 @@ pub fn is_tls(error: &reqwest::Error) -> bool {
         }
         source = e.source();
     }
-    false
+    None
+}
+
+/// What a TLS failure means for a person: the certificate, a server that does not speak
+/// TLS at all (plain http on that port), or the handshake otherwise.
+pub fn tls_failure_text(error: &rustls::Error) -> &'static str {
+    match error {
+        rustls::Error::InvalidCertificate(_) => {
+            "the TLS certificate could not be verified for this name"
+        }
+        rustls::Error::InvalidMessage(_) => {
+            "the server did not answer in TLS (does it speak plain http on this port?)"
+        }
+        _ => "the TLS handshake failed",
+    }
 }
 
 /// `perplexity-agent healthcheck`: one `GET /healthz` to this machine's own server, over a

@@ -6,9 +6,17 @@
 /// problems, and a predictable value would silently weaken those controls, so this
 /// fails loudly instead (a panic in a tool becomes an `isError` result).
 pub fn secure_hex<const N: usize>() -> String {
+    secure_bytes::<N>()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `N` bytes from the OS CSPRNG (keys that live only in this process).
+pub fn secure_bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
     if let Err(e) = getrandom::fill(&mut bytes) {
         panic!("the OS random number generator failed: {e}");
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    bytes
 }

@@ -149,9 +149,13 @@ pub struct ResultArgs {
     /// The id printed by `ask`.
     pub response_id: String,
     /// Seconds to wait for the run to finish (0 = check once; at most 1800).
-    #[arg(long, value_name = "SECONDS", default_value_t = 0,
-          value_parser = clap::value_parser!(u64).range(0..=MAX_WAIT_SECONDS))]
-    pub wait: u64,
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub wait: i64,
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
@@ -168,10 +172,9 @@ pub struct ResearchArgs {
     /// How many angles to search (1-8).
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub subquestions: u32,
-    /// Seconds to wait for the report (at most 1800).
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CLI_TIMEOUT_SECONDS,
-          value_parser = clap::value_parser!(u64).range(1..=MAX_WAIT_SECONDS))]
-    pub timeout: u64,
+    /// Seconds to wait for the report (default 300, at most 1800).
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub timeout: Option<i64>,
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
@@ -179,10 +182,11 @@ pub struct ResearchArgs {
 
 #[derive(Debug, Args)]
 pub struct SearchArgs {
-    /// What to search for (several words are joined with spaces).
+    /// What to search for (several words are joined with spaces); `-` reads it from
+    /// standard input.
     #[arg(value_name = "QUERY", required = true)]
     pub query: Vec<String>,
-    /// How many results (1-20; people search up to 50).
+    /// How many results (1-20; with --type people, up to 50).
     #[arg(long, value_name = "N")]
     pub max_results: Option<u32>,
     /// Only results published within: hour, day, week, month or year.
@@ -194,6 +198,9 @@ pub struct SearchArgs {
     /// Which index: web (default), academic or sec (SEC filings).
     #[arg(long, value_name = "MODE")]
     pub mode: Option<String>,
+    /// What to find: web pages (default) or people.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub search_type: Option<String>,
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
@@ -220,10 +227,11 @@ pub struct CancelArgs {
 
 /// Runs a CLI command; returns the process exit code.
 pub async fn run(command: Command, config: Config) -> i32 {
-    if let Some(allowed) = config.fetch.allow_private.lifted() {
-        let warning = format!(
-            "PERPLEXITY_FETCH_ALLOW_PRIVATE={allowed}: the page fetcher may reach these non-public addresses"
-        );
+    let base = config.api.base.as_str().trim_end_matches('/');
+    if base != crate::perplexity::config::PERPLEXITY_BASE {
+        output::note_api_base(base);
+    }
+    if let Some(warning) = config.fetch.allow_private.warning() {
         // A server's log line; a person at a terminal gets a sentence.
         match command {
             Command::Serve(_) | Command::Tui => tracing::warn!("{warning}"),
@@ -321,14 +329,9 @@ async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> i32 {
     }
     let params = ask_arguments(&args);
     let refuse = |message: &str| rejected(guard, ASK_TOOL, &Value::Object(params.clone()), message);
-    let timeout = match args.timeout {
-        None => DEFAULT_CLI_TIMEOUT_SECONDS,
-        Some(t) if t <= 0 || t as u64 > MAX_WAIT_SECONDS => {
-            return refuse(&format!(
-                "--timeout must be from 1 to {MAX_WAIT_SECONDS} seconds."
-            ));
-        }
-        Some(t) => t as u64,
+    let timeout = match seconds("--timeout", args.timeout, 1) {
+        Ok(t) => t,
+        Err(message) => return refuse(&message),
     };
     if params
         .get("domains")
@@ -473,7 +476,7 @@ fn ask_arguments(args: &AskArgs) -> Map<String, Value> {
 /// A validation message in the names a person typed: `'preset'` is `--preset` here, and
 /// the positional words are "the query" (ask, search) and "the question" (research).
 fn cli_names(message: &str) -> String {
-    const NAMES: [(&str, &str); 14] = [
+    const NAMES: [(&str, &str); 15] = [
         (
             "the identifier returned by perplexity_agent",
             "the id that `perplexity-agent ask` printed",
@@ -486,6 +489,7 @@ fn cli_names(message: &str) -> String {
         ("'wait'", "--no-wait"),
         ("'max_results'", "--max-results"),
         ("'search_mode'", "--mode"),
+        ("'search_type'", "--type"),
         ("'urls' accepts at most", "fetch takes at most"),
         ("'urls'", "the URLs"),
         ("'max_urls'", "the number of URLs"),
@@ -502,8 +506,23 @@ fn cli_names(message: &str) -> String {
         .unwrap_or_default()
 }
 
+/// A wait in seconds as a person gives it, from `least` to [`MAX_WAIT_SECONDS`] (the
+/// default 300 when left out); every command says a bad one in the same words.
+fn seconds(flag: &str, given: Option<i64>, least: u64) -> Result<u64, String> {
+    let Some(given) = given else {
+        return Ok(DEFAULT_CLI_TIMEOUT_SECONDS);
+    };
+    u64::try_from(given)
+        .ok()
+        .filter(|s| (least..=MAX_WAIT_SECONDS).contains(s))
+        .ok_or_else(|| format!("{flag} must be from {least} to {MAX_WAIT_SECONDS} seconds."))
+}
+
 async fn result(args: ResultArgs, tools: &Tools) -> i32 {
-    let wait = args.wait.min(MAX_WAIT_SECONDS);
+    let wait = match seconds("--wait", Some(args.wait), 0) {
+        Ok(wait) => wait,
+        Err(message) => return usage_error(&message),
+    };
     let mut params = Map::new();
     params.insert("response_id".into(), json!(args.response_id));
     params.insert("wait_seconds".into(), json!(wait));
@@ -548,7 +567,7 @@ async fn tasks_command(args: TasksArgs, tools: &Tools) -> i32 {
     };
     let listed = tools
         .store()
-        .with(move |s| s.tasks_of(&caller, 0, crate::store::MAX_TASKS as usize))
+        .with(move |s| s.tasks_of(&caller, crate::store::MAX_TASKS as usize))
         .await;
     match listed {
         Ok(tasks) => output::tasks(&tasks, args.json),
@@ -579,10 +598,13 @@ async fn fetch(args: FetchArgs, tools: &Tools, guard: &Guard) -> i32 {
     for arg in &args.urls {
         let web = url::Url::parse(arg).is_ok_and(|u| matches!(u.scheme(), "http" | "https"));
         if !web {
+            // A suggestion only when it is one (never `https://ftp://x.org/`).
+            let suggestion = crate::fetch::https_guess(arg)
+                .map(|guess| format!(" (did you mean {}?)", crate::text::inert_line(&guess)))
+                .unwrap_or_default();
             let message = format!(
-                "'{}' is not a web address: fetch takes http:// or https:// URLs (did you mean https://{}?).",
+                "'{}' is not a web address: fetch takes http:// or https:// URLs{suggestion}.",
                 crate::text::inert_line(arg),
-                crate::text::inert_line(arg.trim_start_matches('/'))
             );
             let params = json!({ "urls": args.urls });
             return rejected(guard, "fetch_url", &params, &message);
@@ -599,8 +621,13 @@ async fn fetch(args: FetchArgs, tools: &Tools, guard: &Guard) -> i32 {
 }
 
 async fn search(args: SearchArgs, tools: &Tools, wait: u64) -> i32 {
+    // `search -` reads the query from standard input, as `ask -` does.
+    let mut query = args.query.clone();
+    if let Err(message) = question_from_stdin(&mut query) {
+        return usage_error(&message);
+    }
     let mut params = Map::new();
-    params.insert("query".into(), json!(args.query.join(" ")));
+    params.insert("query".into(), json!(query.join(" ")));
     if let Some(n) = args.max_results {
         params.insert("max_results".into(), json!(n));
     }
@@ -609,6 +636,9 @@ async fn search(args: SearchArgs, tools: &Tools, wait: u64) -> i32 {
     }
     if let Some(m) = &args.mode {
         params.insert("search_mode".into(), json!(m));
+    }
+    if let Some(t) = &args.search_type {
+        params.insert("search_type".into(), json!(t));
     }
     if let Some(d) = &args.domains {
         let list: Vec<&str> = d
@@ -634,8 +664,11 @@ async fn research_command(args: ResearchArgs, tools: &Tools) -> i32 {
     let mut params = Map::new();
     params.insert("question".into(), json!(args.question.join(" ")));
     params.insert("num_subquestions".into(), json!(args.subquestions));
+    let wait = match seconds("--timeout", args.timeout, 1) {
+        Ok(wait) => wait,
+        Err(message) => return usage_error(&message),
+    };
     let progress = progress_for(args.json).announcing();
-    let wait = args.timeout.clamp(1, MAX_WAIT_SECONDS);
     match call(tools, "deep_research", &params, Some(wait), Some(progress)).await {
         Ok((Outcome::Report { report, stop }, full)) => {
             output::report(&full, report.as_deref(), stop.as_ref(), args.json)

@@ -360,6 +360,15 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
     }
 }
 
+/// The API base when it is not Perplexity's (`PERPLEXITY_API_BASE`): a failure to reach
+/// it is then about that address, and the message names it.
+static OTHER_API_BASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Set once at start when `PERPLEXITY_API_BASE` points somewhere else than Perplexity.
+pub fn note_api_base(base: &str) {
+    let _ = OTHER_API_BASE.set(base.to_owned());
+}
+
 /// An API error phrased for a shell user: the key's fix is the shell's, not an MCP
 /// client's configuration.
 fn api_error_text(error: &ApiError) -> String {
@@ -370,9 +379,13 @@ fn api_error_text(error: &ApiError) -> String {
         }
         // Retries used up: say what to do, not only what happened.
         ApiError::AttemptsExhausted { last, attempts } => {
-            let advice = match last.http_status() {
-                Some(429) => "Perplexity is limiting this key's request rate: wait a minute and try again.",
-                _ => "Perplexity or the network is having trouble: try again shortly.",
+            let elsewhere = OTHER_API_BASE.get().filter(|_| matches!(**last, ApiError::Network(_)));
+            let advice = match (last.http_status(), elsewhere) {
+                (Some(429), _) => "Perplexity is limiting this key's request rate: wait a minute and try again.".to_owned(),
+                (_, Some(base)) => format!(
+                    "Nothing answered at {base} (PERPLEXITY_API_BASE): check that it is up, or unset PERPLEXITY_API_BASE to use Perplexity."
+                ),
+                _ => "Perplexity or the network is having trouble: try again shortly.".to_owned(),
             };
             let last = api_error_text(last);
             format!("{} after {attempts} attempts. {advice}", last.trim_end_matches('.'))

@@ -258,6 +258,20 @@ impl AllowPrivate {
         }
     }
 
+    /// The warning a server logs at start when the override is set, in the words it was
+    /// set with (`true`, or the networks).
+    pub fn warning(&self) -> Option<String> {
+        match self {
+            AllowPrivate::None => None,
+            AllowPrivate::All => Some(
+                "PERPLEXITY_FETCH_ALLOW_PRIVATE=true: the page fetcher may reach every address, loopback and private networks included".to_owned(),
+            ),
+            AllowPrivate::Nets(_) => Some(format!(
+                "PERPLEXITY_FETCH_ALLOW_PRIVATE={self}: the page fetcher may reach these non-public networks"
+            )),
+        }
+    }
+
     /// For the audit log: the override as displayed when one is set, `None` when only
     /// public addresses are allowed.
     pub fn lifted(&self) -> Option<String> {

@@ -26,6 +26,31 @@ use tokio::time::Instant;
 use url::Url;
 
 pub use address::{AllowPrivate, parse_allow_private};
+
+/// The https URL a person most likely meant by a web address typed without a scheme
+/// (`example.com/x`, `localhost:8080/x`); `None` for anything else — another scheme
+/// (`ftp://…`, `mailto:…`), or text that is no host at all (`http://`, `not a url`) —
+/// so that no front end suggests nonsense like `https://ftp://x.org/`.
+pub fn https_guess(typed: &str) -> Option<String> {
+    let typed = typed.trim().trim_start_matches('/');
+    if typed.contains("://") {
+        return None;
+    }
+    // `localhost:8080` parses as the scheme `localhost`: a port after the colon says
+    // it is a host.
+    let host_port = typed.split_once(':').is_some_and(|(_, after)| {
+        let port: String = after.chars().take_while(char::is_ascii_digit).collect();
+        !port.is_empty() && after[port.len()..].chars().next().is_none_or(|c| c == '/')
+    });
+    if url::Url::parse(typed).is_ok() && !host_port {
+        return None;
+    }
+    let guess = format!("https://{typed}");
+    url::Url::parse(&guess)
+        .ok()
+        .filter(|u| u.host_str().is_some_and(|h| !h.is_empty()) && u.username().is_empty())
+        .map(|_| guess)
+}
 use address::{Target, check_addr, target_of};
 pub use resolve::{Resolve, SystemResolver};
 
@@ -273,8 +298,14 @@ impl Fetcher {
             }
         };
         for ip in &addrs {
-            check_addr(*ip, allow)
-                .map_err(|blocked| FetchError::new("blocked_address", blocked.to_string()))?;
+            check_addr(*ip, allow).map_err(|blocked| {
+                FetchError::new(
+                    "blocked_address",
+                    format!(
+                        "{blocked} (the server's operator can allow it with PERPLEXITY_FETCH_ALLOW_PRIVATE)"
+                    ),
+                )
+            })?;
         }
         Ok(addrs)
     }
@@ -318,11 +349,9 @@ impl Fetcher {
                 let host = url.host_str().unwrap_or("?");
                 // Verification is always on: an untrusted or mismatched certificate is a
                 // refusal, never something to retry without checks.
-                if crate::net::is_tls(&e) {
-                    return FetchError::new(
-                        "tls",
-                        format!("{host}: the TLS certificate could not be verified for this name"),
-                    );
+                if let Some(tls) = crate::net::tls_error(&e) {
+                    let what = crate::net::tls_failure_text(tls);
+                    return FetchError::new("tls", format!("{host}: {what}"));
                 }
                 let what = if e.is_timeout() {
                     "timed out"

@@ -295,13 +295,27 @@ fn from_transport(error: &(dyn std::error::Error + 'static), cx: Context) -> Gat
                     }
                     return GatewayError::Handshake(format!("unexpected answer: {}", short(text)));
                 }
+                // Past the cap on one answer (`connection.rs`): said as what it is, not
+                // as a broken handshake.
+                StreamableHttpError::ResponseBodyTooLarge { max_size } => {
+                    return GatewayError::Transport(format!(
+                        "the server's answer is larger than {} MiB, the most one downstream answer may be",
+                        max_size / (1024 * 1024)
+                    ));
+                }
                 StreamableHttpError::UnexpectedContentType(ct) => {
                     return GatewayError::Handshake(format!(
                         "the server answered with content type {} (not JSON or an event stream): is this URL its MCP endpoint?",
                         short(ct.as_deref().unwrap_or("none"))
                     ));
                 }
-                _ => return GatewayError::Handshake(short(&http.to_string())),
+                // After the handshake, whatever else goes wrong is the transport's.
+                _ => {
+                    return GatewayError::Transport(format!(
+                        "the server's answer could not be read ({})",
+                        short(&http.to_string())
+                    ));
+                }
             }
         }
         if let Some(e) = e.downcast_ref::<reqwest::Error>() {

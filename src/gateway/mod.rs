@@ -45,6 +45,9 @@ use connection::Live;
 use definition::TransportDef;
 use surface::{Exposed, Rejected};
 
+/// How long the downstream servers get to exit together when we stop.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(1);
+
 /// The least time left for which a call is still sent: with less, it would be cancelled
 /// before any server could answer it.
 fn min_call_time(timeout: Duration) -> Duration {
@@ -626,8 +629,13 @@ impl Gateway {
 
     /// Stops every connection (and child process).
     pub async fn shutdown(&self) {
-        for server in &self.servers {
-            self.drop_live(server).await;
+        // All at once and bounded: one at a time, a child slow to exit when its stdin
+        // closes held up the whole exit (Ctrl-D at a terminal looked ignored). Past the
+        // bound the waits are dropped, and rmcp's cleanup guard kills each child left.
+        let all = futures_util::future::join_all(self.servers.iter().map(|s| self.drop_live(s)));
+        if tokio::time::timeout(SHUTDOWN_WAIT, all).await.is_err() {
+            // The kills are spawned as the waits drop: let them run before the exit.
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 }

@@ -91,6 +91,8 @@ pub struct TaskDesk {
     /// Weak: it must not keep the writer alive after the connection's own senders end.
     status_sink: std::sync::OnceLock<tokio::sync::mpsc::WeakSender<Value>>,
     legacy: Mutex<std::collections::HashSet<String>>,
+    /// Seals `tasks/list` cursors to this caller and process.
+    cursors: super::cursor::Cursors,
 }
 
 /// A task this process runs: how to end its local wait, and — for a call it started —
@@ -125,6 +127,7 @@ impl TaskDesk {
             slots: Slots::new(MAX_TASKS_IN_FLIGHT),
             status_sink: std::sync::OnceLock::new(),
             legacy: Mutex::default(),
+            cursors: super::cursor::Cursors::default(),
         }
     }
 
@@ -333,10 +336,10 @@ impl TaskDesk {
                 self.cancel(tools, &record).await;
                 Ok(shape_modern(method, json!({})))
             }
-            (Era::Modern, _) => Err(RpcError::new(
-                code::INVALID_PARAMS,
-                "This task never asks for input: there is nothing to update.",
-            )),
+            // `tasks/update` of the caller's task: acknowledged. These tasks never ask
+            // for input, so input responses are ignored, as the extension has a server
+            // ignore responses it did not request (an unknown id was refused above).
+            (Era::Modern, _) => Ok(shape_modern(method, json!({}))),
             (Era::Legacy, "tasks/get") => {
                 let record = self.resume_if_orphaned(tools, record).await;
                 Ok(task_json(&record, era, false))
@@ -389,34 +392,43 @@ impl TaskDesk {
     }
 
     /// `tasks/list` (2025-11-25): this caller's tasks, newest first, [`PAGE`] at a time;
-    /// the cursor is the number already seen.
+    /// the cursor is opaque and sealed to this caller (`cursor.rs`), so a forged or
+    /// replayed one is -32602 and paging always ends.
     async fn list(
         &self,
         tools: &Arc<Tools>,
         params: &Map<String, Value>,
     ) -> Result<Value, RpcError> {
-        let offset = match params.get("cursor") {
-            None | Some(Value::Null) => 0,
-            Some(c) => c
-                .as_str()
-                .and_then(|c| c.parse::<usize>().ok())
-                .ok_or_else(|| RpcError::new(code::INVALID_PARAMS, "Invalid cursor."))?,
+        let before = match params.get("cursor") {
+            None | Some(Value::Null) => None,
+            Some(c) => Some(
+                c.as_str()
+                    .and_then(|c| self.cursors.open(&self.caller, c))
+                    .ok_or_else(|| {
+                        RpcError::new(
+                            code::INVALID_PARAMS,
+                            "Invalid cursor: pass a nextCursor this server returned, or none to start over.",
+                        )
+                    })?,
+            ),
         };
         let caller = self.caller.clone();
         // One more than a page says whether there is a next one.
-        let records = tools
+        let rows = tools
             .store()
-            .with(move |s| s.tasks_of(&caller, offset, PAGE + 1))
+            .with(move |s| s.tasks_page(&caller, before, PAGE + 1))
             .await
             .map_err(store_unavailable)?;
-        let page: Vec<Value> = records
+        let page: Vec<Value> = rows
             .iter()
             .take(PAGE)
-            .map(|r| task_json(r, Era::Legacy, false))
+            .map(|(_, r)| task_json(r, Era::Legacy, false))
             .collect();
         let mut result = json!({ "tasks": page });
-        if records.len() > PAGE {
-            result["nextCursor"] = json!((offset + PAGE).to_string());
+        if rows.len() > PAGE
+            && let Some((last, _)) = rows.get(PAGE - 1)
+        {
+            result["nextCursor"] = json!(self.cursors.seal(&self.caller, *last));
         }
         Ok(result)
     }

@@ -141,21 +141,34 @@ impl Store {
         })
     }
 
-    /// The caller's tasks, newest first, skipping the first `offset` (`tasks/list`'s
-    /// pages, `perplexity-agent tasks`).
-    pub fn tasks_of(
+    /// The caller's tasks, newest first, at most `limit` (`perplexity-agent tasks`).
+    pub fn tasks_of(&self, caller: &str, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(self
+            .tasks_page(caller, None, limit)?
+            .into_iter()
+            .map(|(_, record)| record)
+            .collect())
+    }
+
+    /// A page of the caller's tasks, newest first, each with its position: those older
+    /// than `before` (a position an earlier page ended on), at most `limit`. Positions
+    /// only fall from page to page, so paging always ends, whatever position it is given.
+    pub fn tasks_page(
         &self,
         caller: &str,
-        offset: usize,
+        before: Option<i64>,
         limit: usize,
-    ) -> Result<Vec<TaskRecord>, StoreError> {
+    ) -> Result<Vec<(i64, TaskRecord)>, StoreError> {
         self.with(|conn| {
             let mut stmt = conn.prepare(&format!(
-                "SELECT {COLUMNS} FROM tasks WHERE caller = ?1 AND created_ms + ttl_ms > ?2
-                 ORDER BY seq DESC LIMIT ?3 OFFSET ?4"
+                "SELECT seq, {COLUMNS} FROM tasks WHERE caller = ?1 AND created_ms + ttl_ms > ?2
+                 AND seq < ?3 ORDER BY seq DESC LIMIT ?4"
             ))?;
-            let (limit, offset) = (limit as i64, offset as i64);
-            let rows = stmt.query_map(params![caller, now_ms(), limit, offset], record)?;
+            let before = before.unwrap_or(i64::MAX);
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = stmt.query_map(params![caller, now_ms(), before, limit], |r| {
+                Ok((r.get(0)?, record_at(r, 1)?))
+            })?;
             rows.collect()
         })
     }
@@ -167,17 +180,22 @@ const COLUMNS: &str =
 
 /// A row selected as [`COLUMNS`].
 fn record(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
+    record_at(r, 0)
+}
+
+/// [`COLUMNS`] starting at column `at`.
+fn record_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<TaskRecord> {
     Ok(TaskRecord {
-        id: r.get(0)?,
-        caller: r.get(1)?,
-        tool: r.get(2)?,
-        run_id: r.get(3)?,
-        status: r.get(4)?,
-        status_message: r.get(5)?,
-        result: r.get(6)?,
-        created_ms: r.get(7)?,
-        updated_ms: r.get(8)?,
-        ttl_ms: r.get(9)?,
+        id: r.get(at)?,
+        caller: r.get(at + 1)?,
+        tool: r.get(at + 2)?,
+        run_id: r.get(at + 3)?,
+        status: r.get(at + 4)?,
+        status_message: r.get(at + 5)?,
+        result: r.get(at + 6)?,
+        created_ms: r.get(at + 7)?,
+        updated_ms: r.get(at + 8)?,
+        ttl_ms: r.get(at + 9)?,
     })
 }
 
@@ -222,9 +240,21 @@ mod tests {
         let read = store.task("task_a", "alice").unwrap().unwrap();
         assert_eq!(read.status, "completed");
         assert_eq!(read.run_id.as_deref(), Some("resp_1"));
-        assert_eq!(store.tasks_of("alice", 0, 10).unwrap().len(), 1);
-        assert!(store.tasks_of("alice", 1, 10).unwrap().is_empty());
-        assert!(store.tasks_of("bob", 0, 10).unwrap().is_empty());
+        assert_eq!(store.tasks_of("alice", 10).unwrap().len(), 1);
+        let (position, _) = store.tasks_page("alice", None, 1).unwrap()[0].clone();
+        assert!(
+            store
+                .tasks_page("alice", Some(position), 10)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            store
+                .tasks_page("alice", Some(i64::MIN), 10)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(store.tasks_of("bob", 10).unwrap().is_empty());
     }
 
     #[test]

@@ -506,26 +506,9 @@ fn counted(n: &str, what: &str) -> String {
 /// whether the scheme was added; anything else goes to the fetcher as typed, to be
 /// judged there (`ftp://…`, `mailto:…`, not a URL at all).
 pub fn with_scheme(typed: &str) -> (String, bool) {
-    let typed = typed.trim();
-    let as_typed = (typed.to_owned(), false);
-    if typed.contains("://") {
-        return as_typed;
-    }
-    // `localhost:8080` parses as the scheme `localhost`: a port after the colon says
-    // it is a host.
-    let host_port = typed.split_once(':').is_some_and(|(_, after)| {
-        let port: String = after.chars().take_while(char::is_ascii_digit).collect();
-        !port.is_empty() && after[port.len()..].chars().next().is_none_or(|c| c == '/')
-    });
-    if url::Url::parse(typed).is_ok() && !host_port {
-        return as_typed;
-    }
-    let guess = format!("https://{typed}");
-    match url::Url::parse(&guess) {
-        Ok(u) if u.host_str().is_some_and(|h| !h.is_empty()) && u.username().is_empty() => {
-            (guess, true)
-        }
-        _ => as_typed,
+    match crate::fetch::https_guess(typed) {
+        Some(guess) => (guess, true),
+        None => (typed.trim().to_owned(), false),
     }
 }
 

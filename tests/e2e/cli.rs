@@ -389,6 +389,135 @@ fn fetch_exit_codes_tell_typos_from_failed_pages() {
     assert_eq!(code, 0);
 }
 
+/// What a new user hit: nonsense suggestions for what is no web address at all, a TLS
+/// error for a server that speaks plain http, a refused loopback page that did not say
+/// how to allow it, `=all` for a setting written `true`, and a connection failure that
+/// blamed "Perplexity or the network" for an address the user had set.
+#[test]
+fn fetch_and_connection_errors_say_what_to_do() {
+    let fake = FakePerplexity::start();
+    let env = env_for(&fake);
+    for typed in ["ftp://x.org/", "http://", "not a url"] {
+        let (_, stderr, code) = run_cli(&["fetch", typed], &env);
+        assert_eq!(code, 2, "{typed}: {stderr}");
+        assert!(
+            !stderr.contains("did you mean") && !stderr.contains("https://ftp"),
+            "{typed}: {stderr}"
+        );
+    }
+    let (_, stderr, _) = run_cli(&["fetch", "example.org/a"], &env);
+    assert!(
+        stderr.contains("(did you mean https://example.org/a?)"),
+        "{stderr}"
+    );
+
+    let web = crate::web::Web::start("127.0.0.1", 0, |_| crate::web::html("<p>plain</p>"));
+    let page = web.url("/p");
+    let (stdout, _, code) = run_cli(&["fetch", &page, "--json"], &env);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains("PERPLEXITY_FETCH_ALLOW_PRIVATE"),
+        "a refused loopback page says what would allow it: {stdout}"
+    );
+    let mut allowed = env.clone();
+    allowed.push(("PERPLEXITY_FETCH_ALLOW_PRIVATE".into(), "true".into()));
+    // A plain-http server on the port an https URL names: it answers the TLS hello with
+    // an HTTP error page, as ordinary servers do.
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let tls = format!("https://127.0.0.1:{}/p", plain.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut stream in plain.incoming().flatten() {
+            let mut hello = [0u8; 1024];
+            let _ = stream.read(&mut hello);
+            let _ = stream.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let (stdout, stderr, code) = run_cli(&["fetch", &tls, "--json"], &allowed);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains("did not answer in TLS") && !stdout.contains("certificate"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("PERPLEXITY_FETCH_ALLOW_PRIVATE=true:") && !stderr.contains("=all"),
+        "{stderr}"
+    );
+
+    let mut nowhere = env_for(&fake);
+    nowhere.retain(|(k, _)| k != "PERPLEXITY_API_BASE");
+    nowhere.push(("PERPLEXITY_API_BASE".into(), "http://127.0.0.1:1".into()));
+    let (_, stderr, code) = run_cli(&["search", "x"], &nowhere);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("Nothing answered at http://127.0.0.1:1 (PERPLEXITY_API_BASE)"),
+        "{stderr}"
+    );
+}
+
+/// The same words for the same mistakes in every command, and a suggestion for a typo.
+/// Before: `research --timeout 0` and `result --wait 99999` got clap's raw range errors
+/// while `ask --timeout 0` was told the range; `search -` searched for a literal `-`;
+/// `asc` and `--domain` got no hint; people search could not be chosen.
+#[test]
+fn commands_agree_on_ranges_stdin_and_suggestions() {
+    let fake = FakePerplexity::start_with(json!({"answer": "ok"}));
+    let env = env_for(&fake);
+    for (args, said) in [
+        (
+            &["research", "x", "--timeout", "0"][..],
+            "--timeout must be from 1 to 1800 seconds.",
+        ),
+        (
+            &["ask", "x", "--timeout", "0"][..],
+            "--timeout must be from 1 to 1800 seconds.",
+        ),
+        (
+            &["result", "resp_x", "--wait", "99999"][..],
+            "--wait must be from 0 to 1800 seconds.",
+        ),
+        (
+            &["result", "resp_x", "--wait", "-1"][..],
+            "--wait must be from 0 to 1800 seconds.",
+        ),
+    ] {
+        let (_, stderr, code) = run_cli(args, &env);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim(),
+            format!("perplexity-agent: {said}"),
+            "{args:?}"
+        );
+    }
+    assert!(
+        fake.requests().is_empty(),
+        "refused before anything is sent"
+    );
+    let (_, stderr, code) = run_cli(&["asc", "x"], &env);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("'ask'"), "{stderr}");
+    let (_, stderr, code) = run_cli(&["ask", "x", "--domain", "a.org"], &env);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--domains"), "{stderr}");
+
+    let out = fed(&["search", "-"], &env, "from stdin\n");
+    assert!(out.status.success(), "{out:?}");
+    let bodies: Vec<Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/search")
+        .filter_map(|r| r.body_json)
+        .collect();
+    assert_eq!(bodies[0]["query"], "from stdin", "{bodies:?}");
+    let (_, stderr, code) = run_cli(
+        &["search", "x", "--type", "people", "--max-results", "30"],
+        &env,
+    );
+    assert_eq!(code, 0, "{stderr}");
+}
+
 /// The question may come on stdin (`ask -`, or no words and a pipe); out-of-range and
 /// contradictory flags are refused before anything is sent.
 #[test]
@@ -429,11 +558,11 @@ fn ask_reads_stdin_and_refuses_bad_flags_before_sending() {
         ),
         (
             &["research", "--timeout", "5000", "q"][..],
-            "5000 is not in 1..=1800",
+            "--timeout must be from 1 to 1800 seconds.",
         ),
         (
             &["result", "resp_x", "--wait", "5000"][..],
-            "5000 is not in 0..=1800",
+            "--wait must be from 0 to 1800 seconds.",
         ),
     ] {
         let (_, stderr, code) = run_cli(args, &env_for(&fake));

@@ -301,6 +301,11 @@ fn listed(s: &mut Server, id: i64) -> Vec<String> {
     tool_names(&r).into_iter().map(str::to_owned).collect()
 }
 
+/// Whether the process `pid` has exited (gone, or a zombie waiting to be reaped).
+fn gone(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |st| st.contains(") Z "))
+}
+
 fn stats(s: &mut Server, id: i64) -> Value {
     let (text, is_error) = tool_text(&s.request(&call(id, "mcp__fd__stats", json!({}))));
     assert!(!is_error, "{text}");
@@ -497,10 +502,7 @@ fn crashes_timeouts_and_the_concurrency_cap() {
     wait_until(
         "the downstream process to exit",
         std::time::Duration::from_secs(5),
-        || {
-            std::fs::read_to_string(format!("/proc/{last}/stat"))
-                .map_or(true, |st| st.contains(") Z "))
-        },
+        || gone(&last),
     );
 }
 
@@ -545,6 +547,60 @@ fn a_call_that_waited_out_its_time_for_a_slot_is_never_sent() {
         before + 4 + 1,
         "the downstream received the four calls with a slot and this stats call, nothing else"
     );
+}
+
+/// With a downstream server defined, EOF still ends the server at once (before: 5–10 s,
+/// which at a terminal looked like an ignored Ctrl-D), its child included.
+#[test]
+fn eof_with_a_gateway_server_exits_promptly() {
+    let env = Env::new("gw-eof");
+    let (_, stderr, code) = env.gateway(&["add", "fd", "--command", "fake-downstream"]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let (pid, _) = tool_text(&s.request(&call(1, "mcp__fd__pid", json!({}))));
+    let pid = unwrap_tool_spotlight(&pid);
+    let started = std::time::Instant::now();
+    s.close_stdin();
+    assert!(s.wait_exit(std::time::Duration::from_secs(10)).success());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    wait_until(
+        "the downstream process to exit",
+        std::time::Duration::from_secs(3),
+        || gone(&pid),
+    );
+}
+
+/// A downstream HTTP server that is down is one clean line on stderr, not rmcp's own
+/// error chain (`ERROR worker quit with fatal: Transport channel closed, when
+/// Client(reqwest::Error {… hyper_util …`) on every attempt.
+#[test]
+fn a_downstream_that_is_down_is_said_in_one_clean_line() {
+    let env = Env::new("gw-down");
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "down",
+        "--url",
+        "http://127.0.0.1:1/mcp",
+        "--allow-insecure-http",
+        "--allow-private",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    s.request(&request(1, "tools/list", json!({})));
+    s.close_stdin();
+    s.wait_exit(std::time::Duration::from_secs(10));
+    let stderr = s.stderr();
+    assert!(
+        stderr.contains("downstream MCP server unavailable"),
+        "{stderr}"
+    );
+    for noise in ["worker quit", "reqwest::Error", "hyper_util", "ERROR"] {
+        assert!(!stderr.contains(noise), "{noise}: {stderr}");
+    }
 }
 
 #[test]
@@ -636,6 +692,35 @@ impl Drop for HttpDownstream {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// An HTTP downstream answer past the 4 MiB cap is a clear tool error naming the cap, and
+/// the connection is made again for the next call. Before: "the MCP handshake failed"
+/// (a handshake that had passed long before).
+#[test]
+fn an_http_answer_past_the_cap_is_named_as_too_large() {
+    let d = HttpDownstream::start(&[]);
+    let env = Env::new("gw-http-big");
+    let url = format!("{}/mcp", d.url);
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "big",
+        "--url",
+        &url,
+        "--allow-insecure-http",
+        "--allow-private",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let (text, is_error) =
+        tool_text(&s.request(&call(1, "mcp__big__big", json!({"bytes": 5 * 1024 * 1024}))));
+    assert!(is_error, "{text:.300}");
+    assert!(
+        text.contains("larger than 4 MiB") && !text.contains("handshake"),
+        "{text:.300}"
+    );
+    let (text, is_error) = tool_text(&s.request(&call(2, "mcp__big__echo", json!({"text": "ok"}))));
+    assert!(!is_error && text.contains("ok"), "{text:.300}");
 }
 
 #[test]

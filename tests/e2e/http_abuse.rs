@@ -169,11 +169,32 @@ fn connections_are_capped_and_heads_bounded() {
     assert_eq!(r.status, 200);
     drop(idle);
 
-    // A head well beyond 32 KiB (hyper's limit is per read, so it may overshoot by one
-    // read): 431, not a growing buffer.
+    // A head well beyond 32 KiB: 431, not a growing buffer.
     let big = "a".repeat(100 * 1024);
     let r = h.send("GET", "/healthz", &[("X-Big", &big)], b"");
     assert_eq!(r.status, 431);
+    // And the documented 32 KiB exactly, not the ~48 KiB hyper's per-read bound let
+    // through (a 49,041-byte head was served): just under is served, just over is not.
+    let head_without = |value: &str| {
+        format!(
+            "GET /healthz HTTP/1.1\r\nConnection: close\r\nHost: 127.0.0.1:{}\r\nX-Pad: {value}\r\nContent-Length: 0\r\n\r\n",
+            h.port
+        )
+        .len()
+    };
+    let fill = |total: usize| "b".repeat(total - head_without(""));
+    let under = fill(32 * 1024 - 200);
+    assert_eq!(
+        h.send("GET", "/healthz", &[("X-Pad", &under)], b"").status,
+        200
+    );
+    let over = fill(36 * 1024);
+    assert_eq!(
+        h.send("GET", "/healthz", &[("X-Pad", &over)], b"").status,
+        431
+    );
+    let r = h.send("POST", "/mcp", &[("X-Pad", &over)], b"");
+    assert_eq!(r.status, 431, "the endpoint too");
 }
 
 #[test]
@@ -330,6 +351,30 @@ fn sessions_cannot_be_fixed_or_ended_without_the_token() {
     // DELETE without the token: 401, and the session lives on.
     let r = h.send("DELETE", "/mcp", &[("Mcp-Session-Id", &minted)], b"");
     assert_eq!(r.status, 401);
+    assert_eq!(h.post(&list, &[("Mcp-Session-Id", &minted)]).status, 200);
+
+    // Two session ids, in either order, are refused as two Host headers are. Before:
+    // the real one first was answered from it (200), the bogus one first 404.
+    for pair in [[minted.as_str(), chosen], [chosen, minted.as_str()]] {
+        let r = h.post(
+            &list,
+            &[("Mcp-Session-Id", pair[0]), ("Mcp-Session-Id", pair[1])],
+        );
+        assert_eq!(r.status, 400, "{pair:?}: {}", r.text());
+        assert!(r.text().contains("mcp-session-id"), "{}", r.text());
+    }
+    let auth = format!("Bearer {TOKEN}");
+    let r = h.send(
+        "DELETE",
+        "/mcp",
+        &[
+            ("Authorization", auth.as_str()),
+            ("Mcp-Session-Id", &minted),
+            ("Mcp-Session-Id", chosen),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 400, "DELETE too");
     assert_eq!(h.post(&list, &[("Mcp-Session-Id", &minted)]).status, 200);
 }
 

@@ -578,6 +578,17 @@ fn a_broken_configuration_is_a_doctor_finding_and_does_not_block_install() {
             .any(|l| l.starts_with("FAIL Configuration: PERPLEXITY_RATE_BURST")),
         "{lines:#?}"
     );
+    // And doctor goes on, every other check made with that variable's default (before,
+    // it stopped at the configuration line). The server it starts for the protocol
+    // check cannot start with the broken variable, and says so.
+    for check in ["API key", "Store", "Protocol 2025-11-25"] {
+        assert!(
+            lines.iter().any(|l| l
+                .split_once(' ')
+                .is_some_and(|(_, rest)| rest.starts_with(check))),
+            "{check}: {lines:#?}"
+        );
+    }
     let (stdout, stderr, code) = m.install(&["cursor", "--print"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("mcpServers"), "{stdout}");

@@ -167,6 +167,15 @@ fn cancelling_a_task_cancels_the_run() {
     let mut s = Server::start(&env_with_store(&fake, &dir));
     let created = s.request(&task_call(1, "perplexity_ask", json!({"query": "q"})));
     let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    // An update of the caller's task is acknowledged (these tasks ask for no input, so
+    // its responses are ignored) and changes nothing.
+    let mut update = tasks_request(20, "tasks/update", &task_id);
+    update["params"]["inputResponses"] = json!({"unasked": {"action": "accept"}});
+    let acked = s.request(&update);
+    assert_tasks_valid("UpdateTaskResult", &acked["result"]);
+    assert_eq!(acked["result"]["resultType"], "complete", "{acked}");
+    let still = s.request(&tasks_request(21, "tasks/get", &task_id));
+    assert_eq!(still["result"]["status"], "working", "{still}");
     let r = s.request(&tasks_request(2, "tasks/cancel", &task_id));
     assert_tasks_valid("CancelTaskResult", &r["result"]);
     let got = s.request(&tasks_request(3, "tasks/get", &task_id));
@@ -535,7 +544,13 @@ fn a_thousand_tasks_in_flight() {
     assert_eq!(tasks["in_flight"], 1000, "{tasks}");
     let page = s.request(&request(2001, "tasks/list", json!({})));
     assert_eq!(page["result"]["tasks"].as_array().unwrap().len(), 50);
-    assert_eq!(page["result"]["nextCursor"], "50");
+    let cursor = page["result"]["nextCursor"].as_str().unwrap();
+    let next = s.request(&request(2002, "tasks/list", json!({"cursor": cursor})));
+    assert_eq!(
+        next["result"]["tasks"].as_array().unwrap().len(),
+        50,
+        "{next}"
+    );
     // Cancelled tasks are counted, and their closing audit records name the task.
     let some: Vec<String> = ids.iter().take(3).cloned().collect();
     for (i, id) in some.iter().enumerate() {
@@ -958,4 +973,71 @@ fn sigterm_over_http_keeps_a_task_whose_create_is_on_the_wire() {
         "{done}"
     );
     assert_eq!(agent_creates(&fake).len(), 1, "never a second create");
+}
+
+/// `tasks/list` pages end, and a cursor is opaque and sealed to its caller. Before: the
+/// cursor was a decimal offset parsed as `usize` and cast to `i64`, so
+/// `18446744073709551615` listed the first page again and `9223372036854775808` led to
+/// a `nextCursor` that never ran out.
+#[test]
+fn task_list_cursors_are_sealed_and_paging_always_ends() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    let dir = Scratch::new("tasks-cursors");
+    let env = env_with_store(&fake, &dir);
+    let mut s = Server::start(&env);
+    initialize_legacy(&mut s);
+    let mut created = Vec::new();
+    for id in 0..51 {
+        let r = s.request(&legacy_task_call(
+            100 + id,
+            "perplexity_agent",
+            json!({"query": "q"}),
+            600_000,
+        ));
+        created.push(r["result"]["task"]["taskId"].as_str().unwrap().to_owned());
+    }
+    let first = s.request(&request(2, "tasks/list", json!({})));
+    let tasks = first["result"]["tasks"].as_array().unwrap().clone();
+    assert_eq!(tasks.len(), 50, "{first}");
+    let cursor = first["result"]["nextCursor"].as_str().unwrap().to_owned();
+    assert!(
+        cursor.parse::<u64>().is_err() && !cursor.contains("50"),
+        "an opaque cursor, not a count: {cursor}"
+    );
+    let second = s.request(&request(3, "tasks/list", json!({"cursor": cursor})));
+    let rest = second["result"]["tasks"].as_array().unwrap();
+    assert_eq!(rest.len(), 1, "{second}");
+    assert!(
+        second["result"].get("nextCursor").is_none(),
+        "the end: {second}"
+    );
+    let mut listed: Vec<String> = tasks
+        .iter()
+        .chain(rest)
+        .map(|t| t["taskId"].as_str().unwrap().to_owned())
+        .collect();
+    listed.sort();
+    created.sort();
+    assert_eq!(listed, created, "every task exactly once");
+
+    // Forged, altered and oversized cursors are -32602, never a page.
+    let mut altered = cursor.clone().into_bytes();
+    altered[10] = if altered[10] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    for (id, forged) in [
+        (10, json!("18446744073709551615")),
+        (11, json!("9223372036854775808")),
+        (12, json!("49")),
+        (13, json!(altered)),
+        (14, json!("x".repeat(100_000))),
+        (15, json!(5)),
+    ] {
+        let e = s.request(&request(id, "tasks/list", json!({"cursor": forged})));
+        assert_eq!(e["error"]["code"], -32602, "{forged}: {e}");
+    }
+    // Another process (a server started again) does not honour this one's cursors.
+    let mut other = Server::start(&env);
+    initialize_legacy(&mut other);
+    let e = other.request(&request(20, "tasks/list", json!({"cursor": cursor})));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
 }

@@ -27,6 +27,10 @@ pub struct DoctorArgs {
     /// Print one JSON document instead of lines.
     #[arg(long)]
     pub json: bool,
+    /// Variables that did not load (each a failing check; the others are checked with
+    /// their defaults in place).
+    #[arg(skip)]
+    pub config_problems: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -73,14 +77,20 @@ impl Check {
 
 /// Runs every check; returns the process exit code.
 pub async fn run(args: DoctorArgs, config: &Config) -> i32 {
-    let mut checks = vec![
-        api_key(
-            crate::perplexity::key::from_env()
-                .as_ref()
-                .map(secrecy::ExposeSecret::expose_secret),
-        ),
-        configuration(config),
-    ];
+    let mut checks = vec![api_key(
+        crate::perplexity::key::from_env()
+            .as_ref()
+            .map(secrecy::ExposeSecret::expose_secret),
+    )];
+    if args.config_problems.is_empty() {
+        checks.push(configuration(config));
+    }
+    for problem in &args.config_problems {
+        checks.push(
+            Check::new(Status::Fail, "Configuration", problem.clone())
+                .fix("fix that variable or the config file, then run doctor again (the checks below used its default)"),
+        );
+    }
     let store = store_checks(config, &mut checks);
     checks.extend(gateway_checks(config, store.as_ref()));
     checks.extend(client_checks());

@@ -23,7 +23,7 @@ use crate::drain::Progress;
 /// hyper's read buffer, which bounds a request's headers: far above any MCP client's
 /// (a bearer token and a few `Mcp-*` headers), and what a connection costs at most before
 /// it has said who it is. Larger heads get 431.
-const MAX_HEAD_BYTES: usize = 32 * 1024;
+pub(super) const MAX_HEAD_BYTES: usize = 32 * 1024;
 
 pub struct Limits {
     pub max_connections: usize,

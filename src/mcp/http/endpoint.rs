@@ -134,6 +134,9 @@ fn route(
     body: Bytes,
     budget: Option<OwnedSemaphorePermit>,
 ) -> Routed {
+    if let Some(refused) = repeated_mcp_header(headers) {
+        return Routed::Answered(refused);
+    }
     let message = match decode(&body) {
         Ok(message) => message,
         Err(undecodable) => {
@@ -469,6 +472,9 @@ pub async fn get() -> Response {
 
 /// DELETE ends a legacy session (and the waits of its calls).
 pub async fn delete(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = repeated_mcp_header(&headers) {
+        return refused;
+    }
     match header(&headers, SESSION_HEADER) {
         None => (StatusCode::METHOD_NOT_ALLOWED, [(ALLOW, "POST")]).into_response(),
         Some(session) if endpoint.sessions.remove(&session) => {
@@ -476,6 +482,23 @@ pub async fn delete(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap) -
         }
         Some(_) => session_unknown(&Value::Null),
     }
+}
+
+/// An `Mcp-*` header sent twice is refused, as `Host` and `Authorization` are: a proxy
+/// may route on one copy while we read the other (a real session id then a bogus one
+/// was answered from the first, the other order 404).
+fn repeated_mcp_header(headers: &HeaderMap) -> Option<Response> {
+    let repeated = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with("mcp-"))
+        .find(|name| headers.get_all(*name).iter().count() > 1)?;
+    Some(plain(
+        StatusCode::BAD_REQUEST,
+        &format!(
+            "Bad request: send the {} header at most once.",
+            repeated.as_str()
+        ),
+    ))
 }
 
 fn session_unknown(id: &Value) -> Response {

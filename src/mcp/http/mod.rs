@@ -135,4 +135,5 @@ fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>) -> Router {
                 "Not found. The MCP endpoint is /mcp.",
             )
         })
+        .layer(axum::middleware::from_fn(policy::head_limit))
 }

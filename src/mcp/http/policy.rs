@@ -122,6 +122,36 @@ async fn stages(policy: &Policy, mut request: Request) -> Result<Request, Respon
     read_body(policy, request).await
 }
 
+/// Every route's head at most 32 KiB, exactly: hyper bounds its read buffer by that size
+/// per read, so a head may overshoot it by up to one read before hyper refuses; this
+/// makes the documented limit the real one (counted as sent: the request line, each
+/// header line). Around the whole router, `/healthz` included.
+pub async fn head_limit(request: Request, next: Next) -> Response {
+    match check_head_size(&request) {
+        Some(refused) => refused,
+        None => next.run(request).await,
+    }
+}
+
+fn check_head_size(request: &Request) -> Option<Response> {
+    let line = request.method().as_str().len() + request.uri().to_string().len() + 11;
+    let headers: usize = request
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    (line + headers > super::accept::MAX_HEAD_BYTES).then(|| {
+        let mut refused = plain(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "The request's headers are too large (at most 32 KiB).",
+        );
+        refused
+            .headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+        refused
+    })
+}
+
 fn too_long() -> Response {
     plain(StatusCode::GATEWAY_TIMEOUT, "The request took too long.")
 }
