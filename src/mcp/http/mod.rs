@@ -29,6 +29,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use tokio_util::sync::CancellationToken;
 
@@ -126,14 +127,21 @@ fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>) -> Router {
         // cap is its own, so axum's 2 MB default (the `Bytes` extractor's) is never used.
         .layer(from_fn_with_state(policy, policy::gate));
     Router::new()
-        // Liveness only, outside every limit: it answers however busy `/mcp` is.
-        .route("/healthz", get(|| async { "ok\n" }))
+        // Liveness only, outside every limit but the head's: it answers however busy
+        // `/mcp` is.
+        .route(
+            "/healthz",
+            get(|headers: axum::http::HeaderMap| async move {
+                policy::head_refused(&headers).unwrap_or_else(|| "ok\n".into_response())
+            }),
+        )
         .merge(mcp)
-        .fallback(|| async {
-            policy::plain(
-                StatusCode::NOT_FOUND,
-                "Not found. The MCP endpoint is /mcp.",
-            )
+        .fallback(|headers: axum::http::HeaderMap| async move {
+            policy::head_refused(&headers).unwrap_or_else(|| {
+                policy::plain(
+                    StatusCode::NOT_FOUND,
+                    "Not found. The MCP endpoint is /mcp.",
+                )
+            })
         })
-        .layer(axum::middleware::from_fn(policy::head_limit))
 }

@@ -110,6 +110,9 @@ pub async fn gate(State(policy): State<Arc<Policy>>, request: Request, next: Nex
 
 /// Everything before the endpoint: a refusal, or the request with its slot and its body.
 async fn stages(policy: &Policy, mut request: Request) -> Result<Request, Response> {
+    if let Some(refused) = head_refused(request.headers()) {
+        return Err(refused);
+    }
     if let Some(refused) = check_host_and_origin(policy, &request) {
         return Err(refused);
     }
@@ -124,23 +127,15 @@ async fn stages(policy: &Policy, mut request: Request) -> Result<Request, Respon
 
 /// Every route's head at most 32 KiB, exactly: hyper bounds its read buffer by that size
 /// per read, so a head may overshoot it by up to one read before hyper refuses; this
-/// makes the documented limit the real one (counted as sent: the request line, each
-/// header line). Around the whole router, `/healthz` included.
-pub async fn head_limit(request: Request, next: Next) -> Response {
-    match check_head_size(&request) {
-        Some(refused) => refused,
-        None => next.run(request).await,
-    }
-}
-
-fn check_head_size(request: &Request) -> Option<Response> {
-    let line = request.method().as_str().len() + request.uri().to_string().len() + 11;
-    let headers: usize = request
-        .headers()
+/// makes the documented limit the real one. Counted as sent, but for the request line
+/// (a few bytes against the limit): each header line. Checked synchronously where each
+/// route starts, so a request that waits holds no state of it.
+pub fn head_refused(headers: &HeaderMap) -> Option<Response> {
+    let head: usize = headers
         .iter()
         .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
-    (line + headers > super::accept::MAX_HEAD_BYTES).then(|| {
+    (head > super::accept::MAX_HEAD_BYTES).then(|| {
         let mut refused = plain(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             "The request's headers are too large (at most 32 KiB).",
