@@ -6,9 +6,13 @@
   - peak RSS of the server with 10,000 task records (created in batches under the
     1,024-in-flight cap, each run finishing at once) and with 1,000 tasks running;
   - upstream requests per task, against a client that polls `perplexity_agent_result`
-    (wait_seconds 0) every 2 s for the same run length.
+    (wait_seconds 0) every 2 s for the same run length;
+  - the CPU that waits for tasks' ends cost while nothing ends: 32 `subscriptions/listen`
+    and 32 blocked `tasks/result` held open on one connection for --idle-seconds, for
+    ours and, with --before PATH, another build measured in the same run.
 
     python3 bench/tasks.py --ours PATH --fake PATH [--gets 2000] [--records 10000]
+                           [--before PATH] [--idle-seconds 10]
 """
 
 import argparse
@@ -80,6 +84,32 @@ class Server:
             self.proc.kill()
 
 
+def cpu_seconds(pid):
+    """utime + stime of `pid`, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_waits(binary, base, store, seconds, waits=32):
+    """CPU (cores) of one connection holding `waits` listens and `waits` blocked results
+    (64 in all: one connection's cap)."""
+    srv = Server(binary, base, store)
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    tasks = [srv.task(f"idle{i}") for i in range(waits)]
+    for t in tasks:
+        srv.send("subscriptions/listen", {"notifications": {"taskIds": [t]}, "_meta": meta})
+        srv.send("tasks/result", {"taskId": t})
+    time.sleep(1)
+    start = cpu_seconds(srv.proc.pid)
+    time.sleep(seconds)
+    cores = (cpu_seconds(srv.proc.pid) - start) / seconds
+    srv.proc.kill()
+    srv.proc.wait()
+    return cores
+
+
 def pct(samples, p):
     s = sorted(samples)
     return s[min(len(s) - 1, int(round(p * (len(s) - 1))))]
@@ -100,6 +130,8 @@ def main():
     ap.add_argument("--fake", required=True)
     ap.add_argument("--gets", type=int, default=2000)
     ap.add_argument("--records", type=int, default=10000)
+    ap.add_argument("--before", help="another build, measured beside ours for idle waits")
+    ap.add_argument("--idle-seconds", type=float, default=10)
     a = ap.parse_args()
     fake = subprocess.Popen([a.fake, "--port", "0", "--scenario", json.dumps({"duration_ms": 600000})],
                             stdout=subprocess.PIPE, text=True)
@@ -164,6 +196,14 @@ def main():
         rows.append((f"upstream requests for one {RUN_MS // 1000} s run",
                      f"task: {via_task}; client polling perplexity_agent_result every 2 s: {via_polling}"))
         srv.close()
+
+        # Waits for tasks' ends while nothing ends: the run lasts longer than the window.
+        control(base, "POST", "scenario", {"duration_ms": 600000})
+        for name, binary in [("ours", a.ours)] + ([("before", a.before)] if a.before else []):
+            cores = idle_waits(binary, base, os.path.join(tmp, f"idle-{name}.sqlite"), a.idle_seconds)
+            rows.append((f"CPU of 32 idle subscriptions/listen + 32 blocked tasks/result ({name})",
+                         f"{cores:.4f} cores"))
+            print(rows[-1], flush=True)
     fake.terminate()
     print("| MCP tasks | |")
     print("|---|---|")

@@ -591,6 +591,13 @@ fn gateway_config(
         timeout: Duration::from_secs(int("PERPLEXITY_GATEWAY_TIMEOUT_SECONDS", 30, 1, 600)?),
         idle: Duration::from_secs(int("PERPLEXITY_GATEWAY_IDLE_SECONDS", 900, 5, 86_400)?),
         max_description: int("PERPLEXITY_GATEWAY_MAX_DESCRIPTION", 1024, 64, 16_384)? as usize,
+        max_tools: int("PERPLEXITY_GATEWAY_MAX_TOOLS", 200, 1, 10_000)? as usize,
+        max_list_bytes: int(
+            "PERPLEXITY_GATEWAY_MAX_LIST_BYTES",
+            1 << 20,
+            64 << 10,
+            8 << 20,
+        )? as usize,
         max_result_bytes: int("PERPLEXITY_GATEWAY_MAX_RESULT_BYTES", 65_536, 1024, 8 << 20)?
             as usize,
         data_dir: store.and_then(|s| s.path.parent().map(std::path::Path::to_path_buf)),

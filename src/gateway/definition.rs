@@ -189,7 +189,10 @@ pub fn prepare(
             allow_private,
             ca_bundle,
         } => {
-            policy::check_url(&url, allow_insecure_http)?;
+            let parsed = policy::check_url(&url, allow_insecure_http)?;
+            if !allow_private {
+                policy::check_public_host(&parsed)?;
+            }
             let mut fields = Vec::new();
             for (name, value) in &headers {
                 policy::check_header(name, value.expose_secret().chars().count())?;

@@ -190,6 +190,8 @@ mod tests {
             timeout: std::time::Duration::from_secs(30),
             idle: std::time::Duration::from_secs(900),
             max_description: 1024,
+            max_tools: 200,
+            max_list_bytes: 1 << 20,
             max_result_bytes: 65_536,
             data_dir: None,
             functions: vec![],

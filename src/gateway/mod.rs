@@ -69,6 +69,9 @@ pub struct GatewayConfig {
     pub timeout: Duration,
     pub idle: Duration,
     pub max_description: usize,
+    /// Tools one server may add to the list, and the bytes they may take in it.
+    pub max_tools: usize,
+    pub max_list_bytes: usize,
     pub max_result_bytes: usize,
     /// Where per-server working directories are created (next to the store).
     pub data_dir: Option<PathBuf>,
@@ -403,10 +406,26 @@ impl Gateway {
                     &surface::Limits {
                         slug: &server.def.slug,
                         max_description: self.config.max_description,
+                        max_tools: self.config.max_tools,
+                        max_list_bytes: self.config.max_list_bytes,
                         allow: &server.def.allow_tools,
                         deny: &server.def.deny_tools,
                     },
                 );
+                if !rejected.is_empty() {
+                    let said: Vec<String> = rejected
+                        .iter()
+                        .take(5)
+                        .map(|r| format!("{}: {}", r.name, r.reason))
+                        .collect();
+                    tracing::warn!(
+                        server = %server.def.slug,
+                        "{} of the server's tools are not offered ({}{})",
+                        rejected.len(),
+                        said.join("; "),
+                        if rejected.len() > 5 { "; …" } else { "" }
+                    );
+                }
                 let peer = live.client.peer().clone();
                 let changed = self.status_of(server).exposed != exposed;
                 self.set_status(server, |st| {

@@ -263,6 +263,28 @@ const RESERVED_HEADERS: [&str; 9] = [
     "upgrade",
 ];
 
+/// A URL whose host is written as a non-public address (`127.0.0.1`, `[::1]`,
+/// `localhost`, `10.0.0.5`) is refused when the definition is made unless it allows
+/// private addresses: every connection would be refused anyway, and `gateway add` is
+/// where the fix can be said. (A name that resolves to one is refused at connection.)
+pub fn check_public_host(url: &Url) -> Result<(), String> {
+    let ip = match url.host() {
+        Some(url::Host::Ipv4(ip)) => std::net::IpAddr::V4(ip),
+        Some(url::Host::Ipv6(ip)) => std::net::IpAddr::V6(ip),
+        Some(url::Host::Domain(name)) if name.eq_ignore_ascii_case("localhost") => {
+            std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+        }
+        _ => return Ok(()),
+    };
+    crate::fetch::address::check_addr(ip, &crate::fetch::AllowPrivate::None).map_err(|blocked| {
+        format!(
+            "{} is {}: pass --allow-private for this server if that is intended",
+            url.host_str().unwrap_or_default(),
+            blocked.reason
+        )
+    })
+}
+
 pub fn check_header(name: &str, value_chars: usize) -> Result<(), String> {
     let token = !name.is_empty()
         && name.len() <= 128

@@ -75,6 +75,10 @@ pub fn split(name: &str) -> Option<(&str, &str)> {
 pub struct Limits<'a> {
     pub slug: &'a str,
     pub max_description: usize,
+    /// At most this many tools, taking at most this many bytes of the list: one server
+    /// cannot flood every client's context (10,000 tools once made 11.8 MB).
+    pub max_tools: usize,
+    pub max_list_bytes: usize,
     pub allow: &'a [String],
     pub deny: &'a [String],
 }
@@ -83,7 +87,19 @@ pub struct Limits<'a> {
 pub fn expose(tools: &[Tool], limits: &Limits<'_>) -> (Vec<Exposed>, Vec<Rejected>) {
     let mut exposed = Vec::new();
     let mut rejected = Vec::new();
-    for tool in tools {
+    let mut listed_bytes = 0usize;
+    for (i, tool) in tools.iter().enumerate() {
+        // The rest of a list past the server's share: one finding for all of them.
+        if exposed.len() >= limits.max_tools {
+            rejected.push(Rejected {
+                name: format!("{} more tools", tools.len() - i),
+                reason: format!(
+                    "the server lists more than {} tools (PERPLEXITY_GATEWAY_MAX_TOOLS); the rest are left out",
+                    limits.max_tools
+                ),
+            });
+            break;
+        }
         let original = tool.name.to_string();
         let reject = |reason: String| Rejected {
             name: cap_chars(&original.escape_debug().to_string(), 100),
@@ -147,10 +163,23 @@ pub fn expose(tools: &[Tool], limits: &Limits<'_>) -> (Vec<Exposed>, Vec<Rejecte
             "annotations".into(),
             json!({"readOnlyHint": false, "openWorldHint": true}),
         );
+        let entry = Value::Object(entry);
+        let size = serde_json::to_string(&entry).map_or(usize::MAX, |s| s.len());
+        if listed_bytes.saturating_add(size) > limits.max_list_bytes {
+            rejected.push(Rejected {
+                name: format!("{} more tools", tools.len() - i),
+                reason: format!(
+                    "the server's tools take more than {} bytes of the list (PERPLEXITY_GATEWAY_MAX_LIST_BYTES); the rest are left out",
+                    limits.max_list_bytes
+                ),
+            });
+            break;
+        }
+        listed_bytes += size;
         exposed.push(Exposed {
             name,
             original,
-            entry: Value::Object(entry),
+            entry,
             validator: std::sync::Arc::new(validator),
         });
     }
@@ -178,7 +207,20 @@ pub fn render_result(
             _ => body.push_str("[content omitted]"),
         }
     }
-    if let Some(structured) = &result.structured_content {
+    // Structured content as JSON, unless a text block already says it (servers put the
+    // same JSON in a text block for clients without structured output): once is enough.
+    let said = |structured: &serde_json::Value| {
+        result.content.iter().any(|block| match block {
+            ContentBlock::Text(t) => {
+                serde_json::from_str::<serde_json::Value>(t.text.trim())
+                    .ok()
+                    .as_ref()
+                    == Some(structured)
+            }
+            _ => false,
+        })
+    };
+    if let Some(structured) = result.structured_content.as_ref().filter(|s| !said(s)) {
         if !body.is_empty() {
             body.push('\n');
         }
@@ -250,6 +292,8 @@ mod tests {
         let limits = Limits {
             slug: "srv",
             max_description: 1024,
+            max_tools: 200,
+            max_list_bytes: 1 << 20,
             allow: &[],
             deny: &deny,
         };

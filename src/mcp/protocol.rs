@@ -42,6 +42,8 @@ pub mod code {
     pub const METHOD_NOT_FOUND: i64 = -32601;
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL_ERROR: i64 = -32603;
+    /// A valid request this server cannot take on now (JSON-RPC's server-error range).
+    pub const SERVER_BUSY: i64 = -32000;
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 

@@ -35,6 +35,10 @@ const OUTBOX: usize = 1024;
 /// The most the writer hands stdout at once: what a slow reader must take before the
 /// writer counts it as progress.
 const WRITE_CHUNK: usize = 64 * 1024;
+/// Waits for a task's end one connection may hold open (`tasks/result`,
+/// `subscriptions/listen`), as calls are capped: each is cheap while it waits (it wakes
+/// on the task's end), but a thousand of them are a thousand open futures.
+const MAX_WAITS: usize = 64;
 
 type InFlight = Arc<Mutex<HashMap<String, (u64, CancellationToken)>>>;
 
@@ -50,6 +54,7 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
 
     let in_flight: InFlight = Arc::default();
     let slots = Slots::new(MAX_CALLS_IN_FLIGHT);
+    let waits = Slots::new(MAX_WAITS);
     let mut calls = JoinSet::new();
     let mut next_seq = 0u64;
     let mut reader = LineReader::new(
@@ -90,13 +95,30 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                 }
             }
             Action::Task(job) => {
+                // A blocking `tasks/result` holds one of the connection's waits.
+                let held = match job.method.as_str() {
+                    "tasks/result" => match waits.take() {
+                        Ok(held) => Some(held),
+                        Err(_) => {
+                            send(&outbox, too_many_waits(&job.id)).await;
+                            continue;
+                        }
+                    },
+                    _ => None,
+                };
                 // Reads the store: off the read loop, like a call.
                 let (dispatcher, outbox) = (dispatcher.clone(), outbox.clone());
                 calls.spawn(async move {
-                    send(&outbox, dispatcher.task_reply(job).await).await;
+                    let reply = dispatcher.task_reply(job).await;
+                    drop(held);
+                    send(&outbox, reply).await;
                 });
             }
             Action::Listen(job) => {
+                let Ok(held) = waits.take() else {
+                    send(&outbox, too_many_waits(&job.id)).await;
+                    continue;
+                };
                 // Long-lived: `notifications/cancelled` for its id ends it, as for a call.
                 let token = shutdown.child_token();
                 next_seq += 1;
@@ -108,6 +130,7 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                     (dispatcher.clone(), outbox.clone(), in_flight.clone());
                 calls.spawn(async move {
                     let reply = dispatcher.listen(job, Some(outbox.clone()), token).await;
+                    drop(held);
                     forget(&in_flight, &key, seq);
                     if let Some(frame) = reply {
                         send(&outbox, frame).await;
@@ -210,6 +233,20 @@ fn answer_line(dispatcher: &Dispatcher, line: &[u8]) -> Action {
             }
         }
     }
+}
+
+/// The refusal of a wait past [`MAX_WAITS`] (a server error of JSON-RPC's own range: the
+/// request is valid, this connection is full).
+fn too_many_waits(id: &Value) -> Value {
+    error_frame(
+        id,
+        &RpcError::new(
+            code::SERVER_BUSY,
+            format!(
+                "This connection already has {MAX_WAITS} waits for tasks open (tasks/result, subscriptions/listen): end one, or wait for a task to end, first."
+            ),
+        ),
+    )
 }
 
 /// The request `key` (as sequence `seq`) is no longer in flight: a later request that

@@ -47,6 +47,9 @@ const PAGE: usize = 50;
 const MISSING_CAPABILITY: i64 = -32021;
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 const STATUS_WORKING: &str = "working";
+/// How often a wait for a task's end reads the store anyway: a task that another process
+/// sharing the store runs ends without a word here.
+const FOREIGN_POLL: Duration = Duration::from_secs(5);
 
 /// How a call asked to be a task: the era decides the shapes; a 2025-11-25 caller names
 /// its ttl (bounded by ours) and gets the task at once, a 2026-07-28 one after the
@@ -93,6 +96,9 @@ pub struct TaskDesk {
     legacy: Mutex<std::collections::HashSet<String>>,
     /// Seals `tasks/list` cursors to this caller and process.
     cursors: super::cursor::Cursors,
+    /// Told whenever a task settles here: a wait for a task's end wakes on it instead of
+    /// polling the store.
+    ended: tokio::sync::Notify,
 }
 
 /// A task this process runs: how to end its local wait, and — for a call it started —
@@ -128,6 +134,7 @@ impl TaskDesk {
             status_sink: std::sync::OnceLock::new(),
             legacy: Mutex::default(),
             cursors: super::cursor::Cursors::default(),
+            ended: tokio::sync::Notify::new(),
         }
     }
 
@@ -362,14 +369,25 @@ impl TaskDesk {
         let deadline =
             tokio::time::Instant::now() + Duration::from_secs(crate::config::MAX_WAIT_SECONDS);
         let mut record = self.resume_if_orphaned(tools, record).await;
-        while record.status == STATUS_WORKING {
+        loop {
+            // Armed before the read, so an end between the two still wakes the wait.
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if record.status != STATUS_WORKING {
+                break;
+            }
             if tokio::time::Instant::now() >= deadline {
                 return Err(RpcError::new(
                     code::INTERNAL_ERROR,
                     "The task is still working; call tasks/result again.",
                 ));
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            tokio::select! {
+                () = &mut ended => {}
+                () = tokio::time::sleep(FOREIGN_POLL) => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
             record = self.read(tools, &record.id).await?;
         }
         match (record.status.as_str(), stored(&record)) {
@@ -494,6 +512,10 @@ impl TaskDesk {
         )
         .await;
         while !pending.is_empty() {
+            // Armed before the reads, so an end between them and the wait still wakes it.
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
             let mut still = Vec::with_capacity(pending.len());
             for task in pending {
                 let record = match self.read(tools, &task).await {
@@ -515,7 +537,8 @@ impl TaskDesk {
                 break;
             }
             tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                () = &mut ended => {}
+                () = tokio::time::sleep(FOREIGN_POLL) => {}
                 () = cancel.cancelled() => return Ok(None),
             }
         }
@@ -630,6 +653,7 @@ impl TaskDesk {
             .unwrap_or(false);
         if changed && let Some(status) = &update.status {
             tools.guard().counters().task_settled(status);
+            self.ended.notify_waiters();
         }
         let legacy = self.legacy.lock().is_ok_and(|mut l| l.remove(id));
         if changed

@@ -620,6 +620,8 @@ fn answer_of(called: &Called) -> Option<(String, Vec<render::ShownSource>, Vec<S
 fn said(called: &Called) -> Entry {
     match called {
         Err(why) => Entry::new(Kind::Error, why.clone()),
+        // A person at a terminal, not an MCP client's config: the shell's fix.
+        Ok(done) if missing_key(done) => Entry::new(Kind::Error, NO_KEY),
         Ok(done) => {
             let output = match &done.outcome {
                 Outcome::Research(outcome) => render_outcome(outcome),
@@ -632,6 +634,28 @@ fn said(called: &Called) -> Entry {
             };
             Entry::new(kind, output.text)
         }
+    }
+}
+
+/// What the workspace says when the key is not set (the tools' own text is for an MCP
+/// client's configuration).
+const NO_KEY: &str = "PERPLEXITY_API_KEY is not set. Quit (/quit), export it in your shell (export PERPLEXITY_API_KEY=…) and start perplexity-agent tui again.";
+
+/// The call failed because no key is set.
+fn missing_key(done: &Done) -> bool {
+    use crate::perplexity::ApiError;
+    use crate::perplexity::wait::WaitErrorKind;
+    let missing = |e: &ApiError| matches!(e, ApiError::MissingKey);
+    match &done.outcome {
+        Outcome::Research(ResearchOutcome::Failed(e)) => {
+            matches!(&e.kind, WaitErrorKind::Api(api) if missing(api))
+        }
+        Outcome::Search(Err(e)) => missing(e),
+        Outcome::Report {
+            stop: Some(crate::tools::deep_research::Stop::Searches(e)),
+            ..
+        } => missing(e),
+        _ => false,
     }
 }
 

@@ -603,6 +603,60 @@ fn a_downstream_that_is_down_is_said_in_one_clean_line() {
     }
 }
 
+/// One downstream cannot inflate the tool list: at most 200 tools (and 1 MiB) of it,
+/// the rest left out and said so in the log and in `gateway test`. Before: 10,000 tools
+/// with 1 KB descriptions made an 11.8 MB `tools/list`, past our own message cap.
+#[test]
+fn a_downstream_with_thousands_of_tools_gets_its_share_of_the_list() {
+    let env = Env::new("gw-many");
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "many",
+        "--command",
+        "fake-downstream",
+        "--arg",
+        "--many-tools",
+        "--arg",
+        "10000",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let list = s.request(&request(1, "tools/list", json!({})));
+    let names = tool_names(&list);
+    let theirs = names
+        .iter()
+        .filter(|n| n.starts_with("mcp__many__"))
+        .count();
+    assert_eq!(theirs, 200, "the server's share");
+    let bytes = list.to_string().len();
+    assert!(bytes < 1_500_000, "{bytes} bytes");
+    s.close_stdin();
+    s.wait_exit(std::time::Duration::from_secs(10));
+    assert!(
+        s.stderr().contains("tools are not offered")
+            && s.stderr().contains("PERPLEXITY_GATEWAY_MAX_TOOLS"),
+        "{}",
+        s.stderr()
+    );
+    let (stdout, _, _) = env.gateway(&["test", "many"]);
+    assert!(
+        stdout.contains("more tools: the server lists more than 200 tools"),
+        "{stdout:.2000}"
+    );
+}
+
+/// Structured content a text block already carries is said once (before, its JSON twice).
+#[test]
+fn structured_content_already_in_the_text_is_said_once() {
+    let env = Env::new("gw-structured");
+    let (_, stderr, code) = env.gateway(&["add", "fd", "--command", "fake-downstream"]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let (text, is_error) = tool_text(&s.request(&call(1, "mcp__fd__structured", json!({}))));
+    assert!(!is_error, "{text}");
+    assert_eq!(unwrap_tool_spotlight(&text), "{\"n\":1}");
+}
+
 #[test]
 fn the_global_switch_and_a_missing_program() {
     let env = Env::new("gw-switch");
@@ -781,7 +835,8 @@ fn http_downstreams_keep_their_headers_apart_and_follow_no_redirects() {
     let (stdout, _, code) = env.gateway(&["test", "c"]);
     assert_eq!(code, 1, "{stdout}");
     assert_eq!(b.headers().len(), before, "the redirect was not followed");
-    // Without --allow-private a loopback address is refused before connecting.
+    // Without --allow-private a loopback address is refused when it is added, with the
+    // fix (before, `add` took it and only `test` said so); nothing is sent.
     let (_, stderr, code) = env.gateway(&[
         "add",
         "d",
@@ -789,10 +844,21 @@ fn http_downstreams_keep_their_headers_apart_and_follow_no_redirects() {
         &format!("{}/mcp", b.url),
         "--allow-insecure-http",
     ]);
-    assert_eq!(code, 0, "{stderr}");
-    let (stdout, _, code) = env.gateway(&["test", "d"]);
-    assert_eq!(code, 1);
-    assert!(stdout.contains("non-public address"), "{stdout}");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("127.0.0.1 is") && stderr.contains("pass --allow-private"),
+        "{stderr}"
+    );
+    let (stdout, _, _) = env.gateway(&["list"]);
+    assert!(!stdout.contains("\nd "), "not saved: {stdout}");
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "e",
+        "--url",
+        "http://localhost:9/mcp",
+        "--allow-insecure-http",
+    ]);
+    assert_eq!(code, 2, "localhost too: {stderr}");
     assert_eq!(b.headers().len(), before);
 }
 

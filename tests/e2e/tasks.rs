@@ -1041,3 +1041,70 @@ fn task_list_cursors_are_sealed_and_paging_always_ends() {
     let e = other.request(&request(20, "tasks/list", json!({"cursor": cursor})));
     assert_eq!(e["error"]["code"], -32602, "{e}");
 }
+
+/// Waits for tasks' ends are capped per stdio connection, as calls are. Before: 1,000
+/// idle `subscriptions/listen` (or blocked `tasks/result`) on one connection were all
+/// taken, each polling the store. Each wait still ends when its task does, promptly.
+#[test]
+fn waits_for_tasks_are_capped_per_connection_and_end_with_their_task() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 60000}));
+    let dir = Scratch::new("tasks-waits-cap");
+    let mut s = Server::start(&env_with_store(&fake, &dir));
+    initialize_legacy(&mut s);
+    let task = s.request(&legacy_task_call(
+        1,
+        "perplexity_agent",
+        json!({"query": "q"}),
+        600_000,
+    ));
+    let task_id = task["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for id in 0..64 {
+        let (method, params) = if id % 2 == 0 {
+            (
+                "subscriptions/listen",
+                json!({"notifications": {"taskIds": [task_id]}, "_meta": meta_with_tasks()}),
+            )
+        } else {
+            ("tasks/result", json!({"taskId": task_id}))
+        };
+        s.send(&request(1000 + id, method, params));
+    }
+    s.send(&request(
+        2000,
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [task_id]}, "_meta": meta_with_tasks()}),
+    ));
+    s.send(&request(2001, "tasks/result", json!({"taskId": task_id})));
+    for id in [2000, 2001] {
+        let (refused, _) = s.recv_response(&json!(id));
+        assert_eq!(refused["error"]["code"], -32000, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("64 waits"),
+            "{refused}"
+        );
+    }
+    // Quick requests are not waits: answered while all 64 wait.
+    let got = s.request(&request(3000, "tasks/get", json!({"taskId": task_id})));
+    assert_eq!(got["result"]["status"], "working", "{got}");
+    // The task ends (cancelled here): every wait ends with it, at once.
+    let started = Instant::now();
+    s.send(&request(3001, "tasks/cancel", json!({"taskId": task_id})));
+    let mut answered = std::collections::HashSet::new();
+    while answered.len() < 64 {
+        let frame = s.recv();
+        if let Some(id) = frame["id"].as_i64().filter(|id| (1000..1064).contains(id)) {
+            answered.insert(id);
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the waits woke on the task's end: {:?}",
+        started.elapsed()
+    );
+}

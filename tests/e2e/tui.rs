@@ -677,3 +677,19 @@ fn a_research_report_reads_as_its_sections() {
     let expected = "The answer.\nKey findings:\n• One finding.\nOpen questions:\n• Still open?\nValidation problems:\n• claim 2: no supporting URL\nSources:\n[1] Alpha — https://alpha.example/a";
     assert!(shown.contains(expected), "{shown}");
 }
+
+/// Without a key the workspace says the shell's fix, as the CLI does. Before: the MCP
+/// client's ("add it to the env block of this server's entry").
+#[test]
+fn without_a_key_the_workspace_gives_the_shells_fix() {
+    let fake = FakePerplexity::start();
+    let (_dir, mut env) = workspace(&fake, "tui-no-key");
+    env.retain(|(k, _)| k != "PERPLEXITY_API_KEY");
+    let mut tui = Pty::spawn_sized(&["tui"], &env, 120, 30);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed("a question\r");
+    tui.wait_for("export it in your", Duration::from_secs(10));
+    let screen = tui.contents();
+    assert!(!screen.contains("'env' block"), "{screen}");
+    assert!(fake.requests().is_empty(), "nothing sent without a key");
+}

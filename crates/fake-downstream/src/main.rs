@@ -35,6 +35,7 @@ Behaviour:
   --crash-after N            exit(1) while handling the N-th tools/call
   --exit-after-init          exit(0) right after answering initialize
   --slow-init MS             delay the initialize answer by MS milliseconds
+  --many-tools N             also list N filler tools, each with a 1 KB description
   --stderr-noise             write 1 MiB to stderr at start
   -h, --help                 print this help
 
@@ -60,6 +61,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
         crash_after: None,
         exit_after_init: false,
         slow_init: None,
+        many_tools: 0,
     };
     let mut stderr_noise = false;
     let mut http = false;
@@ -89,6 +91,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
                 | "--name"
                 | "--crash-after"
                 | "--slow-init"
+                | "--many-tools"
         );
         let value = if takes_value {
             match inline {
@@ -109,6 +112,11 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
             "--exit-after-init" => cfg.exit_after_init = true,
             "--stderr-noise" => stderr_noise = true,
             "--name" => cfg.name = value,
+            "--many-tools" => {
+                cfg.many_tools = value
+                    .parse()
+                    .map_err(|_| format!("--many-tools needs a count, got {value:?}"))?;
+            }
             "--crash-after" => {
                 let n = parse_u64(&flag, &value)?;
                 if n == 0 {

@@ -29,6 +29,8 @@ pub struct Config {
     pub crash_after: Option<u64>,
     pub exit_after_init: bool,
     pub slow_init: Option<Duration>,
+    /// Extra tools listed (`--many-tools N`), each with a 1 KB description.
+    pub many_tools: usize,
 }
 
 /// One incoming JSON-RPC message, classified.
@@ -165,7 +167,7 @@ fn id_key(id: &Value) -> String {
 
 impl Server {
     pub fn new(cfg: Config) -> Arc<Self> {
-        let tools = tools::catalogue(cfg.hostile_metadata);
+        let tools = tools::catalogue(cfg.hostile_metadata, cfg.many_tools);
         let tools_list =
             json!({"tools": tools.iter().map(tools::ToolDef::to_json).collect::<Vec<_>>()});
         Arc::new(Server {

@@ -146,7 +146,7 @@ impl ToolDef {
 const NO_ARGS: &[Arg] = &[];
 
 /// The tools `tools/list` returns, in order.
-pub fn catalogue(hostile_metadata: bool) -> Vec<ToolDef> {
+pub fn catalogue(hostile_metadata: bool, many_tools: usize) -> Vec<ToolDef> {
     let mut tools = vec![
         ToolDef::normal(
             "echo",
@@ -252,6 +252,15 @@ pub fn catalogue(hostile_metadata: bool) -> Vec<ToolDef> {
     if hostile_metadata {
         tools.extend(hostile_tools());
     }
+    // A server that floods the tool list: each filler's description is 1 KB.
+    let filler = "This tool exists to make the tool list long. ".repeat(23);
+    for i in 0..many_tools {
+        tools.push(ToolDef::hostile(
+            format!("filler_{i:05}"),
+            filler.clone(),
+            json!({"type": "object", "properties": {}}),
+        ));
+    }
     tools
 }
 
@@ -331,7 +340,7 @@ mod tests {
 
     #[test]
     fn hostile_metadata_has_the_promised_shapes() {
-        let tools = catalogue(true);
+        let tools = catalogue(true, 0);
         let get = |n: &str| tools.iter().find(|t| t.name == n).unwrap();
         assert_eq!(get("long_description").description.chars().count(), 10_000);
         assert!(tools.iter().any(|t| t.name.chars().count() == 70));
@@ -344,7 +353,7 @@ mod tests {
                 .to_string()
                 .contains(REMOTE_REF)
         );
-        assert_eq!(catalogue(false).len(), 12);
+        assert_eq!(catalogue(false, 0).len(), 12);
         assert_eq!(tools.len(), 19);
     }
 }
