@@ -88,16 +88,20 @@ pub fn expose(tools: &[Tool], limits: &Limits<'_>) -> (Vec<Exposed>, Vec<Rejecte
     let mut exposed = Vec::new();
     let mut rejected = Vec::new();
     let mut listed_bytes = 0usize;
+    // The rest of a list past the server's share, from tool `i` on: one finding for all.
+    let rest = |i: usize, what: String| Rejected {
+        name: format!("{} more tools", tools.len() - i),
+        reason: format!("{what}; the rest are left out"),
+    };
     for (i, tool) in tools.iter().enumerate() {
-        // The rest of a list past the server's share: one finding for all of them.
         if exposed.len() >= limits.max_tools {
-            rejected.push(Rejected {
-                name: format!("{} more tools", tools.len() - i),
-                reason: format!(
-                    "the server lists more than {} tools (PERPLEXITY_GATEWAY_MAX_TOOLS); the rest are left out",
+            rejected.push(rest(
+                i,
+                format!(
+                    "the server lists more than {} tools (PERPLEXITY_GATEWAY_MAX_TOOLS)",
                     limits.max_tools
                 ),
-            });
+            ));
             break;
         }
         let original = tool.name.to_string();
@@ -166,13 +170,13 @@ pub fn expose(tools: &[Tool], limits: &Limits<'_>) -> (Vec<Exposed>, Vec<Rejecte
         let entry = Value::Object(entry);
         let size = serde_json::to_string(&entry).map_or(usize::MAX, |s| s.len());
         if listed_bytes.saturating_add(size) > limits.max_list_bytes {
-            rejected.push(Rejected {
-                name: format!("{} more tools", tools.len() - i),
-                reason: format!(
-                    "the server's tools take more than {} bytes of the list (PERPLEXITY_GATEWAY_MAX_LIST_BYTES); the rest are left out",
+            rejected.push(rest(
+                i,
+                format!(
+                    "the server's tools take more than {} bytes of the list (PERPLEXITY_GATEWAY_MAX_LIST_BYTES)",
                     limits.max_list_bytes
                 ),
-            });
+            ));
             break;
         }
         listed_bytes += size;
