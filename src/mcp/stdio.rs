@@ -173,17 +173,21 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
     }
 
     // Each wait below also ends if the client stops reading: then no reply can reach it.
-    let answered = async { while calls.join_next().await.is_some() {} };
+    // Fused: the second wait must not poll it again once the first saw it end (a
+    // signal, or a closed stdout, can come after every call has been answered).
+    let answered =
+        futures_util::FutureExt::fuse(async { while calls.join_next().await.is_some() {} });
     tokio::pin!(answered);
+    let mut all_answered = false;
     if !shutdown.is_cancelled() {
         // EOF: answer everything already read, unless a signal cuts it short.
         tokio::select! {
-            () = &mut answered => {}
+            () = &mut answered => all_answered = true,
             () = shutdown.cancelled() => {}
             () = progress.stuck(STUCK_PEER) => {}
         }
     }
-    if shutdown.is_cancelled() {
+    if shutdown.is_cancelled() && !all_answered {
         // Every local wait has ended; a call whose create is on the wire answers once
         // Perplexity names its run (at most CREATE_ANSWER_GRACE), naming it.
         tokio::select! {

@@ -38,6 +38,8 @@ pub struct Entry {
     pub text: String,
     /// Prompt-injection labels found in untrusted text of this entry, shown beside it.
     pub flags: Vec<String>,
+    /// The sources this entry numbers, as (number, URL): `/open N` opens one.
+    pub sources: Vec<(u64, String)>,
 }
 
 impl Entry {
@@ -46,11 +48,17 @@ impl Entry {
             kind,
             text: text.into(),
             flags: Vec::new(),
+            sources: Vec::new(),
         }
     }
 
     pub fn flagged(mut self, flags: Vec<String>) -> Self {
         self.flags = flags;
+        self
+    }
+
+    pub fn citing(mut self, sources: Vec<(u64, String)>) -> Self {
+        self.sources = sources;
         self
     }
 }
@@ -147,6 +155,17 @@ impl App {
 
     pub fn current_tab(&self) -> Option<&PageTab> {
         self.current.and_then(|i| self.tabs.get(i))
+    }
+
+    /// The URL of source `number` in the latest entry that numbers one so.
+    pub fn source(&self, number: u64) -> Option<&str> {
+        self.entries.iter().rev().find_map(|entry| {
+            entry
+                .sources
+                .iter()
+                .find(|(n, _)| *n == number)
+                .map(|(_, url)| url.as_str())
+        })
     }
 
     pub fn push(&mut self, entry: Entry) {

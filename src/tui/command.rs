@@ -40,7 +40,7 @@ pub enum TaskKind {
 /// under their own column (see `view::help_lines`).
 pub const HELP_ROWS: &[(&str, &str)] = &[
     ("/search <q>", "web results and a cited answer"),
-    ("/open <url>", "read a page into a tab"),
+    ("/open <url|N>", "a page, or source [N], in a tab"),
     ("/ask <q>", "ask about the current tab"),
     ("/summary", "summarise the open tabs"),
     ("/research <q>", "deep research; claims checked"),

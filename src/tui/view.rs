@@ -516,9 +516,15 @@ fn draw_page(frame: &mut Frame, app: &App, area: Rect) {
             )));
             match &tab.text {
                 Some(text) => lines.extend(wrap(text, width).into_iter().map(Line::from)),
-                None => lines.push(Line::from(
-                    "(from an earlier session — /open the URL to read it again)",
-                )),
+                // Wrapped like the text it stands for, never cut at the pane's edge.
+                None => lines.extend(
+                    wrap(
+                        "(from an earlier session — /open the URL to read it again)",
+                        width,
+                    )
+                    .into_iter()
+                    .map(Line::from),
+                ),
             }
         }
     }
@@ -616,6 +622,36 @@ mod tests {
             title: format!("Title of {url}"),
             text: Some(text.into()),
             flags: vec![],
+        }
+    }
+
+    /// A tab restored from the store has no text yet: its hint is wrapped, whole, at
+    /// the usual widths (it was cut at the pane's edge at 80 and 120 columns).
+    #[test]
+    fn a_restored_tabs_hint_is_wrapped_not_cut() {
+        for width in [80, 120] {
+            let mut app = App::new("work", 7);
+            app.apply(Update::Space {
+                name: "work".into(),
+                tabs: vec![PageTab {
+                    url: "https://rust-lang.org".into(),
+                    title: "Rust".into(),
+                    text: None,
+                    flags: vec![],
+                }],
+                announce: false,
+            });
+            let s = screen(&app, width, 24);
+            let joined: String = s
+                .lines()
+                .filter_map(|l| l.split("││").nth(1))
+                .map(|pane| pane.trim_end_matches('│').trim())
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                joined.contains("(from an earlier session — /open the URL to read it again)"),
+                "{width}: {s}"
+            );
         }
     }
 

@@ -218,6 +218,20 @@ impl Worker {
                 (updates, Some(("search", q, answer_entry(&answer).text)))
             }),
             Command::Open(typed) => {
+                // `/open 3`: source [3] of the latest answer that numbers one so.
+                let typed = match typed.trim().parse::<u64>() {
+                    Ok(n) => match app.source(n) {
+                        Some(url) => url.to_owned(),
+                        None => {
+                            self.note(
+                                Kind::Error,
+                                &format!("No source [{n}] in the answers above: /open takes a URL or a source's number."),
+                            );
+                            return;
+                        }
+                    },
+                    Err(_) => typed,
+                };
                 let (url, guessed) = with_scheme(&typed);
                 if guessed {
                     self.note(Kind::Note, &format!("No scheme given: opening {url}"));
@@ -579,7 +593,10 @@ fn context_of(tabs: Vec<&PageTab>) -> String {
 pub fn answer_entry(called: &Called) -> Entry {
     match answer_of(called) {
         Some((text, sources, flags)) => {
-            Entry::new(Kind::Answer, text + &render::sources_block(&sources)).flagged(flags)
+            let cited = numbered(&sources);
+            Entry::new(Kind::Answer, text + &render::sources_block(&sources))
+                .flagged(flags)
+                .citing(cited)
         }
         None => said(called),
     }
@@ -613,6 +630,11 @@ fn answer_of(called: &Called) -> Option<(String, Vec<render::ShownSource>, Vec<S
         .map(str::to_owned)
         .collect();
     Some((text, sources, flags))
+}
+
+/// Sources as `/open N` finds them.
+fn numbered(sources: &[render::ShownSource]) -> Vec<(u64, String)> {
+    sources.iter().map(|s| (s.number, s.url.clone())).collect()
 }
 
 /// What a call said, when it is not a result the workspace lays out: an error as one,
@@ -725,7 +747,11 @@ pub fn search_reply(results: &Called, answer: &Called) -> Vec<Entry> {
             flags.push(f);
         }
     }
-    vec![Entry::new(Kind::Answer, text).flagged(flags)]
+    vec![
+        Entry::new(Kind::Answer, text)
+            .flagged(flags)
+            .citing(numbered(&cited)),
+    ]
 }
 
 /// `\n<indent><snippet>` (one line, under its result's title), or nothing for a result
@@ -763,7 +789,14 @@ pub fn search_entry(called: &Called) -> Entry {
             hit.snippet.replace('\n', " ")
         ));
     }
-    Entry::new(Kind::Answer, text.trim_end()).flagged(flags)
+    let numbered = hits
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (i as u64 + 1, h.url.clone()))
+        .collect();
+    Entry::new(Kind::Answer, text.trim_end())
+        .flagged(flags)
+        .citing(numbered)
 }
 
 pub fn opened_tab(called: &Called) -> Result<PageTab, String> {
@@ -823,7 +856,15 @@ pub fn research_entry(called: &Called) -> Entry {
         text.push_str(report.sources_section().trim_end());
     }
     let flags = report.flags.iter().map(|f| (*f).to_owned()).collect();
-    Entry::new(Kind::Answer, text).flagged(flags)
+    let numbered = report
+        .sources
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i as u64 + 1, s.url.clone()))
+        .collect();
+    Entry::new(Kind::Answer, text)
+        .flagged(flags)
+        .citing(numbered)
 }
 
 /// What a monitor compares between checks: result URLs for a search, the text for a page.

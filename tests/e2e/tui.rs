@@ -693,3 +693,27 @@ fn without_a_key_the_workspace_gives_the_shells_fix() {
     assert!(!screen.contains("'env' block"), "{screen}");
     assert!(fake.requests().is_empty(), "nothing sent without a key");
 }
+
+/// `/open 3` opens source [3] of the answer above (before: only a URL could be opened,
+/// so a source had to be retyped).
+#[test]
+fn a_source_is_opened_by_its_number() {
+    let page = page_server(
+        "<html><head><title>Numbered source page</title></head><body><p>Cited text.</p></body></html>",
+    );
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 50,
+        "answer": "It says so [3].",
+        "sources": [{"id": 3, "title": "Three", "url": page}],
+    }));
+    let (_dir, env) = workspace(&fake, "tui-open-n");
+    let mut tui = Pty::spawn_sized(&["tui"], &env, 120, 30);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed("where does it say so?\r");
+    tui.wait_for("[3] Three", Duration::from_secs(15));
+    tui.typed("/open 7\r");
+    tui.wait_for("No source [7]", Duration::from_secs(5));
+    tui.typed("/open 3\r");
+    tui.wait_for("Numbered source page", Duration::from_secs(15));
+    tui.wait_for("Cited text.", Duration::from_secs(5));
+}
