@@ -87,12 +87,135 @@ impl ToolOutput {
     }
 }
 
+/// Why arguments were refused, with the arguments it names kept apart from its words: a
+/// model reads `'preset' must be …` (the tool's own names, byte for byte what the
+/// reference peer says), a person at a terminal `--preset must be …`, and neither front
+/// end rewrites the other's text to get there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgError(Vec<Part>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Words(String),
+    /// An argument by its name in the tool's schema (nested ones by their path).
+    Arg(String),
+    /// "the identifier returned by TOOL": a value another tool (another command) handed out.
+    IdFrom(&'static str),
+}
+
+/// How a front end names what an [`ArgError`] refers to; `None` keeps the tool's name.
+pub trait Names {
+    fn arg(&self, name: &str) -> Option<String>;
+    fn id_from(&self, tool: &str) -> Option<String>;
+}
+
+/// The tool's own names (what MCP clients read).
+struct ToolNames;
+
+impl Names for ToolNames {
+    fn arg(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn id_from(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+impl ArgError {
+    /// `'arg' problem` — the shape of most refusals.
+    pub fn of(arg: impl Into<String>, problem: &str) -> Self {
+        ArgError(vec![
+            Part::Arg(arg.into()),
+            Part::Words(format!(" {problem}")),
+        ])
+    }
+
+    /// Words that name no argument.
+    pub fn words(text: impl Into<String>) -> Self {
+        ArgError(vec![Part::Words(text.into())])
+    }
+
+    /// Continues with words.
+    pub fn then(mut self, text: impl Into<String>) -> Self {
+        self.0.push(Part::Words(text.into()));
+        self
+    }
+
+    /// Continues with an argument's name.
+    pub fn arg(mut self, name: impl Into<String>) -> Self {
+        self.0.push(Part::Arg(name.into()));
+        self
+    }
+
+    /// Continues with "the identifier returned by `tool`".
+    pub fn id_from(mut self, tool: &'static str) -> Self {
+        self.0.push(Part::IdFrom(tool));
+        self
+    }
+
+    /// The text in `names`' terms (a front end's name that starts the sentence is
+    /// capitalised: "The query is required…"; the tool's own words never change).
+    pub fn render(&self, names: &dyn Names) -> String {
+        let mut text = String::new();
+        for part in &self.0 {
+            match part {
+                Part::Words(words) => text.push_str(words),
+                Part::Arg(name) => match names.arg(name) {
+                    Some(named) => text.push_str(&named),
+                    None => {
+                        text.push('\'');
+                        text.push_str(name);
+                        text.push('\'');
+                    }
+                },
+                Part::IdFrom(tool) => match names.id_from(tool) {
+                    Some(named) => text.push_str(&named),
+                    None => {
+                        text.push_str("the identifier returned by ");
+                        text.push_str(tool);
+                    }
+                },
+            }
+        }
+        let renamed_first = match self.0.first() {
+            Some(Part::Arg(name)) => names.arg(name).is_some(),
+            Some(Part::IdFrom(tool)) => names.id_from(tool).is_some(),
+            _ => false,
+        };
+        let mut chars = text.chars();
+        match chars.next() {
+            Some(first) if renamed_first => first.to_uppercase().chain(chars).collect(),
+            _ => text,
+        }
+    }
+}
+
+impl std::fmt::Display for ArgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render(&ToolNames))
+    }
+}
+
+/// Validators that name no argument separately (the responses tools, the gateway's
+/// schema check) give their text as it is.
+impl From<String> for ArgError {
+    fn from(text: String) -> Self {
+        ArgError::words(text)
+    }
+}
+
+impl From<&str> for ArgError {
+    fn from(text: &str) -> Self {
+        ArgError::words(text)
+    }
+}
+
 /// Why a call was turned away before it ran, with what to tell the caller. Each front end
 /// maps the kind to its own signal (the CLI's exit codes; MCP always answers the result).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Refusal {
     /// Unknown tool or invalid arguments (audited as rejected; nothing was charged).
-    Invalid(String),
+    Invalid(ArgError),
     /// The shared token bucket is empty: the call would succeed after `retry_after`.
     RateLimited { retry_after: Duration },
     /// Every call slot of this connection is taken.
@@ -104,7 +227,7 @@ impl Refusal {
     /// (whole seconds, rounded up, at least 1).
     pub fn message(&self) -> String {
         match self {
-            Refusal::Invalid(message) => message.clone(),
+            Refusal::Invalid(error) => error.to_string(),
             Refusal::RateLimited { retry_after } => {
                 let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
                 format!("Rate limit exceeded: try again in {secs}s.")
@@ -151,4 +274,62 @@ impl Slots {
 #[derive(Debug)]
 pub struct Slot {
     _permit: OwnedSemaphorePermit,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A front end that renames some arguments and one issuer.
+    struct Flags;
+
+    impl Names for Flags {
+        fn arg(&self, name: &str) -> Option<String> {
+            (name == "preset").then(|| "--preset".to_owned())
+        }
+        fn id_from(&self, tool: &str) -> Option<String> {
+            (tool == "perplexity_agent").then(|| "the id `ask` printed".to_owned())
+        }
+    }
+
+    #[test]
+    fn each_front_end_names_the_arguments_its_own_way() {
+        let both = ArgError::words("Give ")
+            .arg("preset")
+            .then(" or ")
+            .arg("model")
+            .then(", not both.");
+        assert_eq!(both.to_string(), "Give 'preset' or 'model', not both.");
+        assert_eq!(both.render(&Flags), "Give --preset or 'model', not both.");
+        let first = ArgError::of("preset", "must be a non-empty string.");
+        assert_eq!(first.to_string(), "'preset' must be a non-empty string.");
+        assert_eq!(first.render(&Flags), "--preset must be a non-empty string.");
+        let id = ArgError::words("Expected ")
+            .id_from("perplexity_agent")
+            .then(".");
+        assert_eq!(
+            id.to_string(),
+            "Expected the identifier returned by perplexity_agent."
+        );
+        assert_eq!(id.render(&Flags), "Expected the id `ask` printed.");
+        // A renamed name that starts the sentence starts it with a capital; the tool's own
+        // words are never touched (a lowercase message stays lowercase).
+        struct Query;
+        impl Names for Query {
+            fn arg(&self, _: &str) -> Option<String> {
+                Some("the query".to_owned())
+            }
+            fn id_from(&self, _: &str) -> Option<String> {
+                None
+            }
+        }
+        assert_eq!(
+            ArgError::of("query", "is required.").render(&Query),
+            "The query is required."
+        );
+        assert_eq!(
+            ArgError::from("the arguments must be an object").render(&Query),
+            "the arguments must be an object"
+        );
+    }
 }

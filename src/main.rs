@@ -1,7 +1,7 @@
 //! `perplexity-agent`: argument parsing → one of the front ends. Nothing else.
 
 use clap::Parser;
-use perplexity_agent::cli::{Cli, Command, ServeArgs, run, run_unconfigured};
+use perplexity_agent::cli::{Cli, Command, Ended, ServeArgs, run, run_unconfigured};
 use perplexity_agent::config::Config;
 
 fn main() {
@@ -9,7 +9,7 @@ fn main() {
     let command = cli.command.unwrap_or(Command::Serve(ServeArgs::default()));
     // A container probe every few seconds: no configuration, no runtime, no log set-up.
     if let Command::Healthcheck(args) = &command {
-        std::process::exit(perplexity_agent::cli::healthcheck::run(args));
+        exit(perplexity_agent::cli::healthcheck::run(args));
     }
     init_diagnostics();
     let tools_flag = match &command {
@@ -26,12 +26,10 @@ fn main() {
                 args.config_problems = problems.iter().map(ToString::to_string).collect();
                 match config {
                     Some(config) => (Command::Doctor(args), config),
-                    None => {
-                        std::process::exit(run_unconfigured(Command::Doctor(args), &e.to_string()))
-                    }
+                    None => exit(run_unconfigured(Command::Doctor(args), &e.to_string())),
                 }
             }
-            command => std::process::exit(run_unconfigured(command, &e.to_string())),
+            command => exit(run_unconfigured(command, &e.to_string())),
         },
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -40,15 +38,21 @@ fn main() {
         .build()
     {
         Ok(rt) => rt,
-        Err(_) => {
-            eprintln!("perplexity-agent: could not start the async runtime");
-            std::process::exit(1);
-        }
+        Err(_) => exit(Err(perplexity_agent::cli::CliError::failed(
+            "could not start the async runtime",
+        ))),
     };
-    let code = runtime.block_on(run(command, config));
     // Exit without dropping the runtime: a blocking stdin read cannot be interrupted,
     // and dropping the runtime would wait for it.
-    std::process::exit(code);
+    exit(runtime.block_on(run(command, config)));
+}
+
+/// The one place a command's end is printed: its error, if it has one, on stderr.
+fn exit(ended: Ended) -> ! {
+    std::process::exit(match ended {
+        Ok(exit) => exit.code(),
+        Err(error) => error.report(),
+    })
 }
 
 /// One log event, scrubbed of credentials as a whole when the formatter is done with it

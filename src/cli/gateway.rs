@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use secrecy::SecretString;
 use serde_json::json;
 
-use super::output::{self, Exit};
+use super::output::{self, CliError, Ended, Exit};
 use crate::config::Config;
 use crate::gateway::definition::{self, NewServer, NewTransport, ServerDef, TransportDef};
 use crate::gateway::{Gateway, GatewayError, status_json};
@@ -99,23 +99,26 @@ pub struct AddArgs {
     pub replace: bool,
 }
 
-pub async fn run(command: GatewayCommand, config: &Config) -> i32 {
+pub async fn run(command: GatewayCommand, config: &Config) -> Ended {
     let Some(store_config) = config.store.clone() else {
-        return output::fail(
+        return Err(CliError::new(
             Exit::Config,
-            &crate::store::StoreError::NotConfigured.to_string(),
-        );
+            crate::store::StoreError::NotConfigured.to_string(),
+        ));
     };
     let store = match Store::open(store_config) {
         Ok(s) => s,
-        Err(e) => return output::fail(Exit::Config, &e.to_string()),
+        Err(e) => return Err(CliError::config(e.to_string())),
     };
     match command {
         GatewayCommand::Add(args) => add(*args, config, &store),
         GatewayCommand::Remove { slug } => match store.remove_gateway_server(&slug) {
             Ok(true) => done(&format!("Removed {slug}.")),
-            Ok(false) => output::fail(Exit::Usage, &format!("No server named {slug}.")),
-            Err(e) => output::fail(Exit::Config, &e.to_string()),
+            Ok(false) => Err(CliError::new(
+                Exit::Usage,
+                format!("No server named {slug}."),
+            )),
+            Err(e) => Err(CliError::config(e.to_string())),
         },
         GatewayCommand::Enable { slug } => set_enabled(&store, &slug, true, config),
         GatewayCommand::Disable { slug } => set_enabled(&store, &slug, false, config),
@@ -124,9 +127,9 @@ pub async fn run(command: GatewayCommand, config: &Config) -> i32 {
     }
 }
 
-fn done(message: &str) -> i32 {
+fn done(message: &str) -> Ended {
     output::lines(message);
-    Exit::Success as i32
+    Ok(Exit::Success)
 }
 
 /// `NAME=VALUE` (or `NAME: VALUE` for headers); `@env:VAR` reads VAR.
@@ -144,22 +147,22 @@ fn pair(raw: &str, separator: char, what: &str) -> Result<(String, String), Stri
     Ok((name.trim().to_owned(), value))
 }
 
-fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
+fn add(args: AddArgs, config: &Config, store: &Store) -> Ended {
     // Checked first, before any @env: secret is read: a name defined already is kept
     // unless the operator says to overwrite it (a typo must not clobber a definition).
     // A second writer between this check and the save would still be overwritten.
     match store.gateway_server(&args.slug) {
         Ok(Some(_)) if !args.replace => {
-            return output::fail(
+            return Err(CliError::new(
                 Exit::Usage,
-                &format!(
+                format!(
                     "{} is defined already; pass --replace to overwrite it (perplexity-agent gateway list shows it).",
                     args.slug
                 ),
-            );
+            ));
         }
         Ok(_) => {}
-        Err(e) => return output::fail(Exit::Config, &e.to_string()),
+        Err(e) => return Err(CliError::config(e.to_string())),
     }
     let transport = match (args.command, args.url) {
         (Some(command), None) => {
@@ -177,7 +180,7 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
                     secret_env,
                     cwd: args.cwd,
                 },
-                (Err(e), _) | (_, Err(e)) => return output::fail(Exit::Usage, &e),
+                (Err(e), _) | (_, Err(e)) => return Err(CliError::usage(&e)),
             }
         }
         (None, Some(url)) => {
@@ -186,10 +189,10 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
                 || !args.secret_env.is_empty()
                 || args.cwd.is_some()
             {
-                return output::fail(
+                return Err(CliError::new(
                     Exit::Usage,
                     "--arg, --env, --secret-env and --cwd are for stdio servers (--command).",
-                );
+                ));
             }
             let headers: Result<Vec<_>, _> = args
                 .headers
@@ -204,14 +207,14 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
                     allow_private: args.allow_private,
                     ca_bundle: args.ca_bundle,
                 },
-                Err(e) => return output::fail(Exit::Usage, &e),
+                Err(e) => return Err(CliError::usage(&e)),
             }
         }
         _ => {
-            return output::fail(
+            return Err(CliError::new(
                 Exit::Usage,
                 "Give --command (a stdio server) or --url (an HTTP server).",
-            );
+            ));
         }
     };
     let command = match &transport {
@@ -227,26 +230,34 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
     let sealing = definition::Secrets::Seal(config.secret_key.as_ref());
     let def = match definition::prepare(new, &config.gateway, sealing) {
         Ok(def) => def,
-        Err(e) => return output::fail(Exit::Usage, &format!("{} refused: {e}.", args.slug)),
+        Err(e) => {
+            return Err(CliError::new(
+                Exit::Usage,
+                format!("{} refused: {e}.", args.slug),
+            ));
+        }
     };
     if let Some(command) = command {
         // The lookup a launch does: a command that could not start now is refused now,
         // not at the first `gateway test`.
         if let Err(e) = definition::find_program(&command, &config.gateway.path) {
-            return output::fail(Exit::Usage, &format!("{} refused: {e}.", args.slug));
+            return Err(CliError::new(
+                Exit::Usage,
+                format!("{} refused: {e}.", args.slug),
+            ));
         }
         let stdio = match stdio_count(store, &args.slug) {
             Ok(n) => n,
-            Err(e) => return output::fail(Exit::Config, &e),
+            Err(e) => return Err(CliError::config(&e)),
         };
         if stdio >= config.gateway.max_stdio {
-            return output::fail(
+            return Err(CliError::new(
                 Exit::Usage,
-                &format!(
+                format!(
                     "{} refused: {} stdio servers are defined already (PERPLEXITY_GATEWAY_MAX_STDIO).",
                     args.slug, config.gateway.max_stdio
                 ),
-            );
+            ));
         }
     }
     match save(store, &def, config) {
@@ -258,24 +269,21 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> i32 {
             "Added {}. Check it with: perplexity-agent gateway test {}",
             def.slug, def.slug
         )),
-        Err(code) => code,
+        Err(error) => Err(error),
     }
 }
 
 /// Writes the definition; a failure is reported here and becomes the exit code.
-fn save(store: &Store, def: &ServerDef, config: &Config) -> Result<Saved, i32> {
+fn save(store: &Store, def: &ServerDef, config: &Config) -> Result<Saved, CliError> {
     let text = serde_json::to_string(def)
-        .map_err(|_| output::fail(Exit::Failed, "the definition could not be written"))?;
+        .map_err(|_| CliError::failed("the definition could not be written"))?;
     match store.put_gateway_server(&def.slug, &text, config.gateway.max_servers) {
-        Ok(Saved::TooMany) => Err(output::fail(
-            Exit::Usage,
-            &format!(
-                "{} refused: {} servers are defined already (PERPLEXITY_GATEWAY_MAX_SERVERS).",
-                def.slug, config.gateway.max_servers
-            ),
-        )),
+        Ok(Saved::TooMany) => Err(CliError::usage(format!(
+            "{} refused: {} servers are defined already (PERPLEXITY_GATEWAY_MAX_SERVERS).",
+            def.slug, config.gateway.max_servers
+        ))),
         Ok(saved) => Ok(saved),
-        Err(e) => Err(output::fail(Exit::Config, &e.to_string())),
+        Err(e) => Err(CliError::config(e.to_string())),
     }
 }
 
@@ -287,30 +295,35 @@ fn stdio_count(store: &Store, except: &str) -> Result<usize, String> {
         .count())
 }
 
-fn set_enabled(store: &Store, slug: &str, enabled: bool, config: &Config) -> i32 {
+fn set_enabled(store: &Store, slug: &str, enabled: bool, config: &Config) -> Ended {
     let text = match store.gateway_server(slug) {
         Ok(Some(text)) => text,
-        Ok(None) => return output::fail(Exit::Usage, &format!("No server named {slug}.")),
-        Err(e) => return output::fail(Exit::Config, &e.to_string()),
+        Ok(None) => {
+            return Err(CliError::new(
+                Exit::Usage,
+                format!("No server named {slug}."),
+            ));
+        }
+        Err(e) => return Err(CliError::config(e.to_string())),
     };
     let Ok(mut def) = serde_json::from_str::<ServerDef>(&text) else {
-        return output::fail(
+        return Err(CliError::new(
             Exit::Config,
-            &format!("the stored definition of {slug} is damaged"),
-        );
+            format!("the stored definition of {slug} is damaged"),
+        ));
     };
     def.enabled = enabled;
     match save(store, &def, config) {
         Ok(_) if enabled => done(&format!("Enabled {slug}.")),
         Ok(_) => done(&format!("Disabled {slug}.")),
-        Err(code) => code,
+        Err(error) => Err(error),
     }
 }
 
-fn list(store: &Store, json: bool, config: &Config) -> i32 {
+fn list(store: &Store, json: bool, config: &Config) -> Ended {
     let defs = match crate::app::gateway_servers(config, store) {
         Ok(defs) => defs,
-        Err(e) => return output::fail(Exit::Config, &e),
+        Err(e) => return Err(CliError::config(&e)),
     };
     let from_file = |slug: &str| config.file_servers.iter().any(|d| d.slug == slug);
     if json {
@@ -327,7 +340,7 @@ fn list(store: &Store, json: bool, config: &Config) -> i32 {
                 })
                 .collect::<Vec<_>>()
         ));
-        return Exit::Success as i32;
+        return Ok(Exit::Success);
     }
     if defs.is_empty() {
         return done(
@@ -387,13 +400,16 @@ fn shown_field(name: &str, value: &definition::Stored, sep: char) -> String {
     }
 }
 
-async fn test(store: &Store, slug: &str, json: bool, config: &Config) -> i32 {
+async fn test(store: &Store, slug: &str, json: bool, config: &Config) -> Ended {
     let defs = match crate::app::gateway_servers(config, store) {
         Ok(defs) => defs,
-        Err(e) => return output::fail(Exit::Config, &e),
+        Err(e) => return Err(CliError::config(&e)),
     };
     let Some(mut def) = defs.into_iter().find(|d| d.slug == slug) else {
-        return output::fail(Exit::Usage, &format!("No server named {slug}."));
+        return Err(CliError::new(
+            Exit::Usage,
+            format!("No server named {slug}."),
+        ));
     };
     def.enabled = true;
     let gateway = Gateway::new(
@@ -426,9 +442,9 @@ async fn test(store: &Store, slug: &str, json: bool, config: &Config) -> i32 {
         output::lines(&text);
     }
     if status.last_error.is_some() {
-        Exit::Failed as i32
+        Ok(Exit::Failed)
     } else {
-        Exit::Success as i32
+        Ok(Exit::Success)
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::output::{self, Exit};
+use super::output::{CliError, Ended, Exit};
 
 #[derive(Debug, Args)]
 pub struct HealthcheckArgs {
@@ -22,14 +22,14 @@ pub struct HealthcheckArgs {
     pub timeout: u64,
 }
 
-pub fn run(args: &HealthcheckArgs) -> i32 {
+pub fn run(args: &HealthcheckArgs) -> Ended {
     let addr = match probe_address(&args.bind) {
         Ok(addr) => addr,
-        Err(e) => return output::fail(Exit::Usage, &e),
+        Err(e) => return Err(CliError::usage(&e)),
     };
     match crate::net::probe_health(addr, Duration::from_secs(args.timeout)) {
-        Ok(()) => Exit::Success as i32,
-        Err(e) => output::fail(Exit::Failed, &format!("unhealthy: {e}")),
+        Ok(()) => Ok(Exit::Success),
+        Err(e) => Err(CliError::failed(format!("unhealthy: {e}"))),
     }
 }
 

@@ -15,7 +15,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{Map, Value, json};
 
 use super::clients::{Client, Platform};
-use super::output::{self, Exit};
+use super::output::{self, CliError, Ended, Exit};
 
 pub const DEFAULT_NAME: &str = "perplexity-agent";
 pub const WAIT_VARIABLE: &str = "PERPLEXITY_AGENT_WAIT_SECONDS";
@@ -229,14 +229,14 @@ fn updated_entry(old: &Value, name: &str, ours: &Map<String, Value>) -> Result<V
 }
 
 /// Runs the command; returns the process exit code.
-pub fn run(args: InstallArgs) -> i32 {
+pub fn run(args: InstallArgs) -> Ended {
     let key = match args.with_key_from_env.then(key_from_env).transpose() {
         Ok(key) => key,
-        Err(e) => return output::fail(Exit::Config, &e),
+        Err(e) => return Err(CliError::config(&e)),
     };
     let command = match command(args.launcher) {
         Ok(c) => c,
-        Err(e) => return output::fail(Exit::Failed, &e),
+        Err(e) => return Err(CliError::failed(&e)),
     };
     let ours = entry(args.client, &command, key.as_deref());
     let env = |name: &str| std::env::var(name).ok();
@@ -246,7 +246,7 @@ pub fn run(args: InstallArgs) -> i32 {
     }
     let path = match path {
         Ok(p) => p,
-        Err(e) => return output::fail(Exit::Config, &e),
+        Err(e) => return Err(CliError::config(&e)),
     };
     install(&args, &path, &ours)
 }
@@ -355,11 +355,16 @@ fn is_build_output(path: &Path) -> bool {
 }
 
 /// `--print`: the snippet on stdout (so it can be piped), where it goes on stderr.
-fn print(args: &InstallArgs, ours: Map<String, Value>, path: Option<PathBuf>) -> i32 {
+fn print(args: &InstallArgs, ours: Map<String, Value>, path: Option<PathBuf>) -> Ended {
     let snippet = json!({ args.client.container(): { args.name.as_str(): ours } });
     match serde_json::to_string_pretty(&snippet) {
         Ok(text) => output::lines(&text),
-        Err(_) => return output::fail(Exit::Failed, "the entry could not be rendered"),
+        Err(_) => {
+            return Err(CliError::new(
+                Exit::Failed,
+                "the entry could not be rendered",
+            ));
+        }
     }
     let place = path.map_or_else(
         || "the client's config file".to_owned(),
@@ -371,7 +376,7 @@ fn print(args: &InstallArgs, ours: Map<String, Value>, path: Option<PathBuf>) ->
     if args.with_key_from_env {
         eprintln!("perplexity-agent: warning: the output above contains your API key.");
     }
-    Exit::Success as i32
+    Ok(Exit::Success)
 }
 
 /// A config file as found: its exact bytes (for the backup) and its permissions.
@@ -380,28 +385,28 @@ struct Existing {
     permissions: fs::Permissions,
 }
 
-fn install(args: &InstallArgs, path: &Path, ours: &Map<String, Value>) -> i32 {
+fn install(args: &InstallArgs, path: &Path, ours: &Map<String, Value>) -> Ended {
     let client = args.client;
     let path = match real_file(path) {
         Ok(p) => p,
-        Err(e) => return output::fail(Exit::Config, &e),
+        Err(e) => return Err(CliError::config(&e)),
     };
     let old = match read_existing(&path) {
         Ok(old) => old,
-        Err(e) => return output::fail(Exit::Config, &e),
+        Err(e) => return Err(CliError::config(&e)),
     };
     let text = old.as_ref().map(|o| o.text.as_str());
     let (doc, change) = match merge(text, client.container(), &args.name, ours) {
         Ok(merged) => merged,
         Err(why) => {
-            return output::fail(
+            return Err(CliError::new(
                 Exit::Config,
-                &format!(
+                format!(
                     "{} {why}. Nothing was changed: fix the file (or move it aside), or add the entry yourself (perplexity-agent install {} --print shows it).",
                     path.display(),
                     client.arg()
                 ),
-            );
+            ));
         }
     };
     let kept_key = !args.with_key_from_env
@@ -416,7 +421,7 @@ fn install(args: &InstallArgs, path: &Path, ours: &Map<String, Value>) -> i32 {
             path.display()
         ));
         warn_about_key(args, &path, old.as_ref(), kept_key);
-        return Exit::Success as i32;
+        return Ok(Exit::Success);
     }
     let backup = match serde_json::to_string_pretty(&doc) {
         Ok(text) => write(&path, old.as_ref(), &format!("{text}\n")),
@@ -425,10 +430,10 @@ fn install(args: &InstallArgs, path: &Path, ours: &Map<String, Value>) -> i32 {
     let backup = match backup {
         Ok(b) => b,
         Err(e) => {
-            return output::fail(
+            return Err(CliError::new(
                 Exit::Failed,
-                &format!("{e}. The config file was not changed."),
-            );
+                format!("{e}. The config file was not changed."),
+            ));
         }
     };
     output::lines(&report(
@@ -440,7 +445,7 @@ fn install(args: &InstallArgs, path: &Path, ours: &Map<String, Value>) -> i32 {
         kept_key,
     ));
     warn_about_key(args, &path, old.as_ref(), kept_key);
-    Exit::Success as i32
+    Ok(Exit::Success)
 }
 
 fn report(

@@ -25,7 +25,8 @@ use crate::perplexity::PerplexityClient;
 use crate::perplexity::client::{RETRY_WAITS, RetryWait};
 use crate::text::py_strip;
 use crate::tools::{CallContext, Done, Outcome, RunIds, Tools};
-use output::{CliProgress, Exit, Style};
+pub use output::{CliError, Ended, Exit};
+use output::{CliProgress, Style};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -105,6 +106,10 @@ pub struct AskArgs {
     /// Research depth: fast, low, medium (default), high, xhigh, wide-research…
     #[arg(long)]
     pub preset: Option<String>,
+    /// A model instead of a preset, in provider/model form (`perplexity-agent models`
+    /// lists them), e.g. openai/gpt-5.5: one quick grounded answer, always waited for.
+    #[arg(long, value_name = "PROVIDER/MODEL", conflicts_with_all = ["preset", "no_wait"])]
+    pub model: Option<String>,
     /// Only sources published within: hour, day, week, month or year.
     #[arg(long)]
     pub recency: Option<String>,
@@ -225,8 +230,9 @@ pub struct CancelArgs {
     pub json: bool,
 }
 
-/// Runs a CLI command; returns the process exit code.
-pub async fn run(command: Command, config: Config) -> i32 {
+/// Runs a CLI command: `Ok` with the exit code once its output is printed, or the error
+/// `main` prints.
+pub async fn run(command: Command, config: Config) -> Ended {
     let base = config.api.base.as_str().trim_end_matches('/');
     if base != crate::perplexity::config::PERPLEXITY_BASE {
         output::note_api_base(base);
@@ -240,7 +246,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
     }
     let services = match crate::app::Services::build(&config) {
         Ok(services) => services,
-        Err(e) => return output::fail(Exit::Config, &e),
+        Err(e) => return Err(CliError::config(&e)),
     };
     let guard = services.guard.clone();
     let tools = services.tools;
@@ -258,8 +264,8 @@ pub async fn run(command: Command, config: Config) -> i32 {
         Command::Doctor(args) => doctor::run(args, &config).await,
         Command::Tasks(args) => tasks_command(args, &tools).await,
         Command::Tui => match crate::tui::run(&config).await {
-            Ok(()) => Exit::Success as i32,
-            Err(e) => output::fail(Exit::Config, &e),
+            Ok(()) => Ok(Exit::Success),
+            Err(e) => Err(CliError::config(&e)),
         },
         Command::Serve(args) => {
             let http = match args
@@ -268,7 +274,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
                 .transpose()
             {
                 Ok(http) => http,
-                Err(e) => return output::fail(Exit::Config, &e.to_string()),
+                Err(e) => return Err(CliError::config(e.to_string())),
             };
             // Someone who ran the bare command at a prompt sees a silent process; an MCP
             // client never has a terminal on stdin.
@@ -281,7 +287,11 @@ pub async fn run(command: Command, config: Config) -> i32 {
                 guard: guard.clone(),
                 tools,
             };
-            crate::app::serve(&config, services, http).await
+            // The server logs its own failure (a port in use) as it happens.
+            match crate::app::serve(&config, services, http).await {
+                0 => Ok(Exit::Success),
+                _ => Ok(Exit::Failed),
+            }
         }
     };
     guard.flush();
@@ -291,7 +301,7 @@ pub async fn run(command: Command, config: Config) -> i32 {
 /// When the configuration does not load: `install` does not need it and still runs;
 /// `doctor` reports the problem as its failing check (its job is to say what is wrong);
 /// everything else stops with the message (exit 4).
-pub fn run_unconfigured(command: Command, problem: &str) -> i32 {
+pub fn run_unconfigured(command: Command, problem: &str) -> Ended {
     match command {
         Command::Install(args) => install::run(args),
         Command::Healthcheck(args) => healthcheck::run(&args),
@@ -299,36 +309,31 @@ pub fn run_unconfigured(command: Command, problem: &str) -> i32 {
             output::lines(&format!(
                 "FAIL Configuration: {problem} — fix that variable or the config file, then run doctor again"
             ));
-            Exit::Failed as i32
+            Ok(Exit::Failed)
         }
-        _ => output::fail(Exit::Config, problem),
+        _ => Err(CliError::config(problem)),
     }
 }
 
 /// Validation failures are audited like any call (they cost no rate-limit token).
-fn rejected(guard: &Guard, tool: &str, params: &Value, message: &str) -> i32 {
+fn rejected(guard: &Guard, tool: &str, params: &Value, message: &str) -> Ended {
     guard.rejected(FrontEnd::Cli, tool, params, &ToolOutput::error(message));
-    usage_error(message)
-}
-
-fn usage_error(message: &str) -> i32 {
-    output::fail(Exit::Usage, message)
+    Err(CliError::usage(message))
 }
 
 fn progress_for(json: bool) -> CliProgress {
     CliProgress::new(std::io::stderr().is_terminal() && !json, json)
 }
 
-async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> i32 {
-    // The arguments an MCP client would send `perplexity_agent`, through the same entry
-    // point: one set of bounds and messages (in the CLI's own names), one tool name in
-    // the audit log, the same panic containment, whichever front end asked.
+async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> Ended {
+    // The arguments an MCP client would send the tool, through the same entry point: one
+    // set of bounds and messages (in the CLI's own names), one tool name in the audit
+    // log, the same panic containment, whichever front end asked.
     let mut args = args;
-    if let Err(message) = question_from_stdin(&mut args.question) {
-        return usage_error(&message);
-    }
+    question_from_stdin(&mut args.question).map_err(CliError::usage)?;
+    let tool = ask_tool(&args);
     let params = ask_arguments(&args);
-    let refuse = |message: &str| rejected(guard, ASK_TOOL, &Value::Object(params.clone()), message);
+    let refuse = |message: &str| rejected(guard, tool, &Value::Object(params.clone()), message);
     let timeout = match seconds("--timeout", args.timeout, 1) {
         Ok(t) => t,
         Err(message) => return refuse(&message),
@@ -339,26 +344,35 @@ async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> i32 {
     {
         return refuse(NO_DOMAIN);
     }
+    warn_unknown_preset(args.preset.as_deref());
     let style = Style::new(args.json, args.spotlight);
     let progress = progress_for(args.json).announcing();
-    match call(tools, ASK_TOOL, &params, Some(timeout), Some(progress)).await {
-        Ok((Outcome::Research(outcome), _)) => output::outcome(&outcome, style, timeout),
-        Ok(_) => Exit::Failed as i32,
-        Err(code) => code,
-    }
+    call(
+        tools,
+        tool,
+        &params,
+        Some(timeout),
+        Some(progress),
+        |outcome, _| match outcome {
+            Outcome::Research(outcome) => Some(output::outcome(&outcome, style, timeout)),
+            _ => None,
+        },
+    )
+    .await
 }
 
 /// One CLI command as one tool call: accepted (validation, rate limit, audit), run with
 /// the command's wait and progress (finished before anything is printed), and its typed
-/// outcome returned for rendering; a refusal or a contained failure is printed here and
-/// becomes the exit code.
+/// outcome handed to `render` (`None`: not the outcome this command renders); a refusal
+/// or a contained failure becomes the command's error.
 async fn call(
     tools: &Tools,
     tool: &str,
     args: &Map<String, Value>,
     wait: Option<u64>,
     progress: Option<CliProgress>,
-) -> Result<(Outcome, ToolOutput), i32> {
+    render: impl FnOnce(Outcome, ToolOutput) -> Option<Ended>,
+) -> Ended {
     let progress = progress.map(Arc::new);
     let finish = || {
         if let Some(progress) = &progress {
@@ -370,8 +384,8 @@ async fn call(
         Err(refusal) => {
             finish();
             return Err(match refusal {
-                Refusal::Invalid(message) => usage_error(&cli_names(&message)),
-                refusal => output::fail(Exit::Failed, &refusal.message()),
+                Refusal::Invalid(refused) => CliError::usage(refused.render(&CliNames)),
+                refusal => CliError::failed(refusal.message()),
             });
         }
     };
@@ -408,11 +422,11 @@ async fn call(
             outcome: Outcome::Output,
             output,
             ..
-        }) => Err(output::fail(Exit::Failed, &output.text)),
-        Some(done) => Ok((done.outcome, done.full)),
+        }) => Err(CliError::failed(output.text)),
+        Some(done) => render(done.outcome, done.full).unwrap_or_else(|| Err(unexpected())),
         None => {
             let json = progress.as_ref().is_some_and(|p| p.json());
-            Err(output::interrupted(&ctx.run_ids.snapshot(), json))
+            output::interrupted(&ctx.run_ids.snapshot(), json)
         }
     }
 }
@@ -448,15 +462,24 @@ fn question_from_stdin(words: &mut Vec<String>) -> Result<(), String> {
 const NO_DOMAIN: &str =
     "--domains names no domain: give a comma-separated list, e.g. --domains example.com,-spam.com.";
 
-/// `ask` is `perplexity_agent` run from a terminal.
-const ASK_TOOL: &str = "perplexity_agent";
+/// `ask` is `perplexity_agent` run from a terminal; `ask --model` is `perplexity_ask`,
+/// the tool that takes a model.
+fn ask_tool(args: &AskArgs) -> &'static str {
+    match args.model {
+        Some(_) => "perplexity_ask",
+        None => "perplexity_agent",
+    }
+}
 
-/// The `ask` flags as `perplexity_agent` arguments (flags left out are left out).
+/// The `ask` flags as the tool's arguments (flags left out are left out).
 fn ask_arguments(args: &AskArgs) -> Map<String, Value> {
     let mut arguments = Map::new();
     arguments.insert("query".into(), json!(args.question.join(" ")));
     if let Some(preset) = &args.preset {
         arguments.insert("preset".into(), json!(preset));
+    }
+    if let Some(model) = &args.model {
+        arguments.insert("model".into(), json!(model));
     }
     if let Some(recency) = &args.recency {
         arguments.insert("recency".into(), json!(py_strip(recency)));
@@ -469,41 +492,65 @@ fn ask_arguments(args: &AskArgs) -> Map<String, Value> {
             .collect();
         arguments.insert("domains".into(), json!(list));
     }
-    arguments.insert("wait".into(), json!(!args.no_wait));
+    if args.model.is_none() {
+        arguments.insert("wait".into(), json!(!args.no_wait));
+    }
     arguments
 }
 
-/// A validation message in the names a person typed: `'preset'` is `--preset` here, and
-/// the positional words are "the query" (ask, search) and "the question" (research).
-fn cli_names(message: &str) -> String {
-    const NAMES: [(&str, &str); 15] = [
-        (
-            "the identifier returned by perplexity_agent",
-            "the id that `perplexity-agent ask` printed",
-        ),
-        ("'query'", "the query"),
-        ("'preset'", "--preset"),
-        ("'recency'", "--recency"),
-        ("'domains'", "--domains"),
-        ("'wait_seconds'", "--wait"),
-        ("'wait'", "--no-wait"),
-        ("'max_results'", "--max-results"),
-        ("'search_mode'", "--mode"),
-        ("'search_type'", "--type"),
-        ("'urls' accepts at most", "fetch takes at most"),
-        ("'urls'", "the URLs"),
-        ("'max_urls'", "the number of URLs"),
-        ("'question'", "the question"),
-        ("'num_subquestions'", "--subquestions"),
-    ];
-    let named = NAMES.iter().fold(message.to_owned(), |text, (tool, cli)| {
-        text.replace(tool, cli)
-    });
-    let mut chars = named.chars();
-    chars
-        .next()
-        .map(|first| first.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
+/// A preset name this version has never heard of is most likely a typo, but Perplexity
+/// adds presets and takes any name (refusing it would lock out the next one): the person
+/// is told before the request goes, and the run is sent as asked.
+fn warn_unknown_preset(preset: Option<&str>) {
+    use crate::perplexity::agent::KNOWN_PRESETS;
+    let Some(preset) = preset.map(py_strip).filter(|p| !p.is_empty()) else {
+        return;
+    };
+    if !KNOWN_PRESETS.contains(&preset) {
+        output::warn(&format!(
+            "'{}' is not a preset this version knows ({}); it is sent as given, since Perplexity adds presets.",
+            crate::text::inert_line(preset),
+            KNOWN_PRESETS[..6].join(", ")
+        ));
+    }
+}
+
+/// Tool arguments in the names a person typed: `'preset'` is `--preset` here, the
+/// positional words are "the query" (ask, search) and "the question" (research), and a
+/// run id is the one `ask` printed. An argument missing here keeps its tool name.
+struct CliNames;
+
+impl crate::call::Names for CliNames {
+    fn arg(&self, name: &str) -> Option<String> {
+        let named = match name {
+            "query" => "the query",
+            "question" => "the question",
+            "preset" => "--preset",
+            "model" => "--model",
+            "recency" => "--recency",
+            "domains" => "--domains",
+            "wait_seconds" => "--wait",
+            "wait" => "--no-wait",
+            "max_results" => "--max-results",
+            "search_mode" => "--mode",
+            "search_type" => "--type",
+            "urls" => "the list of URLs",
+            "max_urls" => "the number of URLs",
+            "num_subquestions" => "--subquestions",
+            _ => return None,
+        };
+        Some(named.to_owned())
+    }
+
+    fn id_from(&self, tool: &str) -> Option<String> {
+        (tool == "perplexity_agent")
+            .then(|| "the id that `perplexity-agent ask` printed".to_owned())
+    }
+}
+
+/// A tool that answered with an outcome its command does not render: a bug, said plainly.
+fn unexpected() -> CliError {
+    CliError::failed("internal error: the tool answered in an unexpected form")
 }
 
 /// A wait in seconds as a person gives it, from `least` to [`MAX_WAIT_SECONDS`] (the
@@ -518,49 +565,54 @@ fn seconds(flag: &str, given: Option<i64>, least: u64) -> Result<u64, String> {
         .ok_or_else(|| format!("{flag} must be from {least} to {MAX_WAIT_SECONDS} seconds."))
 }
 
-async fn result(args: ResultArgs, tools: &Tools) -> i32 {
-    let wait = match seconds("--wait", Some(args.wait), 0) {
-        Ok(wait) => wait,
-        Err(message) => return usage_error(&message),
-    };
+async fn result(args: ResultArgs, tools: &Tools) -> Ended {
+    let wait = seconds("--wait", Some(args.wait), 0).map_err(CliError::usage)?;
     let mut params = Map::new();
     params.insert("response_id".into(), json!(args.response_id));
     params.insert("wait_seconds".into(), json!(wait));
     let progress = progress_for(args.json);
     // A person may wait as long as the API allows, not the MCP wait budget.
-    let done = call(
+    let style = Style::new(args.json, args.spotlight);
+    let tool = "perplexity_agent_result";
+    call(
         tools,
-        "perplexity_agent_result",
+        tool,
         &params,
         Some(MAX_WAIT_SECONDS),
         Some(progress),
-    );
-    match done.await {
-        Ok((Outcome::Research(outcome), _)) => {
-            output::outcome(&outcome, Style::new(args.json, args.spotlight), wait)
-        }
-        Ok(_) => Exit::Failed as i32,
-        Err(code) => code,
-    }
+        |outcome, _| match outcome {
+            Outcome::Research(outcome) => Some(output::outcome(&outcome, style, wait)),
+            _ => None,
+        },
+    )
+    .await
 }
 
-async fn cancel(args: CancelArgs, tools: &Tools) -> i32 {
+async fn cancel(args: CancelArgs, tools: &Tools) -> Ended {
     let mut params = Map::new();
     params.insert("response_id".into(), json!(args.response_id));
-    match call(tools, "perplexity_agent_cancel", &params, None, None).await {
-        Ok((Outcome::Cancel { id, result }, _)) => output::cancel(&id, result, args.json),
-        Ok(_) => Exit::Failed as i32,
-        Err(code) => code,
-    }
+    let tool = "perplexity_agent_cancel";
+    call(
+        tools,
+        tool,
+        &params,
+        None,
+        None,
+        |outcome, _| match outcome {
+            Outcome::Cancel { id, result } => Some(output::cancel(&id, result, args.json)),
+            _ => None,
+        },
+    )
+    .await
 }
 
 /// `tasks`: the caller's tasks, newest first — the same records `tasks/get` reads, so a
 /// person sees what clients left running and which run to collect or stop.
-async fn tasks_command(args: TasksArgs, tools: &Tools) -> i32 {
+async fn tasks_command(args: TasksArgs, tools: &Tools) -> Ended {
     let caller = if args.http {
         match HttpConfig::from_env("127.0.0.1:0", false) {
             Ok(http) => http.caller(),
-            Err(e) => return output::fail(Exit::Config, &e.to_string()),
+            Err(e) => return Err(CliError::config(e.to_string())),
         }
     } else {
         crate::mcp::tasks::local_caller()
@@ -571,16 +623,21 @@ async fn tasks_command(args: TasksArgs, tools: &Tools) -> i32 {
         .await;
     match listed {
         Ok(tasks) => output::tasks(&tasks, args.json),
-        Err(e) => output::fail(Exit::Config, &e.to_string()),
+        Err(e) => Err(CliError::config(e.to_string())),
     }
 }
 
 /// `models`: the catalogue, one `provider/model` id a line (the owner after a tab).
-async fn models(args: ModelsArgs, client: &PerplexityClient, guard: &Arc<Guard>, wait: u64) -> i32 {
+async fn models(
+    args: ModelsArgs,
+    client: &PerplexityClient,
+    guard: &Arc<Guard>,
+    wait: u64,
+) -> Ended {
     let params = json!({});
     let pass = match guard.admit(FrontEnd::Cli, "models", &params, 1) {
         Ok(pass) => pass,
-        Err(refusal) => return output::fail(Exit::Failed, &refusal.message()),
+        Err(refusal) => return Err(CliError::failed(refusal.message())),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
     let listed = client.list_models(deadline).await;
@@ -592,7 +649,7 @@ async fn models(args: ModelsArgs, client: &PerplexityClient, guard: &Arc<Guard>,
     output::models(listed, args.json)
 }
 
-async fn fetch(args: FetchArgs, tools: &Tools, guard: &Guard) -> i32 {
+async fn fetch(args: FetchArgs, tools: &Tools, guard: &Guard) -> Ended {
     // Something that is not a web address at all is a typing mistake (exit 2), not a
     // page that failed to load (exit 1).
     for arg in &args.urls {
@@ -613,19 +670,24 @@ async fn fetch(args: FetchArgs, tools: &Tools, guard: &Guard) -> i32 {
     let mut params = Map::new();
     params.insert("urls".into(), json!(args.urls));
     params.insert("max_urls".into(), json!(args.urls.len()));
-    match call(tools, "fetch_url", &params, None, None).await {
-        Ok((Outcome::Fetch(fetched), full)) => output::fetched(&fetched, &full, args.json),
-        Ok(_) => Exit::Failed as i32,
-        Err(code) => code,
-    }
+    call(
+        tools,
+        "fetch_url",
+        &params,
+        None,
+        None,
+        |outcome, full| match outcome {
+            Outcome::Fetch(fetched) => Some(output::fetched(&fetched, &full, args.json)),
+            _ => None,
+        },
+    )
+    .await
 }
 
-async fn search(args: SearchArgs, tools: &Tools, wait: u64) -> i32 {
+async fn search(args: SearchArgs, tools: &Tools, wait: u64) -> Ended {
     // `search -` reads the query from standard input, as `ask -` does.
     let mut query = args.query.clone();
-    if let Err(message) = question_from_stdin(&mut query) {
-        return usage_error(&message);
-    }
+    question_from_stdin(&mut query).map_err(CliError::usage)?;
     let mut params = Map::new();
     params.insert("query".into(), json!(query.join(" ")));
     if let Some(n) = args.max_results {
@@ -647,33 +709,49 @@ async fn search(args: SearchArgs, tools: &Tools, wait: u64) -> i32 {
             .filter(|d| !d.is_empty())
             .collect();
         if list.is_empty() {
-            return usage_error(NO_DOMAIN);
+            return Err(CliError::usage(NO_DOMAIN));
         }
         params.insert("domains".into(), json!(list));
     }
     // A person at a terminal waits longer than an MCP client's tool-call limit.
     let wait = wait.max(DEFAULT_CLI_TIMEOUT_SECONDS);
-    match call(tools, "perplexity_search", &params, Some(wait), None).await {
-        Ok((Outcome::Search(outcome), full)) => output::searched(&outcome, &full, args.json),
-        Ok(_) => Exit::Failed as i32,
-        Err(code) => code,
-    }
+    let tool = "perplexity_search";
+    call(
+        tools,
+        tool,
+        &params,
+        Some(wait),
+        None,
+        |outcome, full| match outcome {
+            Outcome::Search(outcome) => Some(output::searched(&outcome, &full, args.json)),
+            _ => None,
+        },
+    )
+    .await
 }
 
-async fn research_command(args: ResearchArgs, tools: &Tools) -> i32 {
+async fn research_command(args: ResearchArgs, tools: &Tools) -> Ended {
     let mut params = Map::new();
     params.insert("question".into(), json!(args.question.join(" ")));
     params.insert("num_subquestions".into(), json!(args.subquestions));
-    let wait = match seconds("--timeout", args.timeout, 1) {
-        Ok(wait) => wait,
-        Err(message) => return usage_error(&message),
-    };
+    let wait = seconds("--timeout", args.timeout, 1).map_err(CliError::usage)?;
     let progress = progress_for(args.json).announcing();
-    match call(tools, "deep_research", &params, Some(wait), Some(progress)).await {
-        Ok((Outcome::Report { report, stop }, full)) => {
-            output::report(&full, report.as_deref(), stop.as_ref(), args.json)
-        }
-        Ok(_) => Exit::Failed as i32,
-        Err(code) => code,
-    }
+    let tool = "deep_research";
+    call(
+        tools,
+        tool,
+        &params,
+        Some(wait),
+        Some(progress),
+        |outcome, full| match outcome {
+            Outcome::Report { report, stop } => Some(output::report(
+                &full,
+                report.as_deref(),
+                stop.as_ref(),
+                args.json,
+            )),
+            _ => None,
+        },
+    )
+    .await
 }

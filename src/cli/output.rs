@@ -44,15 +44,60 @@ pub enum Exit {
     Usage = 2,
     StillRunning = 3,
     Config = 4,
+    /// The shell's code for a process ended by SIGINT (128 + 2).
+    Interrupted = 130,
+}
+
+impl Exit {
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+}
+
+/// How a command ended: `Ok` once everything it has to say is printed (the exit code
+/// tells a script how it went), `Err` with the one sentence `main` prints for it.
+pub type Ended = Result<Exit, CliError>;
+
+/// A command that could not do its job, and what to tell the person: printed once, by
+/// `main`, as `perplexity-agent: …` on stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError {
+    exit: Exit,
+    message: String,
+}
+
+impl CliError {
+    pub fn new(exit: Exit, message: impl Into<String>) -> Self {
+        CliError {
+            exit,
+            message: message.into(),
+        }
+    }
+
+    /// The command line itself was wrong (exit 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        CliError::new(Exit::Usage, message)
+    }
+
+    /// The work failed (exit 1).
+    pub fn failed(message: impl Into<String>) -> Self {
+        CliError::new(Exit::Failed, message)
+    }
+
+    /// The set-up is wrong: configuration, the key, the store (exit 4).
+    pub fn config(message: impl Into<String>) -> Self {
+        CliError::new(Exit::Config, message)
+    }
+
+    /// Prints it and gives the exit code: `main`'s one way to end a failed command.
+    pub fn report(&self) -> i32 {
+        note!("perplexity-agent: {}", self.message);
+        self.exit.code()
+    }
 }
 
 pub fn warn(message: &str) {
     note!("perplexity-agent: warning: {message}");
-}
-
-pub fn fail(exit: Exit, message: &str) -> i32 {
-    note!("perplexity-agent: {message}");
-    exit as i32
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -196,7 +241,7 @@ fn without_elapsed(summary: &str) -> String {
 /// After SIGINT or SIGTERM (exit 130). The runs the call started keep going upstream,
 /// and billing, so each is named with how to collect or stop it: the lines of a wait
 /// that ran out.
-pub fn interrupted(ids: &[String], json: bool) -> i32 {
+pub fn interrupted(ids: &[String], json: bool) -> Ended {
     if ids.is_empty() {
         note!("perplexity-agent: interrupted.");
     }
@@ -211,7 +256,7 @@ pub fn interrupted(ids: &[String], json: bool) -> i32 {
             left_running(id);
         }
     }
-    INTERRUPTED
+    Ok(Exit::Interrupted)
 }
 
 /// On stderr, for a person whose wait was cut short (Ctrl-C, leaving the workspace): the
@@ -224,7 +269,7 @@ pub fn left_running(id: &str) {
 }
 
 /// `tasks`: one task a line (id, status, tool, run, created), or one JSON document.
-pub fn tasks(tasks: &[crate::store::TaskRecord], json: bool) -> i32 {
+pub fn tasks(tasks: &[crate::store::TaskRecord], json: bool) -> Ended {
     if json {
         let list: Vec<Value> = tasks
             .iter()
@@ -235,7 +280,7 @@ pub fn tasks(tasks: &[crate::store::TaskRecord], json: bool) -> i32 {
             })
             .collect();
         say!("{}", json!({ "tasks": list }));
-        return Exit::Success as i32;
+        return Ok(Exit::Success);
     }
     if tasks.is_empty() {
         note!("perplexity-agent: no tasks (MCP clients that use tasks create them; see README).");
@@ -252,7 +297,7 @@ pub fn tasks(tasks: &[crate::store::TaskRecord], json: bool) -> i32 {
             humantime::format_rfc3339_seconds(created)
         );
     }
-    Exit::Success as i32
+    Ok(Exit::Success)
 }
 
 /// How to come back to a run that goes on without us.
@@ -261,11 +306,8 @@ fn collect_lines(id: &str) {
     note!("Stop it with:    perplexity-agent cancel {id}");
 }
 
-/// The shell's code for a process ended by SIGINT (128 + 2).
-pub const INTERRUPTED: i32 = 130;
-
 /// Prints an outcome and returns the exit code. `waited` is the wait in seconds.
-pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
+pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> Ended {
     match outcome {
         ResearchOutcome::Finished { id, run } => {
             let status = run.status().unwrap_or("unknown");
@@ -296,7 +338,7 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
                         }
                         say!("{body}");
                     }
-                    Exit::Success as i32
+                    Ok(Exit::Success)
                 }
                 _ => {
                     let message = if status == "failed" {
@@ -313,7 +355,7 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
                     } else {
                         note!("{message}");
                     }
-                    Exit::Failed as i32
+                    Ok(Exit::Failed)
                 }
             }
         }
@@ -339,23 +381,23 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> i32 {
                 }
                 collect_lines(id);
             }
-            Exit::StillRunning as i32
+            Ok(Exit::StillRunning)
         }
         ResearchOutcome::Failed(error) => {
             let message = error_text(error);
-            if style.json {
-                say!(
-                    "{}",
-                    json!({"response_id": error.run_id, "status": "error", "error": message})
-                );
+            let exit = if render::is_key_error(error) {
+                Exit::Config
             } else {
-                note!("perplexity-agent: {message}");
+                Exit::Failed
+            };
+            if !style.json {
+                return Err(CliError::new(exit, message));
             }
-            if render::is_key_error(error) {
-                Exit::Config as i32
-            } else {
-                Exit::Failed as i32
-            }
+            say!(
+                "{}",
+                json!({"response_id": error.run_id, "status": "error", "error": message})
+            );
+            Ok(exit)
         }
     }
 }
@@ -407,7 +449,7 @@ fn error_text(error: &WaitError) -> String {
     })
 }
 
-pub fn cancel(id: &str, outcome: Result<CancelOutcome, ApiError>, json: bool) -> i32 {
+pub fn cancel(id: &str, outcome: Result<CancelOutcome, ApiError>, json: bool) -> Ended {
     let rendered = crate::tools::research::render_cancel(id, outcome.clone());
     let text = match &outcome {
         Err(ApiError::MissingKey) => error_text(&WaitError {
@@ -417,6 +459,12 @@ pub fn cancel(id: &str, outcome: Result<CancelOutcome, ApiError>, json: bool) ->
         _ => rendered
             .text
             .replace("perplexity_agent_result", "`perplexity-agent result`"),
+    };
+    let exit = match &outcome {
+        Ok(CancelOutcome::NoSuchRun) => Exit::Failed,
+        Ok(_) => Exit::Success,
+        Err(e) if e.is_key_problem() => Exit::Config,
+        Err(_) => Exit::Failed,
     };
     if json {
         let status = match &outcome {
@@ -430,27 +478,22 @@ pub fn cancel(id: &str, outcome: Result<CancelOutcome, ApiError>, json: bool) ->
             json!({"response_id": id, "status": status, "message": text})
         );
     } else if rendered.is_error {
-        note!("perplexity-agent: {text}");
+        return Err(CliError::new(exit, text));
     } else {
         say!("{text}");
     }
-    match &outcome {
-        Ok(CancelOutcome::NoSuchRun) => Exit::Failed as i32,
-        Ok(_) => Exit::Success as i32,
-        Err(e) if e.is_key_problem() => Exit::Config as i32,
-        Err(_) => Exit::Failed as i32,
-    }
+    Ok(exit)
 }
 
 /// `models`: ids on stdout (`id<TAB>owner`), or one JSON document; exit 1 on failure.
 pub fn models(
     listed: Result<Vec<crate::perplexity::models::ModelInfo>, ApiError>,
     json: bool,
-) -> i32 {
+) -> Ended {
     match listed {
         Ok(models) if json => {
             say!("{}", json!({ "models": models }));
-            Exit::Success as i32
+            Ok(Exit::Success)
         }
         Ok(models) => {
             for m in &models {
@@ -459,16 +502,15 @@ pub fn models(
                     None => say!("{}", inert_line(&m.id)),
                 }
             }
-            Exit::Success as i32
+            Ok(Exit::Success)
         }
         Err(e) => {
             let message = format!("could not read the model catalogue: {e}");
-            if json {
-                say!("{}", json!({"status": "error", "error": message}));
-            } else {
-                note!("perplexity-agent: {message}");
+            if !json {
+                return Err(CliError::failed(message));
             }
-            Exit::Failed as i32
+            say!("{}", json!({"status": "error", "error": message}));
+            Ok(Exit::Failed)
         }
     }
 }
@@ -479,7 +521,7 @@ pub fn fetched(
     fetched: &[crate::tools::fetch::Fetched],
     rendered: &crate::call::ToolOutput,
     json: bool,
-) -> i32 {
+) -> Ended {
     if json {
         say!("{}", rendered.structured.clone().unwrap_or_default());
     } else {
@@ -509,9 +551,9 @@ pub fn fetched(
     }
     // Every page the command was given, or a failure a script can see.
     if fetched.iter().all(|f| f.outcome.is_ok()) {
-        Exit::Success as i32
+        Ok(Exit::Success)
     } else {
-        Exit::Failed as i32
+        Ok(Exit::Failed)
     }
 }
 
@@ -521,11 +563,11 @@ pub fn searched(
     outcome: &Result<crate::perplexity::search::SearchResults, ApiError>,
     rendered: &crate::call::ToolOutput,
     json: bool,
-) -> i32 {
+) -> Ended {
     let results = match outcome {
         Ok(results) => results,
-        Err(e) if e.is_key_problem() => return fail(Exit::Config, &api_error_text(e)),
-        Err(e) => return fail(Exit::Failed, &api_error_text(e)),
+        Err(e) if e.is_key_problem() => return Err(CliError::config(api_error_text(e))),
+        Err(e) => return Err(CliError::failed(api_error_text(e))),
     };
     if json {
         say!("{}", rendered.structured.clone().unwrap_or_default());
@@ -560,7 +602,7 @@ pub fn searched(
             names.join(", ")
         );
     }
-    Exit::Success as i32
+    Ok(Exit::Success)
 }
 
 /// `research`: the report for people (answer, findings, claims with their confidence,
@@ -570,18 +612,18 @@ pub fn report(
     report: Option<&crate::tools::report::DeepReport>,
     stop: Option<&crate::tools::deep_research::Stop>,
     json: bool,
-) -> i32 {
+) -> Ended {
     use crate::tools::deep_research::Stop;
     match stop {
         Some(Stop::Searches(e)) if e.is_key_problem() => {
-            return fail(Exit::Config, &api_error_text(e));
+            return Err(CliError::config(api_error_text(e)));
         }
-        Some(Stop::Searches(e)) => return fail(Exit::Failed, &api_error_text(e)),
+        Some(Stop::Searches(e)) => return Err(CliError::failed(api_error_text(e))),
         Some(Stop::StillRunning(id)) => {
             say!("{id}");
             note!("The report is still being written (run {id}).");
             collect_lines(id);
-            return Exit::StillRunning as i32;
+            return Ok(Exit::StillRunning);
         }
         Some(Stop::Failed(e)) => {
             let code = if render::is_key_error(e) {
@@ -589,16 +631,16 @@ pub fn report(
             } else {
                 Exit::Failed
             };
-            return fail(code, &error_text(e));
+            return Err(CliError::new(code, error_text(e)));
         }
         None => {}
     }
     let (Some(report), Some(structured)) = (report, rendered.structured.as_ref()) else {
-        return fail(Exit::Failed, &rendered.text);
+        return Err(CliError::failed(&rendered.text));
     };
     if json {
         say!("{structured}");
-        return Exit::Success as i32;
+        return Ok(Exit::Success);
     }
     // The model's body, unwrapped: the same sections in the same words.
     say!("{}", report.body().trim_end());
@@ -609,7 +651,7 @@ pub fn report(
             note!("perplexity-agent: warning: {problem}");
         }
     }
-    Exit::Success as i32
+    Ok(Exit::Success)
 }
 
 /// Lines for stdout (the gateway commands' reports).

@@ -15,6 +15,22 @@ const CREATE_PATH: &str = "/v1/agent";
 /// Recency windows the web_search tool accepts.
 pub const RECENCY_VALUES: [&str; 5] = ["hour", "day", "week", "month", "year"];
 
+/// The presets Perplexity documents (current, then the older names it still takes). Only
+/// for telling a person about a likely typo: `preset` is an open string upstream, where
+/// new presets appear, so nothing is refused for not being listed here.
+pub const KNOWN_PRESETS: [&str; 10] = [
+    "fast",
+    "low",
+    "medium",
+    "high",
+    "xhigh",
+    "wide-research",
+    "fast-search",
+    "pro-search",
+    "deep-research",
+    "advanced-deep-research",
+];
+
 /// `POST /v1/agent` body of the research-lifecycle tools. Field order is the wire order.
 /// `model` (with `max_output_tokens` where the model requires it) replaces `preset` for
 /// `perplexity_ask`. Never sent: `models`, `store` (background needs the default `true`),

@@ -14,11 +14,7 @@ pub const RETRIEVE_ARGS: [&str; 2] = ["retrieve_key", "offset"];
 /// `retrieve` arguments: a well-formed key (checked before the cache is consulted) and
 /// an optional character offset.
 pub fn validate_retrieve(args: &super::args::Args) -> Result<(String, usize), String> {
-    let key = super::args::required_text(
-        args,
-        "retrieve_key",
-        "'retrieve_key' is required and must be a non-empty string.",
-    )?;
+    let key = super::args::required_text(args, "retrieve_key").map_err(|e| e.to_string())?;
     let well_formed = key.len() == 24
         && key
             .bytes()

@@ -4,6 +4,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::call::ArgError;
+
 pub type Args = Map<String, Value>;
 
 /// `Unknown argument(s): a, b. Accepted: x, y.` when `args` has keys outside `accepted`.
@@ -55,13 +57,16 @@ pub fn optional<'a>(args: &'a Args, key: &str) -> Option<&'a Value> {
     args.get(key).filter(|v| !v.is_null())
 }
 
+/// The words of every missing or blank required string, as the reference peer says them.
+pub const REQUIRED_TEXT: &str = "is required and must be a non-empty string.";
+
 /// A required string, non-empty after trimming; returned trimmed.
-pub fn required_text<'a>(args: &'a Args, key: &str, message: &str) -> Result<&'a str, String> {
+pub fn required_text<'a>(args: &'a Args, key: &str) -> Result<&'a str, ArgError> {
     args.get(key)
         .and_then(Value::as_str)
         .map(crate::text::py_strip)
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| message.to_owned())
+        .ok_or_else(|| ArgError::of(key, REQUIRED_TEXT))
 }
 
 /// An object inside the arguments (or the arguments themselves), read with its path in

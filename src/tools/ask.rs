@@ -11,6 +11,7 @@ use super::research::{
     MAX_DOMAIN_CHARS, MAX_DOMAINS, MAX_PRESET_CHARS, MAX_QUERY_CHARS, ResearchRequest,
 };
 use super::{schema_object, starts_a_run};
+use crate::call::ArgError;
 use crate::perplexity::agent::RECENCY_VALUES;
 
 pub const ASK_ARGS: [&str; 5] = ["query", "preset", "model", "recency", "domains"];
@@ -42,7 +43,7 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
 
 /// The lifecycle tool's rules for query, preset, recency and domains, plus `model`
 /// (exclusive with `preset`); always waits.
-pub fn validate(args: &Args) -> Result<ResearchRequest, String> {
+pub fn validate(args: &Args) -> Result<ResearchRequest, ArgError> {
     let model = match optional(args, "model") {
         None => None,
         Some(v) => {
@@ -53,17 +54,24 @@ pub fn validate(args: &Args) -> Result<ResearchRequest, String> {
                         && m.bytes()
                             .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
                 })
-                .ok_or(format!(
-                    "'model' must be a model id of at most {MAX_MODEL_CHARS} characters (letters, digits and . _ : / -), e.g. openai/gpt-5."
-                ))?;
+                .ok_or_else(|| ArgError::of("model", &format!(
+                    "must be a model id of at most {MAX_MODEL_CHARS} characters (letters, digits and . _ : / -), e.g. openai/gpt-5."
+                )))?;
             if optional(args, "preset").is_some() {
-                return Err("Give 'preset' or 'model', not both.".to_owned());
+                return Err(ArgError::words("Give ")
+                    .arg("preset")
+                    .then(" or ")
+                    .arg("model")
+                    .then(", not both."));
             }
             // Only provider/model slugs are model names (a bare `sonar-pro` is a 400).
             if !crate::perplexity::models::is_provider_model(m) {
-                return Err(
-                    "'model' must be a provider/model id such as openai/gpt-5.5 or perplexity/sonar (list them with: perplexity-agent models); for a preset such as fast use 'preset'."
-                    .to_owned());
+                return Err(ArgError::of(
+                    "model",
+                    "must be a provider/model id such as openai/gpt-5.5 or perplexity/sonar (list them with: perplexity-agent models); for a preset such as fast use ",
+                )
+                .arg("preset")
+                .then("."));
             }
             Some(m.to_owned())
         }
@@ -112,7 +120,7 @@ mod tests {
                 .preset,
             "high"
         );
-        let err = |v| validate(&args(v)).unwrap_err();
+        let err = |v| validate(&args(v)).unwrap_err().to_string();
         assert_eq!(
             err(json!({"query": "q", "preset": "fast", "model": "x"})),
             "Give 'preset' or 'model', not both."

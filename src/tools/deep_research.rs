@@ -25,7 +25,7 @@ use super::CallContext;
 use super::args::{Args, optional};
 use super::report::{Claim, DeepReport, ReportSource, Validation};
 use super::{schema_object, starts_a_run};
-use crate::call::ToolOutput;
+use crate::call::{ArgError, ToolOutput};
 use crate::guard::injection;
 use crate::guard::spotlight::spotlight;
 use crate::perplexity::ApiError;
@@ -127,23 +127,26 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
     )
 }
 
-pub fn validate(args: &Args) -> Result<DeepCall, String> {
+pub fn validate(args: &Args) -> Result<DeepCall, ArgError> {
     let question = optional(args, "question")
         .and_then(Value::as_str)
         .map(py_strip)
         .filter(|q| !q.is_empty())
-        .ok_or("'question' is required and must be a non-empty string.")?;
+        .ok_or_else(|| ArgError::of("question", super::args::REQUIRED_TEXT))?;
     if question.chars().count() > MAX_QUESTION_CHARS {
-        return Err(format!(
-            "'question' must be at most {MAX_QUESTION_CHARS} characters."
+        return Err(ArgError::of(
+            "question",
+            &format!("must be at most {MAX_QUESTION_CHARS} characters."),
         ));
     }
-    let int = |key: &str, default: i128, min: i128, max: i128| -> Result<i128, String> {
+    let int = |key: &str, default: i128, min: i128, max: i128| -> Result<i128, ArgError> {
         match optional(args, key) {
             None => Ok(default),
             Some(v) => json_integer(v)
                 .filter(|n| (min..=max).contains(n))
-                .ok_or(format!("'{key}' must be an integer from {min} to {max}.")),
+                .ok_or_else(|| {
+                    ArgError::of(key, &format!("must be an integer from {min} to {max}."))
+                }),
         }
     };
     let n = int("num_subquestions", 4, 1, 8)? as usize;
@@ -159,7 +162,7 @@ pub fn validate(args: &Args) -> Result<DeepCall, String> {
             None => false,
             Some(v) => v
                 .as_bool()
-                .ok_or("'use_model_decomposition' must be a boolean.")?,
+                .ok_or_else(|| ArgError::of("use_model_decomposition", "must be a boolean."))?,
         },
     })
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::args::{Args, optional};
 use super::schema_object;
-use crate::call::ToolOutput;
+use crate::call::{ArgError, ToolOutput};
 use crate::fetch::{FetchError, Fetcher, Page};
 use crate::guard::injection;
 use crate::guard::spotlight::spotlight_page;
@@ -59,18 +59,24 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
 }
 
 /// `url` and/or `urls` merged, 1–`max_urls` entries of at most 2,048 characters.
-pub fn validate(args: &Args) -> Result<FetchCall, String> {
+pub fn validate(args: &Args) -> Result<FetchCall, ArgError> {
     let mut urls = Vec::new();
     if let Some(v) = optional(args, "url") {
-        urls.push(v.as_str().ok_or("'url' must be a string.")?.to_owned());
+        let url = v
+            .as_str()
+            .ok_or_else(|| ArgError::of("url", "must be a string."))?;
+        urls.push(url.to_owned());
     }
     if let Some(v) = optional(args, "urls") {
         let items = v
             .as_array()
             .filter(|items| items.iter().all(Value::is_string))
-            .ok_or("'urls' must be an array of strings.")?;
+            .ok_or_else(|| ArgError::of("urls", "must be an array of strings."))?;
         if items.len() > MAX_URLS {
-            return Err(format!("'urls' accepts at most {MAX_URLS} entries."));
+            return Err(ArgError::of(
+                "urls",
+                &format!("accepts at most {MAX_URLS} entries."),
+            ));
         }
         urls.extend(items.iter().filter_map(Value::as_str).map(str::to_owned));
     }
@@ -78,27 +84,34 @@ pub fn validate(args: &Args) -> Result<FetchCall, String> {
         None => 1,
         Some(v) => crate::text::json_integer(v)
             .filter(|n| (1..=MAX_URLS as i128).contains(n))
-            .ok_or(format!(
-                "'max_urls' must be an integer from 1 to {MAX_URLS}."
-            ))? as usize,
+            .ok_or_else(|| {
+                ArgError::of(
+                    "max_urls",
+                    &format!("must be an integer from 1 to {MAX_URLS}."),
+                )
+            })? as usize,
     };
     if urls.is_empty() {
-        return Err("Give 'url' or 'urls': the pages to read.".to_owned());
+        return Err(ArgError::words("Give ")
+            .arg("url")
+            .then(" or ")
+            .arg("urls")
+            .then(": the pages to read."));
     }
     if urls.len() > max_urls {
-        return Err(format!(
+        return Err(ArgError::words(format!(
             "{} URLs given but max_urls is {max_urls}: raise max_urls (at most {MAX_URLS}) or send fewer.",
             urls.len()
-        ));
+        )));
     }
     if let Some(bad) = urls
         .iter()
         .find(|u| u.trim().is_empty() || u.chars().count() > MAX_URL_CHARS)
     {
-        return Err(format!(
+        return Err(ArgError::words(format!(
             "Each URL must be non-empty and at most {MAX_URL_CHARS} characters (got {} characters).",
             bad.chars().count()
-        ));
+        )));
     }
     Ok(FetchCall { urls })
 }
@@ -208,7 +221,7 @@ mod tests {
     #[test]
     fn validation() {
         let ok = |v| validate(&args(v)).unwrap().urls;
-        let err = |v| validate(&args(v)).unwrap_err();
+        let err = |v| validate(&args(v)).unwrap_err().to_string();
         assert_eq!(ok(json!({"url": "https://a.org"})), ["https://a.org"]);
         assert_eq!(
             ok(json!({"url": "https://a.org", "urls": ["https://b.org"], "max_urls": 2})),

@@ -5,6 +5,7 @@
 //!
 //! Touches: the network only through `crate::perplexity` (via `research`).
 
+use crate::call::ArgError;
 use serde_json::{Value, json};
 
 use super::args::{Args, optional};
@@ -37,7 +38,7 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
     )
 }
 
-pub fn validate(args: &Args) -> Result<ResearchRequest, String> {
+pub fn validate(args: &Args) -> Result<ResearchRequest, ArgError> {
     let tickers = entries(args, "tickers")?;
     let categories = entries(args, "categories")?;
     let mut rest = args.clone();
@@ -106,7 +107,7 @@ mod tests {
         );
         assert!(r.finance && r.wait);
         assert_eq!(r.preset, "fast");
-        let err = |v| validate(&args(v)).unwrap_err();
+        let err = |v| validate(&args(v)).unwrap_err().to_string();
         assert_eq!(
             err(json!({"query": "q", "tickers": "AAPL"})),
             "'tickers' must be an array of strings."

@@ -16,7 +16,7 @@ use super::args::{self, Args};
 use super::{
     Call, Tools, admin, deep_research, fetch, registry, report, research, responses, search,
 };
-use crate::call::{CallFacts, FrontEnd, Refusal, Slot, Slots, ToolOutput};
+use crate::call::{ArgError, CallFacts, FrontEnd, Refusal, Slot, Slots, ToolOutput};
 use crate::drain::CREATE_ANSWER_GRACE;
 use crate::guard::{Pass, injection};
 use crate::perplexity::wait::{ProgressSink, RunIdSink};
@@ -161,15 +161,20 @@ impl Tools {
         let validated = match downstream {
             Some(gateway) => gateway
                 .check_arguments(name, args)
+                .map_err(ArgError::from)
                 .map(|()| Call::Downstream {
                     name: name.to_owned(),
                     arguments: args.clone(),
                 }),
             None => {
                 let Some(spec) = registry::find(name) else {
-                    return Err(Refusal::Invalid(format!("Unknown tool: {name}")));
+                    return Err(Refusal::Invalid(ArgError::words(format!(
+                        "Unknown tool: {name}"
+                    ))));
                 };
-                args::reject_unknown(args, spec.accepted).and_then(|()| (spec.validate)(self, args))
+                args::reject_unknown(args, spec.accepted)
+                    .map_err(ArgError::from)
+                    .and_then(|()| (spec.validate)(self, args))
             }
         };
         match validated {
@@ -179,10 +184,10 @@ impl Tools {
                 tool: name.to_owned(),
                 params,
             }),
-            Err(message) => {
-                self.guard
-                    .rejected(front_end, name, &params, &ToolOutput::error(&message));
-                Err(Refusal::Invalid(message))
+            Err(refused) => {
+                let output = ToolOutput::error(refused.to_string());
+                self.guard.rejected(front_end, name, &params, &output);
+                Err(Refusal::Invalid(refused))
             }
         }
     }

@@ -8,6 +8,7 @@ use rmcp::model::Tool;
 use super::args::Args;
 use super::research::LifecycleCall;
 use super::{Call, Tools, admin, ask, deep_research, fetch, finance, research, responses, search};
+use crate::call::ArgError;
 
 pub struct ToolSpec {
     pub name: &'static str,
@@ -19,7 +20,7 @@ pub struct ToolSpec {
     /// Argument names accepted; any other is refused before the tool's own rules.
     pub accepted: &'static [&'static str],
     /// The tool's own rules: the typed call, or the message for the caller.
-    pub(super) validate: fn(&Tools, &Args) -> Result<Call, String>,
+    pub(super) validate: fn(&Tools, &Args) -> Result<Call, ArgError>,
     /// Starts work that can outlast a tool call (an upstream run): such a tool may run as
     /// an MCP task.
     pub long_running: bool,
@@ -43,7 +44,7 @@ pub const SPECS: [ToolSpec; 12] = [
         group: "lifecycle",
         accepted: &research::RESULT_ARGS,
         validate: |_, args| {
-            let id = research::response_id_from(args)?;
+            let id = research::response_id_from(args, "perplexity_agent")?;
             let wait_seconds = research::wait_seconds_from(args)?;
             Ok(Call::Lifecycle(LifecycleCall::Result { id, wait_seconds }))
         },
@@ -55,7 +56,8 @@ pub const SPECS: [ToolSpec; 12] = [
         group: "lifecycle",
         accepted: &research::CANCEL_ARGS,
         validate: |_, args| {
-            research::response_id_from(args).map(|id| Call::Lifecycle(LifecycleCall::Cancel { id }))
+            research::response_id_from(args, "perplexity_agent")
+                .map(|id| Call::Lifecycle(LifecycleCall::Cancel { id }))
         },
         long_running: false,
     },
@@ -92,6 +94,7 @@ pub const SPECS: [ToolSpec; 12] = [
             responses::request::validate(args)
                 .and_then(|call| tools.with_functions(call))
                 .map(Call::Create)
+                .map_err(ArgError::from)
         },
         long_running: true,
     },
@@ -127,7 +130,9 @@ pub const SPECS: [ToolSpec; 12] = [
         group: "admin",
         accepted: &admin::RETRIEVE_ARGS,
         validate: |_, args| {
-            admin::validate_retrieve(args).map(|(key, offset)| Call::Retrieve { key, offset })
+            admin::validate_retrieve(args)
+                .map(|(key, offset)| Call::Retrieve { key, offset })
+                .map_err(ArgError::from)
         },
         long_running: false,
     },

@@ -9,12 +9,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::args::{Args, optional, required_text};
+use super::args::{Args, REQUIRED_TEXT, optional, required_text};
 use super::render;
 use super::{CallContext, Outcome};
 use super::{schema_object, starts_a_run};
-use crate::call::CallFacts;
 use crate::call::ToolOutput;
+use crate::call::{ArgError, CallFacts};
 use crate::guard::injection;
 use crate::guard::spotlight::spotlight;
 use crate::perplexity::agent::{
@@ -43,9 +43,15 @@ pub const AGENT_ARGS: [&str; 5] = ["query", "preset", "recency", "domains", "wai
 pub const RESULT_ARGS: [&str; 2] = ["response_id", "wait_seconds"];
 pub const CANCEL_ARGS: [&str; 1] = ["response_id"];
 
-const MALFORMED_ID: &str =
-    "Malformed response_id. Expected the identifier returned by perplexity_agent.";
-const RESPONSE_ID_REQUIRED: &str = "'response_id' is required and must be a non-empty string.";
+fn malformed_id(issuer: &'static str) -> ArgError {
+    ArgError::words("Malformed response_id. Expected ")
+        .id_from(issuer)
+        .then(".")
+}
+
+fn response_id_required() -> ArgError {
+    ArgError::of("response_id", REQUIRED_TEXT)
+}
 
 pub fn agent_definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::Tool;
@@ -127,15 +133,12 @@ pub struct ResearchRequest {
 
 impl ResearchRequest {
     /// Validates `perplexity_agent` arguments, in the reference order and texts.
-    pub fn from_args(args: &Args) -> Result<Self, String> {
-        let query = required_text(
-            args,
-            "query",
-            "'query' is required and must be a non-empty string.",
-        )?;
+    pub fn from_args(args: &Args) -> Result<Self, ArgError> {
+        let query = required_text(args, "query")?;
         if query.chars().count() > MAX_QUERY_CHARS {
-            return Err(format!(
-                "'query' must be at most {MAX_QUERY_CHARS} characters."
+            return Err(ArgError::of(
+                "query",
+                &format!("must be at most {MAX_QUERY_CHARS} characters."),
             ));
         }
         let preset = match optional(args, "preset") {
@@ -144,11 +147,12 @@ impl ResearchRequest {
                 .as_str()
                 .map(py_strip)
                 .filter(|s| !s.is_empty())
-                .ok_or("'preset' must be a non-empty string.")?,
+                .ok_or_else(|| ArgError::of("preset", "must be a non-empty string."))?,
         };
         if preset.chars().count() > MAX_PRESET_CHARS {
-            return Err(format!(
-                "'preset' must be at most {MAX_PRESET_CHARS} characters."
+            return Err(ArgError::of(
+                "preset",
+                &format!("must be at most {MAX_PRESET_CHARS} characters."),
             ));
         }
         let recency = match optional(args, "recency") {
@@ -156,7 +160,9 @@ impl ResearchRequest {
             Some(v) => Some(
                 v.as_str()
                     .filter(|s| RECENCY_VALUES.contains(s))
-                    .ok_or("'recency' must be one of: day, hour, month, week, year.")?
+                    .ok_or_else(|| {
+                        ArgError::of("recency", "must be one of: day, hour, month, week, year.")
+                    })?
                     .to_owned(),
             ),
         };
@@ -166,27 +172,29 @@ impl ResearchRequest {
                 let items = v
                     .as_array()
                     .filter(|items| items.iter().all(Value::is_string))
-                    .ok_or("'domains' must be an array of strings.")?;
+                    .ok_or_else(|| ArgError::of("domains", "must be an array of strings."))?;
                 if items.len() > MAX_DOMAINS {
-                    return Err("'domains' accepts at most 20 entries.".to_owned());
+                    return Err(ArgError::of("domains", "accepts at most 20 entries."));
                 }
                 if items
                     .iter()
                     .filter_map(Value::as_str)
                     .any(|d| d.chars().count() > MAX_DOMAIN_CHARS)
                 {
-                    return Err(format!(
-                        "Each entry of 'domains' must be at most {MAX_DOMAIN_CHARS} characters."
-                    ));
+                    return Err(ArgError::words("Each entry of ")
+                        .arg("domains")
+                        .then(format!(" must be at most {MAX_DOMAIN_CHARS} characters.")));
                 }
                 let kept = keep_domains(items.iter().filter_map(Value::as_str));
-                one_domain_mode(&kept, "'domains'")?;
+                one_domain_mode(&kept, "domains")?;
                 kept
             }
         };
         let wait = match optional(args, "wait") {
             None => true,
-            Some(v) => v.as_bool().ok_or("'wait' must be a boolean.")?,
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| ArgError::of("wait", "must be a boolean."))?,
         };
         Ok(ResearchRequest {
             query: query.to_owned(),
@@ -220,15 +228,16 @@ impl ResearchRequest {
 
 /// Perplexity's domain filter is an allowlist or (every entry prefixed with `-`) a
 /// denylist, never both: a mixed list is refused here rather than sent upstream, where
-/// its meaning is undefined. `what` names the argument in the message.
-pub fn one_domain_mode(domains: &[String], what: &str) -> Result<(), String> {
+/// its meaning is undefined. `arg` names the argument in the message.
+pub fn one_domain_mode(domains: &[String], arg: &str) -> Result<(), ArgError> {
     let denied = domains
         .iter()
         .filter(|d| py_strip(d).starts_with('-'))
         .count();
     if denied != 0 && denied != domains.len() {
-        return Err(format!(
-            "{what} is an allowlist or a denylist (every entry prefixed with '-'), not both."
+        return Err(ArgError::of(
+            arg,
+            "is an allowlist or a denylist (every entry prefixed with '-'), not both.",
         ));
     }
     Ok(())
@@ -244,18 +253,29 @@ pub fn keep_domains<'a>(entries: impl Iterator<Item = &'a str>) -> Vec<String> {
 
 /// A validated `response_id`: trimmed, non-empty, and matching the id pattern (checked
 /// before any network access; it also stops path traversal such as `../etc/passwd`).
-pub fn response_id_from(args: &Args) -> Result<String, String> {
-    let id = required_text(args, "response_id", RESPONSE_ID_REQUIRED)?;
-    check_run_id(id)
+/// `issuer` is the tool that hands such ids out, for the message.
+pub fn response_id_from(args: &Args, issuer: &'static str) -> Result<String, ArgError> {
+    let id = required_text(args, "response_id")?;
+    check_run_id(id).map_err(|e| match e {
+        MalformedId::Blank => response_id_required(),
+        MalformedId::Malformed => malformed_id(issuer),
+    })
 }
 
-pub fn check_run_id(id: &str) -> Result<String, String> {
+/// Why a run id was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MalformedId {
+    Blank,
+    Malformed,
+}
+
+pub fn check_run_id(id: &str) -> Result<String, MalformedId> {
     let id = py_strip(id);
     if id.is_empty() {
-        return Err(RESPONSE_ID_REQUIRED.to_owned());
+        return Err(MalformedId::Blank);
     }
     if !valid_run_id(id) {
-        return Err(MALFORMED_ID.to_owned());
+        return Err(MalformedId::Malformed);
     }
     Ok(id.to_owned())
 }
@@ -263,13 +283,13 @@ pub fn check_run_id(id: &str) -> Result<String, String> {
 /// `wait_seconds`: default 0 (also for `null`); a JSON integer ≥ 0 — not a boolean,
 /// not a float (even `5.0`). Integers of any size are accepted (and later clamped to
 /// the wait budget), as the reference peer accepts them.
-pub fn wait_seconds_from(args: &Args) -> Result<u64, String> {
+pub fn wait_seconds_from(args: &Args) -> Result<u64, ArgError> {
     match optional(args, "wait_seconds") {
         None => Ok(0),
         Some(v) => json_integer(v)
             .filter(|n| *n >= 0)
             .map(|n| u64::try_from(n).unwrap_or(u64::MAX))
-            .ok_or_else(|| "'wait_seconds' must be a non-negative integer.".to_owned()),
+            .ok_or_else(|| ArgError::of("wait_seconds", "must be a non-negative integer.")),
     }
 }
 
@@ -560,7 +580,11 @@ mod tests {
 
     #[test]
     fn agent_validation_order_and_texts() {
-        let err = |v| ResearchRequest::from_args(&args(v)).unwrap_err();
+        let err = |v| {
+            ResearchRequest::from_args(&args(v))
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(
             err(json!({})),
             "'query' is required and must be a non-empty string."
@@ -648,18 +672,16 @@ mod tests {
 
     #[test]
     fn result_validation() {
-        let id = |v| response_id_from(&args(v));
-        assert_eq!(id(json!({})).unwrap_err(), RESPONSE_ID_REQUIRED);
-        assert_eq!(
-            id(json!({"response_id": 5})).unwrap_err(),
-            RESPONSE_ID_REQUIRED
-        );
+        let id = |v| response_id_from(&args(v), "perplexity_agent").map_err(|e| e.to_string());
+        let required = "'response_id' is required and must be a non-empty string.";
+        assert_eq!(id(json!({})).unwrap_err(), required);
+        assert_eq!(id(json!({"response_id": 5})).unwrap_err(), required);
         assert_eq!(
             id(json!({"response_id": "../etc/passwd"})).unwrap_err(),
-            MALFORMED_ID
+            "Malformed response_id. Expected the identifier returned by perplexity_agent."
         );
         assert_eq!(id(json!({"response_id": " resp_1 "})).unwrap(), "resp_1");
-        let ws = |v| wait_seconds_from(&args(v));
+        let ws = |v| wait_seconds_from(&args(v)).map_err(|e| e.to_string());
         assert_eq!(ws(json!({})).unwrap(), 0);
         assert_eq!(ws(json!({"wait_seconds": null})).unwrap(), 0);
         assert_eq!(ws(json!({"wait_seconds": 99999})).unwrap(), 99999);

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::args::{Args, optional};
 use super::schema_object;
-use crate::call::ToolOutput;
+use crate::call::{ArgError, ToolOutput};
 use crate::guard::injection;
 use crate::guard::spotlight::spotlight;
 use crate::perplexity::agent::RECENCY_VALUES;
@@ -90,32 +90,40 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
 }
 
 /// Validates the arguments into the wire query.
-pub fn validate(args: &Args) -> Result<SearchQuery, String> {
-    let text = |key: &str, v: &Value| -> Result<String, String> {
+pub fn validate(args: &Args) -> Result<SearchQuery, ArgError> {
+    let text = |key: &str, v: &Value| -> Result<String, ArgError> {
         let s = v
             .as_str()
             .map(py_strip)
             .filter(|s| !s.is_empty())
-            .ok_or(format!("'{key}' must be a non-empty string."))?;
+            .ok_or_else(|| ArgError::of(key, "must be a non-empty string."))?;
         if s.chars().count() > MAX_QUERY_CHARS {
-            return Err(format!(
-                "'{key}' must be at most {MAX_QUERY_CHARS} characters."
+            return Err(ArgError::of(
+                key,
+                &format!("must be at most {MAX_QUERY_CHARS} characters."),
             ));
         }
         Ok(s.to_owned())
     };
     let query = match (optional(args, "query"), optional(args, "queries")) {
-        (Some(_), Some(_)) => return Err("Give 'query' or 'queries', not both.".to_owned()),
-        (None, None) => {
-            return Err("'query' is required and must be a non-empty string.".to_owned());
+        (Some(_), Some(_)) => {
+            return Err(ArgError::words("Give ")
+                .arg("query")
+                .then(" or ")
+                .arg("queries")
+                .then(", not both."));
         }
+        (None, None) => return Err(ArgError::of("query", super::args::REQUIRED_TEXT)),
         (Some(q), None) => QueryText::One(text("query", q)?),
         (None, Some(list)) => {
             let items = list
                 .as_array()
-                .ok_or("'queries' must be an array of strings.")?;
+                .ok_or_else(|| ArgError::of("queries", "must be an array of strings."))?;
             if items.is_empty() || items.len() > MAX_QUERIES {
-                return Err(format!("'queries' takes 1 to {MAX_QUERIES} entries."));
+                return Err(ArgError::of(
+                    "queries",
+                    &format!("takes 1 to {MAX_QUERIES} entries."),
+                ));
             }
             QueryText::Many(
                 items
@@ -140,24 +148,27 @@ pub fn validate(args: &Args) -> Result<SearchQuery, String> {
         let bare = d.strip_prefix('-').unwrap_or(d);
         (!bare.is_empty() && d.chars().count() <= 253 && !bare.contains(char::is_whitespace))
             .then_some(())
-            .ok_or("Each entry of 'domains' must be a domain name (at most 253 characters), optionally prefixed with '-'.")
+            .ok_or(" must be a domain name (at most 253 characters), optionally prefixed with '-'.")
     })?;
     if let Some(list) = &domains {
-        super::research::one_domain_mode(list, "'domains'")?;
+        super::research::one_domain_mode(list, "domains")?;
     }
     let languages = strings(args, "languages", MAX_LANGUAGES, |l| {
         (l.len() == 2 && l.bytes().all(|b| b.is_ascii_lowercase()))
             .then_some(())
-            .ok_or(
-                "Each entry of 'languages' must be a two-letter lowercase ISO 639-1 code, e.g. en.",
-            )
+            .ok_or(" must be a two-letter lowercase ISO 639-1 code, e.g. en.")
     })?;
     let country = match optional(args, "country") {
         None => None,
         Some(v) => Some(
             v.as_str()
                 .filter(|c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()))
-                .ok_or("'country' must be a two-letter uppercase ISO 3166 code, e.g. US.")?
+                .ok_or_else(|| {
+                    ArgError::of(
+                        "country",
+                        "must be a two-letter uppercase ISO 3166 code, e.g. US.",
+                    )
+                })?
                 .to_owned(),
         ),
     };
@@ -180,9 +191,9 @@ pub fn validate(args: &Args) -> Result<SearchQuery, String> {
         let date = v
             .as_str()
             .filter(|d| valid_date(d))
-            .ok_or(format!(
-                "'{arg}' must be a real date written M/D/YYYY, e.g. 3/14/2026."
-            ))?
+            .ok_or_else(|| {
+                ArgError::of(arg, "must be a real date written M/D/YYYY, e.g. 3/14/2026.")
+            })?
             .to_owned();
         match field {
             "search_after_date_filter" => query.search_after_date_filter = Some(date),
@@ -195,7 +206,11 @@ pub fn validate(args: &Args) -> Result<SearchQuery, String> {
     if query.search_recency_filter.is_some()
         && (query.search_after_date_filter.is_some() || query.search_before_date_filter.is_some())
     {
-        return Err("'recency' cannot be combined with 'published_after' or 'published_before': use a recency window or publication dates, not both.".to_owned());
+        return Err(ArgError::of("recency", "cannot be combined with ")
+            .arg("published_after")
+            .then(" or ")
+            .arg("published_before")
+            .then(": use a recency window or publication dates, not both."));
     }
     Ok(query)
 }
@@ -207,43 +222,47 @@ fn one_of(
     key: &str,
     values: &[&str],
     listing: &str,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ArgError> {
     optional(args, key)
         .map(|v| {
             v.as_str()
                 .filter(|s| values.contains(s))
                 .map(str::to_owned)
-                .ok_or_else(|| format!("'{key}' must be one of: {listing}."))
+                .ok_or_else(|| ArgError::of(key, &format!("must be one of: {listing}.")))
         })
         .transpose()
 }
 
-fn bounded(args: &Args, key: &str, default: u32, min: u32, max: u32) -> Result<u32, String> {
+fn bounded(args: &Args, key: &str, default: u32, min: u32, max: u32) -> Result<u32, ArgError> {
     match optional(args, key) {
         None => Ok(default),
         Some(v) => json_integer(v)
             .filter(|n| (i128::from(min)..=i128::from(max)).contains(n))
             .map(|n| n as u32)
-            .ok_or(format!("'{key}' must be an integer from {min} to {max}.")),
+            .ok_or_else(|| ArgError::of(key, &format!("must be an integer from {min} to {max}."))),
     }
 }
 
-/// An optional array of strings, each checked; an empty array means absent.
+/// An optional array of strings, each checked (`check` says what each entry must be,
+/// after "Each entry of 'key'"); an empty array means absent.
 fn strings(
     args: &Args,
     key: &str,
     max: usize,
     check: impl Fn(&str) -> Result<(), &'static str>,
-) -> Result<Option<Vec<String>>, String> {
+) -> Result<Option<Vec<String>>, ArgError> {
     let Some(v) = optional(args, key) else {
         return Ok(None);
     };
     let items = v
         .as_array()
         .filter(|items| items.iter().all(Value::is_string))
-        .ok_or(format!("'{key}' must be an array of strings."))?;
+        .ok_or_else(|| ArgError::of(key, "must be an array of strings."))?;
     if items.len() > max {
-        return Err(format!("'{key}' accepts at most {max} entries."));
+        return Err(ArgError::of(
+            key,
+            &format!("accepts at most {max} entries."),
+        ));
     }
     let list: Vec<String> = items
         .iter()
@@ -251,7 +270,7 @@ fn strings(
         .map(str::to_owned)
         .collect();
     for item in &list {
-        check(item).map_err(str::to_owned)?;
+        check(item).map_err(|problem| ArgError::words("Each entry of ").arg(key).then(problem))?;
     }
     Ok((!list.is_empty()).then_some(list))
 }
@@ -353,7 +372,7 @@ mod tests {
     #[test]
     fn validation_and_bounds() {
         let ok = |v| validate(&args(v)).unwrap();
-        let err = |v| validate(&args(v)).unwrap_err();
+        let err = |v| validate(&args(v)).unwrap_err().to_string();
         let q = ok(
             json!({"query": " solar ", "recency": "week", "domains": ["-a.org", "-b.com"], "languages": ["en"], "country": "US", "updated_after": "2/29/2024", "search_mode": "academic"}),
         );

@@ -345,11 +345,66 @@ fn cli_messages_use_the_cli_words() {
     assert_eq!(code, 2);
     assert_eq!(
         stderr.trim(),
-        "perplexity-agent: Fetch takes at most 10 entries."
+        "perplexity-agent: The list of URLs accepts at most 10 entries."
     );
     let (_, stderr, code) = run_cli(&["search", "--max-results", "99", "q"], &env);
     assert_eq!(code, 2);
     assert!(stderr.contains("--max-results must be"), "{stderr}");
+    // Every argument the message names is named by lookup, wherever it stands.
+    let (_, stderr, code) = run_cli(&["ask", "--model", "sonar-pro", "q"], &env);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr.trim(),
+        "perplexity-agent: --model must be a provider/model id such as openai/gpt-5.5 or perplexity/sonar (list them with: perplexity-agent models); for a preset such as fast use --preset."
+    );
+    let (_, stderr, code) = run_cli(&["search", "--domains", "a.org,-b.com", "q"], &env);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr.trim(),
+        "perplexity-agent: --domains is an allowlist or a denylist (every entry prefixed with '-'), not both."
+    );
+    let (_, stderr, code) = run_cli(&["research", "--subquestions", "9", "q"], &env);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr.trim(),
+        "perplexity-agent: --subquestions must be an integer from 1 to 8."
+    );
+    assert!(fake.requests().is_empty(), "refusals send nothing");
+}
+
+/// `models` names `provider/model` ids, and `ask --model` takes one (the model tool,
+/// `perplexity_ask`, upstream); a preset this version does not know is sent — presets
+/// are an open string — after a warning that names the known ones.
+#[test]
+fn ask_takes_a_model_and_warns_of_an_unknown_preset() {
+    let fake = FakePerplexity::start();
+    let env = env_for(&fake);
+    let (stdout, stderr, code) = run_cli(&["ask", "--model", "openai/gpt-5.5", "q"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stdout.trim().is_empty());
+    let create = fake.requests()[0].body_json.clone().unwrap();
+    assert_eq!(create["model"], "openai/gpt-5.5", "{create}");
+    assert!(create.get("preset").is_none(), "{create}");
+
+    let (_, stderr, code) = run_cli(
+        &["ask", "--model", "openai/gpt-5.5", "--no-wait", "q"],
+        &env,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--no-wait"), "{stderr}");
+
+    fake.clear_requests();
+    let (_, stderr, code) = run_cli(&["ask", "--preset", "ultra", "q"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("warning: 'ultra' is not a preset this version knows (fast, low, medium, high, xhigh, wide-research)"),
+        "{stderr}"
+    );
+    let create = fake.requests()[0].body_json.clone().unwrap();
+    assert_eq!(create["preset"], "ultra", "{create}");
+    let (_, stderr, code) = run_cli(&["ask", "--preset", "high", "q"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
 }
 
 /// Not a web address is a usage error (2), before anything is fetched; a page that

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::clients::{CLIENTS, Client, Platform};
 use super::install;
-use super::output::{self, Exit};
+use super::output::{self, Ended, Exit};
 use crate::config::{Config, wait_seconds_from};
 use crate::gateway::definition::{self, ServerDef, TransportDef};
 use crate::perplexity::config::PERPLEXITY_BASE;
@@ -76,7 +76,7 @@ impl Check {
 }
 
 /// Runs every check; returns the process exit code.
-pub async fn run(args: DoctorArgs, config: &Config) -> i32 {
+pub async fn run(args: DoctorArgs, config: &Config) -> Ended {
     let mut checks = vec![api_key(
         crate::perplexity::key::from_env()
             .as_ref()
@@ -97,9 +97,9 @@ pub async fn run(args: DoctorArgs, config: &Config) -> i32 {
     checks.extend(selftest::self_test().await);
     render(&checks, args.json);
     if checks.iter().any(|c| c.status == Status::Fail) {
-        Exit::Failed as i32
+        Ok(Exit::Failed)
     } else {
-        Exit::Success as i32
+        Ok(Exit::Success)
     }
 }
 

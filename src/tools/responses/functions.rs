@@ -168,7 +168,9 @@ impl Chain<'_> {
             .accept(self.front_end, &function.name, &arguments, None)
         {
             Ok(admitted) => admitted,
-            Err(Refusal::Invalid(message)) => return error("invalid_arguments", message),
+            Err(Refusal::Invalid(refused)) => {
+                return error("invalid_arguments", refused.to_string());
+            }
             Err(refusal) => return error("rate_limited", refusal.message()),
         };
         // Its wait ends with the chain's.

@@ -26,8 +26,8 @@ use tokio::time::Instant;
 use super::args::Args;
 use super::research::{ResearchOutcome, collect, response_id_from, wait_seconds_from};
 use super::{CallContext, schema_object, starts_a_run};
-use crate::call::CallFacts;
 use crate::call::ToolOutput;
+use crate::call::{ArgError, CallFacts};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::RunSnapshot;
 use crate::perplexity::wait::{RunIdSink, WaitError, Waited, create_and_wait, create_only};
@@ -100,15 +100,8 @@ pub struct RetrieveCall {
     pub wait_seconds: u64,
 }
 
-pub fn validate_retrieve(args: &Args) -> Result<RetrieveCall, String> {
-    let id = response_id_from(args).map_err(|e| {
-        if e.starts_with("Malformed") {
-            "Malformed response_id. Expected the identifier returned by responses_create."
-                .to_owned()
-        } else {
-            e
-        }
-    })?;
+pub fn validate_retrieve(args: &Args) -> Result<RetrieveCall, ArgError> {
+    let id = response_id_from(args, "responses_create")?;
     Ok(RetrieveCall {
         id,
         wait_seconds: wait_seconds_from(args)?,
