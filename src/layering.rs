@@ -13,6 +13,7 @@ use std::path::Path;
 const FLOORS: &[(&str, &[&str])] = &[
     // The ground floor: imports nothing of ours.
     ("call", &[]),
+    ("dense", &[]),
     ("drain", &[]),
     ("files", &[]),
     ("random", &[]),
@@ -28,7 +29,9 @@ const FLOORS: &[(&str, &[&str])] = &[
     // The tools, and the gateway that offers other servers' tools beside them.
     (
         "gateway",
-        &["call", "fetch", "files", "guard", "net", "random", "text"],
+        &[
+            "call", "dense", "fetch", "files", "guard", "net", "random", "text",
+        ],
     ),
     (
         "tools",
@@ -55,6 +58,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         &[
             "call",
             "config",
+            "dense",
             "drain",
             "guard",
             "perplexity",

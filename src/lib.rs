@@ -32,6 +32,7 @@ pub mod app;
 pub mod call;
 pub mod cli;
 pub mod config;
+pub mod dense;
 pub mod drain;
 pub mod fetch;
 pub mod files;

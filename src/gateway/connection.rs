@@ -3,9 +3,9 @@
 //!
 //! - stdio: the resolved program (never a shell), arguments as a list, a cleared
 //!   environment (the declared variables plus PATH — the gateway's fixed one — HOME and
-//!   LANG), the checked working directory, its own process group (killed with the
-//!   connection); stderr kept in a small ring buffer for status, never copied to our
-//!   stdout.
+//!   LANG), the checked working directory, its own process group (ended with the
+//!   connection); every line it writes measured before rmcp decodes it (`child.rs`);
+//!   stderr kept in a small ring buffer for status, never copied to our stdout.
 //! - HTTP: a reqwest client of its own per server (its headers, cookies and pool are
 //!   never shared, so one server's `Authorization` cannot reach another), no redirects,
 //!   no ambient proxy, certificates verified (plus the server's own CA bundle), and the
@@ -22,8 +22,8 @@ use std::time::Duration;
 use rmcp::RoleClient;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use secrecy::ExposeSecret;
 use tokio::io::AsyncReadExt;
 
@@ -115,13 +115,21 @@ async fn connect_inner(resolved: &Resolved) -> Result<Live, GatewayError> {
             for (name, value) in env {
                 command.env(name, value.expose_secret());
             }
-            let (transport, child_stderr) = TokioChildProcess::builder(command)
+            // Its own process group, so closing the connection ends what it started too;
+            // killed if the connection is dropped without being closed.
+            command
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| GatewayError::Spawn {
-                    program: program.display().to_string(),
-                    reason: e.kind(),
-                })?;
+                .process_group(0)
+                .kill_on_drop(true);
+            let spawn_failed = |e: std::io::Error| GatewayError::Spawn {
+                program: program.display().to_string(),
+                reason: e.kind(),
+            };
+            let mut child = command.spawn().map_err(spawn_failed)?;
+            let child_stderr = child.stderr.take();
+            let transport = super::child::Guarded::new(child).map_err(spawn_failed)?;
             if let Some(mut pipe) = child_stderr {
                 let sink = stderr.clone();
                 tokio::spawn(async move {

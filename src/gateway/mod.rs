@@ -17,6 +17,7 @@
 //!
 //! Touches: child processes and the network, through [`connection`] only.
 
+mod child;
 pub mod connection;
 pub mod definition;
 pub mod error;

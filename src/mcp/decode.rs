@@ -5,18 +5,11 @@
 //! on the bytes, before any value is built: no MCP request our tools accept comes near
 //! [`MAX_VALUES`], and under it a message costs at most ~16 MiB beside its bytes.
 
-use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use super::protocol::{RpcError, code, error_frame};
-
-/// Elements (scalars, arrays, objects) in one message. The largest legitimate requests
-/// (a `responses_create` conversation with function schemas, a gateway call carrying a
-/// downstream tool's data) hold a few thousand.
-pub const MAX_VALUES: usize = 100_000;
-/// An id longer than this is not one we could have been sent legitimately.
-const MAX_ID_BYTES: usize = 256;
+pub use crate::dense::MAX_VALUES;
+use crate::dense::{count_values, id_of};
 
 /// Why a message could not be decoded, with the id to answer under when it is known.
 #[derive(Debug)]
@@ -53,91 +46,9 @@ pub fn decode(bytes: &[u8]) -> Result<Value, Box<Undecodable>> {
     })
 }
 
-/// An upper bound on the elements of `bytes` (one per `[`, `{` or `,` outside strings,
-/// plus one), counted up to just past `limit`. Not a validator: serde_json decides
-/// whether the text is JSON.
-fn count_values(bytes: &[u8], limit: usize) -> usize {
-    let mut count = 1;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in bytes {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' | b',' => {
-                count += 1;
-                if count > limit {
-                    return count;
-                }
-            }
-            _ => {}
-        }
-    }
-    count
-}
-
-/// The top-level string or number `id` of a message too large to decode, found without
-/// building the rest (everything else is skipped, allocating nothing); `null` when there
-/// is none. Kept even when the text fails later, e.g. by nesting too deep.
-fn id_of(bytes: &[u8]) -> Value {
-    let mut found = None;
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let _ = serde::Deserializer::deserialize_map(&mut de, IdVisitor(&mut found));
-    let Some(raw) = found.filter(|raw| raw.get().len() <= MAX_ID_BYTES) else {
-        return Value::Null;
-    };
-    match serde_json::from_str::<Value>(raw.get()) {
-        Ok(id @ (Value::String(_) | Value::Number(_))) => id,
-        _ => Value::Null,
-    }
-}
-
-struct IdVisitor<'s, 'de>(&'s mut Option<&'de RawValue>);
-
-impl<'de> Visitor<'de> for IdVisitor<'_, 'de> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON-RPC message")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "id" && self.0.is_none() {
-                *self.0 = Some(map.next_value()?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counts_elements_outside_strings() {
-        assert_eq!(count_values(b"0", 10), 1);
-        assert_eq!(count_values(b"[0,0,0]", 10), 4);
-        assert_eq!(count_values(br#"{"a":[{},{}]}"#, 10), 6);
-        assert_eq!(count_values(br#"["[,{\",\\",1]"#, 10), 3);
-        assert_eq!(
-            count_values(&[b','; 50], 10),
-            11,
-            "stops just past the limit"
-        );
-    }
 
     #[test]
     fn dense_messages_are_refused_under_their_id() {

@@ -777,6 +777,39 @@ fn an_http_answer_past_the_cap_is_named_as_too_large() {
     assert!(!is_error && text.contains("ok"), "{text:.300}");
 }
 
+/// A downstream result is measured before it is decoded: 1,000,000 zeros in
+/// `structuredContent` (2 MB of text, ~80 MB as values) are refused under the call's own
+/// id with the reason, the connection goes on, and a result under the element cap passes
+/// whole. Before: rmcp decoded every line it read, and the gateway's memory took the hit.
+#[test]
+fn a_dense_downstream_result_is_refused_before_it_is_decoded() {
+    let env = Env::new("gw-dense");
+    let (_, stderr, code) = env.gateway(&["add", "dense", "--command", "fake-downstream"]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let reply = s.request(&call(
+        1,
+        "mcp__dense__dense",
+        json!({"elements": 1_000_000}),
+    ));
+    assert!(reply["result"]["content"].is_array(), "{reply:.500}");
+    let (text, is_error) = tool_text(&reply);
+    assert!(is_error, "{text:.300}");
+    assert!(
+        text.contains("more than 100000 JSON values") && text.contains("dropped unread"),
+        "{text:.300}"
+    );
+    let reply = s.request(&call(2, "mcp__dense__dense", json!({"elements": 50_000})));
+    let (text, is_error) = tool_text(&reply);
+    assert!(!is_error, "{text:.300}");
+    assert!(text.contains("50000 zeros"), "{text:.300}");
+    let (text, is_error) =
+        tool_text(&s.request(&call(3, "mcp__dense__echo", json!({"text": "ok"}))));
+    assert!(!is_error && text.contains("ok"), "{text:.300}");
+    s.close_stdin();
+    s.wait_exit(std::time::Duration::from_secs(10));
+}
+
 #[test]
 fn http_downstreams_keep_their_headers_apart_and_follow_no_redirects() {
     let a = HttpDownstream::start(&["--require-header", "Authorization: Bearer a-secret"]);

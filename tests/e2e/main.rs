@@ -19,6 +19,8 @@ mod concurrency;
 mod contract;
 /// `deep_research`: sub-questions, deduplicated sources, the claim validator.
 mod deep;
+/// The README's and docs' command blocks, run against the fake: their samples stay true.
+mod docs;
 /// One case per edge of stdio framing and of upstream faults.
 mod edges;
 /// Both protocol eras on one stdio process, every frame schema-checked.

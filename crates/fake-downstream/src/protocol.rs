@@ -388,6 +388,14 @@ impl Server {
                     text_result(&"x".repeat(bytes as usize))
                 }
             }
+            ToolKind::Dense => {
+                let n = uint("elements").min(tools::DENSE_MAX) as usize;
+                json!({
+                    "content": [{"type": "text", "text": format!("{n} zeros")}],
+                    "structuredContent": {"zeros": vec![0u8; n]},
+                    "isError": false,
+                })
+            }
             ToolKind::Inject => text_result(tools::INJECTION_TEXT),
             ToolKind::Crash => {
                 eprintln!("fake-downstream: crash tool called: exiting with status 1");
