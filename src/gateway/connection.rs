@@ -10,7 +10,8 @@
 //!   never shared, so one server's `Authorization` cannot reach another), no redirects,
 //!   no ambient proxy, certificates verified (plus the server's own CA bundle), and the
 //!   host's addresses checked against the fetcher's policy unless the operator allowed
-//!   private addresses for this server.
+//!   private addresses for this server; every reply measured before rmcp decodes it
+//!   (`http.rs`).
 //!
 //! Touches: child processes and the network (downstream servers only).
 
@@ -163,7 +164,8 @@ async fn connect_inner(resolved: &Resolved) -> Result<Live, GatewayError> {
                 .max_json_response_size(MAX_HTTP_MESSAGE)
                 .max_sse_event_size(MAX_HTTP_MESSAGE)
                 .max_error_response_size(64 * 1024);
-            let transport = StreamableHttpClientTransport::with_client(http, config);
+            let transport =
+                StreamableHttpClientTransport::with_client(super::http::Measured(http), config);
             client_info()
                 .serve_with_lifecycle(transport, lifecycle())
                 .await

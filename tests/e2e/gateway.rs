@@ -810,6 +810,40 @@ fn a_dense_downstream_result_is_refused_before_it_is_decoded() {
     s.wait_exit(std::time::Duration::from_secs(10));
 }
 
+/// The same over HTTP: a JSON reply of 1,000,000 zeros (2 MB, under the 4 MiB byte cap)
+/// is refused under the call's id before rmcp decodes it; the connection goes on.
+#[test]
+fn a_dense_http_reply_is_refused_before_it_is_decoded() {
+    let d = HttpDownstream::start(&[]);
+    let env = Env::new("gw-http-dense");
+    let url = format!("{}/mcp", d.url);
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "dense",
+        "--url",
+        &url,
+        "--allow-insecure-http",
+        "--allow-private",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let reply = s.request(&call(
+        1,
+        "mcp__dense__dense",
+        json!({"elements": 1_000_000}),
+    ));
+    assert!(reply["result"]["content"].is_array(), "{reply:.500}");
+    let (text, is_error) = tool_text(&reply);
+    assert!(is_error, "{text:.300}");
+    assert!(
+        text.contains("more than 100000 JSON values") && text.contains("dropped unread"),
+        "{text:.300}"
+    );
+    let (text, is_error) =
+        tool_text(&s.request(&call(2, "mcp__dense__dense", json!({"elements": 50_000}))));
+    assert!(!is_error && text.contains("50000 zeros"), "{text:.300}");
+}
+
 #[test]
 fn http_downstreams_keep_their_headers_apart_and_follow_no_redirects() {
     let a = HttpDownstream::start(&["--require-header", "Authorization: Bearer a-secret"]);
