@@ -968,9 +968,10 @@ fn match_items(
         None => (vi..=vals.len()).any(|k| match_items(rest, vals, k, at, best)),
         Some(p) => {
             let Some(v) = vals.get(vi) else {
+                // The weakest explanation: an element that differs says more.
                 record(
                     best,
-                    depth,
+                    0,
                     format!(
                         "{at}: the sample shows more elements than the run's {}",
                         vals.len()
@@ -1018,6 +1019,14 @@ fn the_loose_comparison_can_fail() {
     assert!(match_lines(&["a", "…", "c"], &["a", "b", "b", "c"]).is_ok());
     assert_eq!(match_lines(&["a", "c"], &["a", "b"]).unwrap_err().0, 1);
     assert!(match_lines(&["a"], &["a", "b"]).is_err());
+    // A tool the run does not list: the element that differs is named.
+    let why = match_lines(
+        &[r#"{"t":[{"n":"a"},…,{"n":"z"}]}"#],
+        &[r#"{"t":[{"n":"a"},{"n":"b"}]}"#],
+    )
+    .unwrap_err()
+    .1;
+    assert!(why.contains("$.t[1].n") && why.contains("\"z\""), "{why}");
     assert_eq!(
         tokens(
             "x resp_gqau7uQQHoMGpGJN2dCC9EUx y resp_gqau7uQQHoMGpGJN2dCC9EUx",

@@ -368,7 +368,7 @@ mod tests {
                 .to_string()
                 .contains(REMOTE_REF)
         );
-        assert_eq!(catalogue(false, 0).len(), 12);
-        assert_eq!(tools.len(), 19);
+        assert_eq!(catalogue(false, 0).len(), 13);
+        assert_eq!(tools.len(), 20);
     }
 }

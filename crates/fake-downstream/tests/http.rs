@@ -45,7 +45,7 @@ fn lifecycle_sessions_and_methods() {
         &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
     );
     assert_eq!(r.status, 200);
-    assert_eq!(r.json()["result"]["tools"].as_array().unwrap().len(), 12);
+    assert_eq!(r.json()["result"]["tools"].as_array().unwrap().len(), 13);
 
     let r = s.call(&session, 3, "echo", json!({"text": "over http"}));
     assert_eq!(r["id"], 3);

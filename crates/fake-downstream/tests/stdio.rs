@@ -18,6 +18,7 @@ const NORMAL_TOOLS: &[&str] = &[
     "slow",
     "stats",
     "big",
+    "dense",
     "inject",
     "crash",
     "fail",
