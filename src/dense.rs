@@ -14,6 +14,12 @@ pub const MAX_VALUES: usize = 100_000;
 /// An id longer than this is not one we could have been sent legitimately.
 const MAX_ID_BYTES: usize = 256;
 
+/// Whether `bytes` hold more than [`MAX_VALUES`] elements: the check every reader makes
+/// before it builds a value.
+pub fn too_dense(bytes: &[u8]) -> bool {
+    count_values(bytes, MAX_VALUES) > MAX_VALUES
+}
+
 /// An upper bound on the elements of `bytes` (one per `[`, `{` or `,` outside strings,
 /// plus one), counted up to just past `limit`. Not a validator: serde_json decides
 /// whether the text is JSON.

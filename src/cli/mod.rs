@@ -502,15 +502,15 @@ fn ask_arguments(args: &AskArgs) -> Map<String, Value> {
 /// adds presets and takes any name (refusing it would lock out the next one): the person
 /// is told before the request goes, and the run is sent as asked.
 fn warn_unknown_preset(preset: Option<&str>) {
-    use crate::perplexity::agent::KNOWN_PRESETS;
+    use crate::perplexity::agent::{CURRENT_PRESETS, OLDER_PRESETS};
     let Some(preset) = preset.map(py_strip).filter(|p| !p.is_empty()) else {
         return;
     };
-    if !KNOWN_PRESETS.contains(&preset) {
+    if !CURRENT_PRESETS.contains(&preset) && !OLDER_PRESETS.contains(&preset) {
         output::warn(&format!(
             "'{}' is not a preset this version knows ({}); it is sent as given, since Perplexity adds presets.",
             crate::text::inert_line(preset),
-            KNOWN_PRESETS[..6].join(", ")
+            CURRENT_PRESETS.join(", ")
         ));
     }
 }

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::dense::{MAX_VALUES, count_values, id_of};
+use crate::dense::{MAX_VALUES, id_of, too_dense};
 
 /// The largest message a downstream process may write: rmcp's own line cap, which a
 /// 10,000-tool listing (11.8 MB, of which the gateway offers 1 MiB) fits in. The element
@@ -132,9 +132,7 @@ async fn measure(stdout: ChildStdout, mut out: DuplexStream) {
         };
         let forward = match read {
             Line::End => return,
-            Line::Whole if count_values(&line, MAX_VALUES) > MAX_VALUES => {
-                refusal(&line, &format!("more than {MAX_VALUES} JSON values"))
-            }
+            Line::Whole if too_dense(&line) => refusal(&line, &too_many_values()),
             Line::Whole => Some(std::mem::take(&mut line)),
             Line::TooLong => refusal(&line, &format!("more than {MAX_MESSAGE} bytes")),
         };
@@ -199,6 +197,19 @@ async fn read_line(
     }
 }
 
+/// What an over-dense reply held, in the words of its refusal.
+pub(super) fn too_many_values() -> String {
+    format!("more than {MAX_VALUES} JSON values")
+}
+
+/// The JSON-RPC error that answers request `id` in place of a reply that held `what` —
+/// over either transport, in the same words.
+pub(super) fn refusal_frame(id: Value, what: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {
+        "code": -32603,
+        "message": format!("the server's reply held {what}, more than the gateway accepts from a downstream server; it was dropped unread")}})
+}
+
 /// The error that answers, in the message's place, the request it was the reply to;
 /// `None` for a message that answers nothing (a notification: dropping it is enough).
 fn refusal(line: &[u8], what: &str) -> Option<Vec<u8>> {
@@ -207,10 +218,7 @@ fn refusal(line: &[u8], what: &str) -> Option<Vec<u8>> {
         tracing::warn!("a downstream server sent a message of {what}; dropped unread");
         return None;
     }
-    let frame = json!({"jsonrpc": "2.0", "id": id, "error": {
-        "code": -32603,
-        "message": format!("the server's reply held {what}, more than the gateway accepts from a downstream server; it was dropped unread")}});
-    let mut bytes = frame.to_string().into_bytes();
+    let mut bytes = refusal_frame(id, what).to_string().into_bytes();
     bytes.push(b'\n');
     Some(bytes)
 }

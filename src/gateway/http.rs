@@ -26,10 +26,13 @@ use rmcp::transport::streamable_http_client::{
     AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpClient,
     StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use sse_stream::{Error as SseError, Sse, SseStream};
 
-use crate::dense::{MAX_VALUES, count_values, id_of};
+use super::child::{refusal_frame, too_many_values};
+#[cfg(doc)]
+use crate::dense::MAX_VALUES;
+use crate::dense::{id_of, too_dense};
 
 type Error = StreamableHttpError<reqwest::Error>;
 type Events = BoxStream<'static, Result<Sse, SseError>>;
@@ -296,16 +299,14 @@ fn decode(body: &[u8], id: &RequestId) -> Result<ServerJsonRpcMessage, serde_jso
 /// The error frame for a message over [`MAX_VALUES`] elements, under `id` or the id the
 /// message itself names; `None` when it is within bounds.
 fn refused(text: &[u8], id: Option<&RequestId>) -> Option<Value> {
-    if count_values(text, MAX_VALUES) <= MAX_VALUES {
+    if !too_dense(text) {
         return None;
     }
     let id = match id {
         Some(id) => serde_json::to_value(id).unwrap_or(Value::Null),
         None => id_of(text),
     };
-    Some(json!({"jsonrpc": "2.0", "id": id, "error": {
-        "code": -32603,
-        "message": format!("the server's reply held more than {MAX_VALUES} JSON values, more than the gateway accepts from a downstream server; it was dropped unread")}}))
+    Some(refusal_frame(id, &too_many_values()))
 }
 
 /// Events whose data is measured before rmcp decodes it: one over [`MAX_VALUES`] elements
@@ -359,6 +360,7 @@ fn bounded_events(response: reqwest::Response, cap: usize) -> Events {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dense::MAX_VALUES;
 
     #[test]
     fn a_dense_reply_is_answered_with_an_error_under_the_request_id() {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::protocol::{RpcError, code, error_frame};
 pub use crate::dense::MAX_VALUES;
-use crate::dense::{count_values, id_of};
+use crate::dense::{id_of, too_dense};
 
 /// Why a message could not be decoded, with the id to answer under when it is known.
 #[derive(Debug)]
@@ -25,8 +25,7 @@ impl Undecodable {
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Value, Box<Undecodable>> {
-    let values = count_values(bytes, MAX_VALUES);
-    if values > MAX_VALUES {
+    if too_dense(bytes) {
         return Err(Box::new(Undecodable {
             id: id_of(bytes),
             error: RpcError::new(

@@ -15,16 +15,11 @@ const CREATE_PATH: &str = "/v1/agent";
 /// Recency windows the web_search tool accepts.
 pub const RECENCY_VALUES: [&str; 5] = ["hour", "day", "week", "month", "year"];
 
-/// The presets Perplexity documents (current, then the older names it still takes). Only
-/// for telling a person about a likely typo: `preset` is an open string upstream, where
-/// new presets appear, so nothing is refused for not being listed here.
-pub const KNOWN_PRESETS: [&str; 10] = [
-    "fast",
-    "low",
-    "medium",
-    "high",
-    "xhigh",
-    "wide-research",
+/// The presets Perplexity documents, current and older names it still takes. Only for
+/// telling a person about a likely typo: `preset` is an open string upstream, where new
+/// presets appear, so nothing is refused for not being listed here.
+pub const CURRENT_PRESETS: [&str; 6] = ["fast", "low", "medium", "high", "xhigh", "wide-research"];
+pub const OLDER_PRESETS: [&str; 4] = [
     "fast-search",
     "pro-search",
     "deep-research",

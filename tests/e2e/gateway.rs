@@ -47,6 +47,20 @@ impl Env {
         run_cli(args, &self.vars)
     }
 
+    /// `gateway add SLUG --url URL` for a plain-HTTP downstream on this machine; it must be
+    /// accepted.
+    pub fn add_local_http(&self, slug: &str, url: &str) {
+        let (_, stderr, code) = self.gateway(&[
+            "add",
+            slug,
+            "--url",
+            url,
+            "--allow-insecure-http",
+            "--allow-private",
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+    }
+
     pub fn gateway(&self, args: &[&str]) -> (String, String, i32) {
         let mut all = vec!["gateway"];
         all.extend_from_slice(args);
@@ -580,15 +594,7 @@ fn eof_with_a_gateway_server_exits_promptly() {
 #[test]
 fn a_downstream_that_is_down_is_said_in_one_clean_line() {
     let env = Env::new("gw-down");
-    let (_, stderr, code) = env.gateway(&[
-        "add",
-        "down",
-        "--url",
-        "http://127.0.0.1:1/mcp",
-        "--allow-insecure-http",
-        "--allow-private",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    env.add_local_http("down", "http://127.0.0.1:1/mcp");
     let mut s = serve(&env);
     s.request(&request(1, "tools/list", json!({})));
     s.close_stdin();
@@ -756,15 +762,7 @@ fn an_http_answer_past_the_cap_is_named_as_too_large() {
     let d = HttpDownstream::start(&[]);
     let env = Env::new("gw-http-big");
     let url = format!("{}/mcp", d.url);
-    let (_, stderr, code) = env.gateway(&[
-        "add",
-        "big",
-        "--url",
-        &url,
-        "--allow-insecure-http",
-        "--allow-private",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    env.add_local_http("big", &url);
     let mut s = serve(&env);
     let (text, is_error) =
         tool_text(&s.request(&call(1, "mcp__big__big", json!({"bytes": 5 * 1024 * 1024}))));
@@ -817,15 +815,7 @@ fn a_dense_http_reply_is_refused_before_it_is_decoded() {
     let d = HttpDownstream::start(&[]);
     let env = Env::new("gw-http-dense");
     let url = format!("{}/mcp", d.url);
-    let (_, stderr, code) = env.gateway(&[
-        "add",
-        "dense",
-        "--url",
-        &url,
-        "--allow-insecure-http",
-        "--allow-private",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    env.add_local_http("dense", &url);
     let mut s = serve(&env);
     let reply = s.request(&call(
         1,
@@ -890,15 +880,7 @@ fn http_downstreams_keep_their_headers_apart_and_follow_no_redirects() {
     // A server that redirects elsewhere: not followed, B sees nothing more.
     let before = b.headers().len();
     let c = HttpDownstream::start(&["--redirect-to", &format!("{}/mcp", b.url)]);
-    let (_, stderr, code) = env.gateway(&[
-        "add",
-        "c",
-        "--url",
-        &format!("{}/mcp", c.url),
-        "--allow-insecure-http",
-        "--allow-private",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    env.add_local_http("c", &format!("{}/mcp", c.url));
     let (stdout, _, code) = env.gateway(&["test", "c"]);
     assert_eq!(code, 1, "{stdout}");
     assert_eq!(b.headers().len(), before, "the redirect was not followed");
@@ -1270,15 +1252,7 @@ fn server_everything_over_stdio_and_http() {
         || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
     );
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let (_, stderr, code) = env.gateway(&[
-        "add",
-        "evh",
-        "--url",
-        &url,
-        "--allow-insecure-http",
-        "--allow-private",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    env.add_local_http("evh", &url);
 
     let mut s = serve(&env);
     let names = listed(&mut s, 1);
@@ -1457,15 +1431,7 @@ fn gateway_test_of_a_server_answering_401_says_which_header_to_add() {
     let env = Env::new("gw-401").with("PERPLEXITY_SECRET_KEY", SEALING_KEY);
     // A challenge (WWW-Authenticate) and no header defined: "add one", as a command.
     let url = unauthorized_endpoint();
-    let (_, stderr, code) = env.gateway(&[
-        "add",
-        "locked",
-        "--url",
-        &url,
-        "--allow-insecure-http",
-        "--allow-private",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    env.add_local_http("locked", &url);
     let fix = format!(
         "perplexity-agent gateway add locked --replace --url {url} --allow-insecure-http --allow-private --header \"Authorization: @env:VAR\""
     );
