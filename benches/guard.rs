@@ -33,6 +33,7 @@ fn main() {
     let output = ToolOutput::ok("x".repeat(4_000));
     let facts = CallFacts::default();
 
+    let caller = perplexity_agent::call::Caller::local();
     let mut samples = Vec::with_capacity(20_000);
     for i in 0..21_000 {
         let started = Instant::now();
@@ -40,10 +41,15 @@ fn main() {
         let call = research::ResearchRequest::from_args(&map).expect("valid");
         std::hint::black_box(&call);
         let pass = guard
-            .admit(FrontEnd::McpStdio, "perplexity_agent", &params, 1)
+            .admit(
+                perplexity_agent::guard::Charge::of(FrontEnd::McpStdio, &caller),
+                "perplexity_agent",
+                &params,
+                1,
+            )
             .expect("admitted");
         let mut shown = output.clone();
-        let truncated = guard.budget(&mut shown);
+        let truncated = guard.budget(&mut shown, &caller);
         pass.finish(&output, &facts, truncated);
         if i >= 1_000 {
             samples.push(started.elapsed().as_secs_f64() * 1e6);

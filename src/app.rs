@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::call::FrontEnd;
 use crate::config::{Config, HttpConfig};
 use crate::fetch::{Fetcher, SystemResolver};
 use crate::gateway::{Gateway, ServerDef};
@@ -48,7 +47,7 @@ impl Services {
 }
 
 /// `serve` over stdio, or over HTTP with `http`: the gateway's servers started and their
-/// tools offered beside ours, tasks bound to the transport's caller, then the transport
+/// tools offered beside ours, every request's state bound to its caller, then the transport
 /// until EOF or a signal; the downstream processes are stopped after. The exit code.
 pub async fn serve(config: &Config, services: Services, http: Option<HttpConfig>) -> i32 {
     let mut tools = services.tools;
@@ -57,8 +56,8 @@ pub async fn serve(config: &Config, services: Services, http: Option<HttpConfig>
         tools = tools.with_gateway(gateway.clone());
     }
     let mut dispatcher = Dispatcher::new(Arc::new(tools));
-    if let Some(http) = &http {
-        dispatcher = dispatcher.for_caller(http.caller(), FrontEnd::McpHttp);
+    if http.is_some() {
+        dispatcher = dispatcher.over_http();
     }
     let dispatcher = Arc::new(dispatcher);
     let code = match http {
@@ -153,9 +152,11 @@ mod tests {
             (Era::Modern, json!(8)),
         ] {
             let text = dispatcher
-                .list_reply_text(&id, "tools/list", &Map::new(), era)
+                .list_reply_text(&id, "tools/list", &Map::new(), era, dispatcher.local())
                 .unwrap();
-            let Action::Reply(frame) = dispatcher.answer(id, "tools/list", Map::new(), era) else {
+            let Action::Reply(frame) =
+                dispatcher.answer(id, "tools/list", Map::new(), era, dispatcher.local())
+            else {
                 panic!("tools/list is answered at once");
             };
             assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), frame);
@@ -163,12 +164,24 @@ mod tests {
         let cursor = json!({"cursor": "c"}).as_object().cloned().unwrap();
         assert!(
             dispatcher
-                .list_reply_text(&json!(1), "tools/list", &cursor, Era::Legacy)
+                .list_reply_text(
+                    &json!(1),
+                    "tools/list",
+                    &cursor,
+                    Era::Legacy,
+                    dispatcher.local()
+                )
                 .is_none()
         );
         assert!(
             dispatcher
-                .list_reply_text(&json!(1), "ping", &Map::new(), Era::Legacy)
+                .list_reply_text(
+                    &json!(1),
+                    "ping",
+                    &Map::new(),
+                    Era::Legacy,
+                    dispatcher.local()
+                )
                 .is_none()
         );
     }

@@ -29,6 +29,123 @@ impl FrontEnd {
     }
 }
 
+/// Who a call is for. Every piece of state a call makes (tasks, runs, snapshots,
+/// offloaded results, legacy sessions) is bound to its caller's [`Caller::key`], and
+/// another caller reads it as an id that never existed. The key is derived, never a
+/// token: the store holds nothing that opens the server.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Caller(Arc<CallerParts>);
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CallerParts {
+    key: String,
+    name: String,
+    issuer: Option<String>,
+    operator: bool,
+}
+
+impl Caller {
+    /// The user running the process (stdio, the CLI, the TUI). An operator: it holds the
+    /// API key itself, so nothing Perplexity keeps for that key is hidden from it.
+    pub fn local() -> Caller {
+        static LOCAL: std::sync::OnceLock<Caller> = std::sync::OnceLock::new();
+        LOCAL
+            .get_or_init(|| {
+                #[cfg(unix)]
+                // SAFETY: getuid has no preconditions and cannot fail.
+                let key = format!("local:{}", unsafe { libc::getuid() });
+                #[cfg(not(unix))]
+                let key = "local".to_owned();
+                Caller::new(key, "local".to_owned(), None, true)
+            })
+            .clone()
+    }
+
+    /// The holder of the single `PERPLEXITY_HTTP_AUTH_TOKEN`, named `default`: the
+    /// server's one tenant, so an operator (the static-token mode behaves as it always
+    /// did). The key is the one tasks were bound to before named callers existed, so a
+    /// task resumed after an upgrade is still its caller's.
+    pub fn single_token(token_digest: &[u8; 32]) -> Caller {
+        let key = format!(
+            "http:{}",
+            derived_hex(&[b"perplexity-agent task caller\0", token_digest])
+        );
+        Caller::new(key, "default".to_owned(), None, true)
+    }
+
+    /// A named client of `PERPLEXITY_HTTP_CLIENTS_FILE`. `created` is part of the key, so
+    /// a client removed and added again under the same name starts with nothing; a
+    /// rotated token keeps the client's state.
+    pub fn client(name: &str, created: &str) -> Caller {
+        let key = format!(
+            "client:{}",
+            derived_hex(&[b"client\0", name.as_bytes(), b"\0", created.as_bytes()])
+        );
+        Caller::new(key, name.to_owned(), None, false)
+    }
+
+    /// The subject of an OAuth access token, scoped by its issuer (a `sub` is unique only
+    /// within its issuer).
+    pub fn subject(issuer: &str, subject: &str) -> Caller {
+        let key = format!(
+            "oauth:{}",
+            derived_hex(&[b"oauth\0", issuer.as_bytes(), b"\0", subject.as_bytes()])
+        );
+        Caller::new(key, subject.to_owned(), Some(issuer.to_owned()), false)
+    }
+
+    fn new(key: String, name: String, issuer: Option<String>, operator: bool) -> Caller {
+        Caller(Arc::new(CallerParts {
+            key,
+            name,
+            issuer,
+            operator,
+        }))
+    }
+
+    /// What state is bound to.
+    pub fn key(&self) -> &str {
+        &self.0.key
+    }
+
+    /// Who, for the audit log and for people: a client's name, a token's `sub`,
+    /// `default` or `local`.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// The token's issuer, for OAuth subjects.
+    pub fn issuer(&self) -> Option<&str> {
+        self.0.issuer.as_deref()
+    }
+
+    /// The local user and the single-token tenant: they may name any run the API key
+    /// can reach, as before callers were told apart. Named clients and token subjects
+    /// see only what they made.
+    pub fn is_operator(&self) -> bool {
+        self.0.operator
+    }
+}
+
+impl Default for Caller {
+    fn default() -> Self {
+        Caller::local()
+    }
+}
+
+/// 128 bits of SHA-256 over `parts`, as hex: a stable name that reveals nothing.
+fn derived_hex(parts: &[&[u8]]) -> String {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    for part in parts {
+        hasher.update(part);
+    }
+    hasher.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// What a finished call reports besides its output.
 #[derive(Debug, Default, Clone)]
 pub struct CallFacts {

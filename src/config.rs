@@ -329,9 +329,8 @@ fn proxy_from(raw: Option<&str>) -> Result<Option<Url>, ConfigError> {
 #[derive(Clone)]
 pub struct HttpConfig {
     pub bind: std::net::SocketAddr,
-    /// SHA-256 of `PERPLEXITY_HTTP_AUTH_TOKEN`: only the digest is kept, and comparing
-    /// digests is constant-time whatever the presented token's length.
-    pub token_digest: [u8; 32],
+    /// How callers prove who they are: exactly one of the three ways.
+    pub auth: HttpAuth,
     /// Extra `Host` names accepted besides the loopback ones (lowercase, no port).
     pub allowed_hosts: Vec<String>,
     /// Extra `Origin`s accepted besides loopback ones (`scheme://host[:port]`).
@@ -357,23 +356,24 @@ impl fmt::Debug for HttpConfig {
     }
 }
 
+/// The one way `serve --http` authenticates its callers (configuring two is an error
+/// that names both: which one wins would be a guess).
+#[derive(Clone)]
+pub enum HttpAuth {
+    /// SHA-256 of `PERPLEXITY_HTTP_AUTH_TOKEN`: only the digest is kept, and comparing
+    /// digests is constant-time whatever the presented token's length. Its holder is
+    /// the caller named `default`.
+    Token([u8; 32]),
+    /// `PERPLEXITY_HTTP_CLIENTS_FILE`: named clients, each with its own token's hash.
+    Clients(std::path::PathBuf),
+    /// `PERPLEXITY_OAUTH_ISSUER` and `PERPLEXITY_OAUTH_AUDIENCE`: OAuth 2.1 access tokens.
+    OAuth(crate::identity::OAuthConfig),
+}
+
 /// Shortest accepted bearer token: 32 characters (e.g. `openssl rand -hex 32` gives 64).
 pub const MIN_HTTP_TOKEN_CHARS: usize = 32;
 
 impl HttpConfig {
-    /// Who an HTTP caller is, for binding MCP tasks: derived from the token's digest
-    /// (never the token), so whoever holds the same token sees the same tasks and the
-    /// store file holds nothing that opens the server.
-    pub fn caller(&self) -> String {
-        use sha2::Digest;
-        let mut hasher = sha2::Sha256::new();
-        hasher.update(b"perplexity-agent task caller\0");
-        hasher.update(self.token_digest);
-        let digest = hasher.finalize();
-        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        format!("http:{hex}")
-    }
-
     pub fn from_env(bind: &str, allow_remote: bool) -> Result<HttpConfig, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok(), bind, allow_remote)
     }
@@ -383,7 +383,6 @@ impl HttpConfig {
         bind: &str,
         allow_remote: bool,
     ) -> Result<HttpConfig, ConfigError> {
-        use sha2::Digest;
         let bind: std::net::SocketAddr = bind.trim().parse().map_err(|_| ConfigError {
             variable: "--bind",
             problem: format!("{bind:?} is not an IP address and port, such as 127.0.0.1:8080"),
@@ -397,31 +396,7 @@ impl HttpConfig {
                 ),
             });
         }
-        let token =
-            secrecy::SecretString::from(env("PERPLEXITY_HTTP_AUTH_TOKEN").unwrap_or_default());
-        let token = secrecy::ExposeSecret::expose_secret(&token);
-        if token.trim().is_empty() {
-            return Err(ConfigError {
-                variable: "PERPLEXITY_HTTP_AUTH_TOKEN",
-                problem: format!(
-                    "is required for --http: every request must carry it as a bearer token. Generate one with `openssl rand -hex 32` (at least {MIN_HTTP_TOKEN_CHARS} characters)"
-                ),
-            });
-        }
-        if token.chars().count() < MIN_HTTP_TOKEN_CHARS {
-            return Err(ConfigError {
-                variable: "PERPLEXITY_HTTP_AUTH_TOKEN",
-                problem: format!("must be at least {MIN_HTTP_TOKEN_CHARS} characters long"),
-            });
-        }
-        // A token a client cannot send in a header would lock everyone out.
-        if !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(ConfigError {
-                variable: "PERPLEXITY_HTTP_AUTH_TOKEN",
-                problem: "must be printable ASCII without spaces".to_owned(),
-            });
-        }
-        let token_digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        let auth = http_auth(&env)?;
         let allowed_hosts = list(env("PERPLEXITY_HTTP_ALLOWED_HOSTS").as_deref())
             .map(|h| h.to_ascii_lowercase())
             .collect();
@@ -438,7 +413,7 @@ impl HttpConfig {
             .collect::<Result<_, _>>()?;
         Ok(HttpConfig {
             bind,
-            token_digest,
+            auth,
             allowed_hosts,
             allowed_origins,
             max_in_flight: bounded_int(
@@ -624,6 +599,109 @@ fn bounded_int(
             variable,
             problem: format!("must be a whole number from {min} to {max}"),
         })
+}
+
+/// Exactly one of the single token, the clients file and OAuth; none is an error too.
+fn http_auth(env: &impl Fn(&str) -> Option<String>) -> Result<HttpAuth, ConfigError> {
+    use sha2::Digest;
+    let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let token = set("PERPLEXITY_HTTP_AUTH_TOKEN").map(secrecy::SecretString::from);
+    let clients = set("PERPLEXITY_HTTP_CLIENTS_FILE");
+    let issuer = set("PERPLEXITY_OAUTH_ISSUER");
+    let audience = set("PERPLEXITY_OAUTH_AUDIENCE");
+    let oauth =
+        issuer.is_some() || audience.is_some() || set("PERPLEXITY_OAUTH_JWKS_URL").is_some();
+    let chosen: Vec<&str> = [
+        (token.is_some(), "PERPLEXITY_HTTP_AUTH_TOKEN"),
+        (clients.is_some(), "PERPLEXITY_HTTP_CLIENTS_FILE"),
+        (oauth, "PERPLEXITY_OAUTH_ISSUER"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    if chosen.len() > 1 {
+        return Err(ConfigError {
+            variable: chosen[0],
+            problem: format!(
+                "conflicts with {}: --http takes one way to authenticate callers (a single token, named clients, or OAuth); unset all but one",
+                chosen[1..].join(" and ")
+            ),
+        });
+    }
+    if let Some(path) = clients {
+        return Ok(HttpAuth::Clients(std::path::PathBuf::from(path.trim())));
+    }
+    if oauth {
+        return oauth_config(env, issuer, audience).map(HttpAuth::OAuth);
+    }
+    let Some(token) = token else {
+        return Err(ConfigError {
+            variable: "PERPLEXITY_HTTP_AUTH_TOKEN",
+            problem: format!(
+                "is required for --http: every request must carry it as a bearer token. Generate one with `openssl rand -hex 32` (at least {MIN_HTTP_TOKEN_CHARS} characters); or name clients with PERPLEXITY_HTTP_CLIENTS_FILE, or take OAuth tokens with PERPLEXITY_OAUTH_ISSUER"
+            ),
+        });
+    };
+    let token = secrecy::ExposeSecret::expose_secret(&token);
+    if token.chars().count() < MIN_HTTP_TOKEN_CHARS {
+        return Err(ConfigError {
+            variable: "PERPLEXITY_HTTP_AUTH_TOKEN",
+            problem: format!("must be at least {MIN_HTTP_TOKEN_CHARS} characters long"),
+        });
+    }
+    // A token a client cannot send in a header would lock everyone out.
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ConfigError {
+            variable: "PERPLEXITY_HTTP_AUTH_TOKEN",
+            problem: "must be printable ASCII without spaces".to_owned(),
+        });
+    }
+    let token_digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+    Ok(HttpAuth::Token(token_digest))
+}
+
+/// The OAuth settings: an issuer and an audience, both absolute URLs; https unless the
+/// host is loopback (a token's keys fetched in the clear could be swapped on the way).
+fn oauth_config(
+    env: &impl Fn(&str) -> Option<String>,
+    issuer: Option<String>,
+    audience: Option<String>,
+) -> Result<crate::identity::OAuthConfig, ConfigError> {
+    let url = |variable: &'static str, raw: Option<String>| -> Result<Url, ConfigError> {
+        let raw = raw.ok_or_else(|| ConfigError {
+            variable,
+            problem: "is required with OAuth (PERPLEXITY_OAUTH_ISSUER and PERPLEXITY_OAUTH_AUDIENCE go together)".to_owned(),
+        })?;
+        let parsed = Url::parse(raw.trim()).ok().filter(|u| u.host().is_some());
+        let loopback = |u: &Url| match u.host() {
+            Some(url::Host::Domain(name)) => name == "localhost",
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        };
+        match parsed {
+            Some(u) if u.scheme() == "https" || (u.scheme() == "http" && loopback(&u)) => Ok(u),
+            _ => Err(ConfigError {
+                variable,
+                problem: format!("{raw:?} is not an https:// URL (http:// only on loopback)"),
+            }),
+        }
+    };
+    // Compared as written: `iss` and `aud` are exact strings, and a parsed URL gains a
+    // trailing slash a token does not have.
+    let issuer = url("PERPLEXITY_OAUTH_ISSUER", issuer.clone())
+        .map(|_| issuer.unwrap_or_default().trim().to_owned())?;
+    let audience = url("PERPLEXITY_OAUTH_AUDIENCE", audience.clone())
+        .map(|_| audience.unwrap_or_default().trim().to_owned())?;
+    let jwks_url = match env("PERPLEXITY_OAUTH_JWKS_URL").filter(|v| !v.trim().is_empty()) {
+        Some(raw) => Some(url("PERPLEXITY_OAUTH_JWKS_URL", Some(raw))?),
+        None => None,
+    };
+    Ok(crate::identity::OAuthConfig {
+        issuer,
+        audience,
+        jwks_url,
+    })
 }
 
 #[cfg(test)]

@@ -47,10 +47,23 @@ const FLOORS: &[(&str, &[&str])] = &[
             "text",
         ],
     ),
+    // Who may call the HTTP server: named clients, OAuth token subjects.
+    (
+        "identity",
+        &["call", "files", "guard", "net", "random", "text", "tools"],
+    ),
     // Reads the environment and hands each module its own config type.
     (
         "config",
-        &["fetch", "gateway", "guard", "perplexity", "store", "tools"],
+        &[
+            "fetch",
+            "gateway",
+            "guard",
+            "identity",
+            "perplexity",
+            "store",
+            "tools",
+        ],
     ),
     // Front ends.
     (
@@ -61,6 +74,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "dense",
             "drain",
             "guard",
+            "identity",
             "perplexity",
             "random",
             "signals",
@@ -79,6 +93,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "fetch",
             "gateway",
             "guard",
+            "identity",
             "mcp",
             "perplexity",
             "store",

@@ -38,6 +38,7 @@ pub mod fetch;
 pub mod files;
 pub mod gateway;
 pub mod guard;
+pub mod identity;
 mod layering;
 pub mod mcp;
 pub mod net;

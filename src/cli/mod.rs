@@ -11,6 +11,7 @@ mod gateway;
 pub mod healthcheck;
 mod install;
 pub mod output;
+mod team;
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -66,6 +67,9 @@ pub enum Command {
     /// Downstream MCP servers whose tools this server offers (the gateway).
     #[command(subcommand)]
     Gateway(gateway::GatewayCommand),
+    /// Named clients of `serve --http`: each with its own token, tools and rate.
+    #[command(subcommand)]
+    Clients(team::ClientsCommand),
     /// Add this server to an MCP client's config file (merged, backed up).
     Install(install::InstallArgs),
     /// Check the set-up: key, store, gateway secrets, client entries, both protocol eras.
@@ -233,6 +237,11 @@ pub struct CancelArgs {
 /// Runs a CLI command: `Ok` with the exit code once its output is printed, or the error
 /// `main` prints.
 pub async fn run(command: Command, config: Config) -> Ended {
+    // The clients file needs no key, store or service.
+    let command = match command {
+        Command::Clients(command) => return team::run(command),
+        command => command,
+    };
     let base = config.api.base.as_str().trim_end_matches('/');
     if base != crate::perplexity::config::PERPLEXITY_BASE {
         output::note_api_base(base);
@@ -259,6 +268,7 @@ pub async fn run(command: Command, config: Config) -> Ended {
         Command::Research(args) => research_command(args, &tools).await,
         Command::Models(args) => models(args, tools.client(), &guard, config.wait_seconds).await,
         Command::Gateway(command) => gateway::run(command, &config).await,
+        Command::Clients(command) => team::run(command),
         Command::Install(args) => install::run(args),
         Command::Healthcheck(args) => healthcheck::run(&args),
         Command::Doctor(args) => doctor::run(args, &config).await,
@@ -305,6 +315,7 @@ pub fn run_unconfigured(command: Command, problem: &str) -> Ended {
     match command {
         Command::Install(args) => install::run(args),
         Command::Healthcheck(args) => healthcheck::run(&args),
+        Command::Clients(command) => team::run(command),
         Command::Doctor(_) => {
             output::lines(&format!(
                 "FAIL Configuration: {problem} — fix that variable or the config file, then run doctor again"
@@ -317,7 +328,13 @@ pub fn run_unconfigured(command: Command, problem: &str) -> Ended {
 
 /// Validation failures are audited like any call (they cost no rate-limit token).
 fn rejected(guard: &Guard, tool: &str, params: &Value, message: &str) -> Ended {
-    guard.rejected(FrontEnd::Cli, tool, params, &ToolOutput::error(message));
+    let local = crate::call::Caller::local();
+    guard.rejected(
+        crate::guard::Charge::of(FrontEnd::Cli, &local),
+        tool,
+        params,
+        &ToolOutput::error(message),
+    );
     Err(CliError::usage(message))
 }
 
@@ -379,7 +396,13 @@ async fn call(
             progress.finish();
         }
     };
-    let admitted = match tools.accept(FrontEnd::Cli, tool, args, None) {
+    let local = crate::call::Caller::local();
+    let admitted = match tools.accept(
+        crate::guard::Charge::of(FrontEnd::Cli, &local),
+        tool,
+        args,
+        None,
+    ) {
         Ok(admitted) => admitted,
         Err(refusal) => {
             finish();
@@ -610,12 +633,19 @@ async fn cancel(args: CancelArgs, tools: &Tools) -> Ended {
 /// person sees what clients left running and which run to collect or stop.
 async fn tasks_command(args: TasksArgs, tools: &Tools) -> Ended {
     let caller = if args.http {
-        match HttpConfig::from_env("127.0.0.1:0", false) {
-            Ok(http) => http.caller(),
+        match HttpConfig::from_env("127.0.0.1:0", false).map(|http| http.auth) {
+            Ok(crate::config::HttpAuth::Token(digest)) => {
+                crate::call::Caller::single_token(&digest).key().to_owned()
+            }
+            Ok(_) => {
+                return Err(CliError::config(
+                    "tasks --http lists the tasks of the single PERPLEXITY_HTTP_AUTH_TOKEN; named clients and OAuth subjects see their own tasks with tasks/list over MCP".to_owned(),
+                ));
+            }
             Err(e) => return Err(CliError::config(e.to_string())),
         }
     } else {
-        crate::mcp::tasks::local_caller()
+        crate::call::Caller::local().key().to_owned()
     };
     let listed = tools
         .store()
@@ -635,7 +665,13 @@ async fn models(
     wait: u64,
 ) -> Ended {
     let params = json!({});
-    let pass = match guard.admit(FrontEnd::Cli, "models", &params, 1) {
+    let local = crate::call::Caller::local();
+    let pass = match guard.admit(
+        crate::guard::Charge::of(FrontEnd::Cli, &local),
+        "models",
+        &params,
+        1,
+    ) {
         Ok(pass) => pass,
         Err(refusal) => return Err(CliError::failed(refusal.message())),
     };

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::call::{CallFacts, FrontEnd, Refusal, ToolOutput};
+use crate::call::{CallFacts, Caller, FrontEnd, Refusal, ToolOutput};
 use crate::random::secure_hex;
 use audit::{AuditLog, sha256_hex, sorted};
 use metrics::{Metrics, Outcome};
@@ -67,7 +67,29 @@ pub struct Pass {
     call_id: String,
     tool: String,
     front_end: FrontEnd,
+    caller: Caller,
     started: Instant,
+}
+
+/// Who a call is charged to: its caller, and the caller's own bucket when it has one
+/// (a named client's rate), charged beside the server's.
+#[derive(Clone, Copy)]
+pub struct Charge<'a> {
+    pub front_end: FrontEnd,
+    pub caller: &'a Caller,
+    pub bucket: Option<&'a TokenBucket>,
+}
+
+impl<'a> Charge<'a> {
+    /// A caller with no rate of its own (the local user, the single-token tenant, a
+    /// client without `rate_per_minute`).
+    pub fn of(front_end: FrontEnd, caller: &'a Caller) -> Charge<'a> {
+        Charge {
+            front_end,
+            caller,
+            bucket: None,
+        }
+    }
 }
 
 impl Guard {
@@ -90,12 +112,13 @@ impl Guard {
     }
 
     /// Records a call whose input was rejected (it costs no token).
-    pub fn rejected(&self, front_end: FrontEnd, tool: &str, params: &Value, output: &ToolOutput) {
+    pub fn rejected(&self, who: Charge<'_>, tool: &str, params: &Value, output: &ToolOutput) {
         self.metrics.ended(tool, Outcome::Rejected, None);
         let call_id = new_call_id();
+        let (front_end, caller) = (who.front_end, who.caller);
         self.write(
             "tool_call",
-            front_end,
+            (front_end, caller),
             tool,
             &call_id,
             fields(params, "rejected"),
@@ -106,41 +129,52 @@ impl Guard {
         result.insert("result_hash".into(), json!(result_hash(output)));
         result.insert("duration_ms".into(), json!(0.0));
         result.insert("truncated".into(), json!(false));
-        self.write("tool_result", front_end, tool, &call_id, result);
+        self.write("tool_result", (front_end, caller), tool, &call_id, result);
     }
 
-    /// Charges the bucket for a validated call and opens its audit pair; a refusal is
-    /// the `isError` result to return (and is audited as `rate_limited`).
+    /// Charges the buckets for a validated call (the caller's own first, so a client
+    /// over its own rate spends nothing of the server's) and opens its audit pair; a
+    /// refusal is the `isError` result to return (and is audited as `rate_limited`).
     pub fn admit(
         self: &Arc<Self>,
-        front_end: FrontEnd,
+        who: Charge<'_>,
         tool: &str,
         params: &Value,
         cost: u32,
     ) -> Result<Pass, Refusal> {
         let call_id = new_call_id();
-        if let Err(wait) = self.bucket.try_take_n(cost) {
+        let charged = match who.bucket {
+            Some(own) => own
+                .try_take_n(cost)
+                .and_then(|()| self.bucket.try_take_n(cost)),
+            None => self.bucket.try_take_n(cost),
+        };
+        let at = (who.front_end, who.caller);
+        if let Err(wait) = charged {
             let mut f = fields(params, "ok");
             f.insert("retry_after_ms".into(), json!(wait.as_millis() as u64));
-            self.write("rate_limited", front_end, tool, &call_id, f);
+            self.write("rate_limited", at, tool, &call_id, f);
             self.metrics.ended(tool, Outcome::RateLimited, None);
             return Err(Refusal::RateLimited { retry_after: wait });
         }
         self.metrics.started_call();
-        self.write("tool_call", front_end, tool, &call_id, fields(params, "ok"));
+        self.write("tool_call", at, tool, &call_id, fields(params, "ok"));
         Ok(Pass {
             guard: self.clone(),
             call_id,
             tool: tool.to_owned(),
-            front_end,
+            front_end: who.front_end,
+            caller: who.caller.clone(),
             started: Instant::now(),
         })
     }
 
+    /// Every record names its front end and its caller (and the token's issuer, for
+    /// OAuth subjects): who called what is the audit log's first question.
     fn write(
         &self,
         event: &str,
-        front_end: FrontEnd,
+        (front_end, caller): (FrontEnd, &Caller),
         tool: &str,
         call_id: &str,
         mut f: Map<String, Value>,
@@ -148,6 +182,10 @@ impl Guard {
         let Some(audit) = &self.audit else { return };
         f.insert("tool".into(), json!(tool));
         f.insert("front_end".into(), json!(front_end.as_str()));
+        f.insert("caller".into(), json!(caller.name()));
+        if let Some(issuer) = caller.issuer() {
+            f.insert("issuer".into(), json!(issuer));
+        }
         f.insert("call_id".into(), json!(call_id));
         audit.record(event, f);
     }
@@ -159,13 +197,13 @@ impl Guard {
 
     /// Applies the output budget: a result over it is cut, the full text kept for
     /// `retrieve`. Returns whether it was cut.
-    pub fn budget(&self, output: &mut ToolOutput) -> bool {
-        self.offload.apply(output)
+    pub fn budget(&self, output: &mut ToolOutput, caller: &Caller) -> bool {
+        self.offload.apply(output, caller.key())
     }
 
-    /// A chunk of an offloaded result.
-    pub fn retrieve(&self, key: &str, offset: usize) -> Result<String, String> {
-        self.offload.retrieve(key, offset)
+    /// A chunk of one of the caller's offloaded results.
+    pub fn retrieve(&self, key: &str, offset: usize, caller: &Caller) -> Result<String, String> {
+        self.offload.retrieve(key, offset, caller.key())
     }
 
     /// The counters themselves, for what the guard does not see (MCP tasks).
@@ -201,7 +239,7 @@ impl Guard {
         }
         self.write(
             "tool_abandoned",
-            pass.front_end,
+            (pass.front_end, &pass.caller),
             &pass.tool,
             &pass.call_id,
             f,
@@ -213,6 +251,11 @@ impl Pass {
     /// The front end the call came from.
     pub fn front_end(&self) -> FrontEnd {
         self.front_end
+    }
+
+    /// Whom the call is for.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
     }
 
     /// Closes the call's audit pair. `output` is the full result (hashed before any cut);
@@ -250,8 +293,13 @@ impl Pass {
                 json!({"possible_prompt_injection_patterns": facts.security_flags}),
             );
         }
-        self.guard
-            .write("tool_result", self.front_end, &self.tool, &self.call_id, f);
+        self.guard.write(
+            "tool_result",
+            (self.front_end, &self.caller),
+            &self.tool,
+            &self.call_id,
+            f,
+        );
     }
 }
 

@@ -19,6 +19,8 @@ const MARKER_ROOM: usize = 300;
 
 struct Entry {
     key: String,
+    /// Whose result it is: another caller's key reads as unknown.
+    owner: String,
     text: String,
     stored: Instant,
     used: Instant,
@@ -40,15 +42,15 @@ impl Offload {
     /// Cuts `output` to the budget when it is longer, keeping the full text for
     /// `retrieve`. Returns whether it was cut. `structuredContent` is held to the same
     /// budget on its own (see [`fit_structured`]).
-    pub fn apply(&self, output: &mut ToolOutput) -> bool {
+    pub fn apply(&self, output: &mut ToolOutput, owner: &str) -> bool {
         let structured_cut = output
             .structured
             .as_mut()
             .is_some_and(|s| fit_structured(s, self.max_chars));
-        self.apply_text(output) || structured_cut
+        self.apply_text(output, owner) || structured_cut
     }
 
-    fn apply_text(&self, output: &mut ToolOutput) -> bool {
+    fn apply_text(&self, output: &mut ToolOutput, owner: &str) -> bool {
         let total = output.text.chars().count();
         if total <= self.max_chars {
             return false;
@@ -60,11 +62,11 @@ impl Offload {
         output.text = format!(
             "{cut}\n\n[Truncated: this result has {total} characters and the first {consumed} are shown. Fetch the rest with retrieve(retrieve_key=\"{key}\", offset={consumed}) within one hour.]"
         );
-        self.store(key, full);
+        self.store(key, owner, full);
         true
     }
 
-    fn store(&self, key: String, text: String) {
+    fn store(&self, key: String, owner: &str, text: String) {
         let Ok(mut entries) = self.entries.lock() else {
             return;
         };
@@ -81,6 +83,7 @@ impl Offload {
         }
         entries.push(Entry {
             key,
+            owner: owner.to_owned(),
             text,
             stored: now,
             used: now,
@@ -89,7 +92,8 @@ impl Offload {
 
     /// A chunk of an offloaded result from `offset` (in characters), spotlighted: it
     /// may hold retrieved web content.
-    pub fn retrieve(&self, key: &str, offset: usize) -> Result<String, String> {
+    /// Another caller's key answers exactly as a key that never existed.
+    pub fn retrieve(&self, key: &str, offset: usize, owner: &str) -> Result<String, String> {
         let Ok(mut entries) = self.entries.lock() else {
             return Err(UNKNOWN_KEY.to_owned());
         };
@@ -97,7 +101,7 @@ impl Offload {
         entries.retain(|e| now.duration_since(e.stored) < TTL);
         let entry = entries
             .iter_mut()
-            .find(|e| e.key == key)
+            .find(|e| e.key == key && e.owner == owner)
             .ok_or_else(|| UNKNOWN_KEY.to_owned())?;
         entry.used = now;
         let total = entry.text.chars().count();
@@ -276,7 +280,7 @@ mod tests {
         let body = "é".repeat(5000);
         let mut out = ToolOutput::ok(spotlight(&body));
         let full = out.text.clone();
-        assert!(offload.apply(&mut out));
+        assert!(offload.apply(&mut out, "a"));
         assert!(
             out.text.chars().count() <= 1000,
             "{}",
@@ -311,7 +315,7 @@ mod tests {
         let mut rebuilt: String = full.chars().take(offset).collect();
         let mut at = offset;
         loop {
-            let chunk = offload.retrieve(key, at).unwrap();
+            let chunk = offload.retrieve(key, at, "a").unwrap();
             assert!(chunk.chars().count() <= 1000);
             let inner_end = chunk.rfind("\n</untrusted-web-content-").unwrap();
             let inner_start = chunk.find("\n\n").unwrap() + 2;
@@ -324,11 +328,15 @@ mod tests {
         }
         assert_eq!(rebuilt, full);
         assert_eq!(
-            offload.retrieve("000000000000000000000000", 0).unwrap_err(),
+            offload
+                .retrieve("000000000000000000000000", 0, "a")
+                .unwrap_err(),
             UNKNOWN_KEY
         );
+        // Another caller's key is a key that never existed.
+        assert_eq!(offload.retrieve(key, 0, "b").unwrap_err(), UNKNOWN_KEY);
         let mut small = ToolOutput::ok("short");
-        assert!(!offload.apply(&mut small));
+        assert!(!offload.apply(&mut small, "a"));
     }
 
     #[test]
@@ -337,7 +345,7 @@ mod tests {
         let mut keys = Vec::new();
         for _ in 0..(CACHE_ENTRIES + 5) {
             let mut out = ToolOutput::ok("x".repeat(2000));
-            offload.apply(&mut out);
+            offload.apply(&mut out, "a");
             keys.push(
                 out.text
                     .split("retrieve_key=\"")
@@ -351,9 +359,9 @@ mod tests {
         }
         assert_eq!(offload.entries.lock().unwrap().len(), CACHE_ENTRIES);
         assert!(
-            offload.retrieve(&keys[0], 0).is_err(),
+            offload.retrieve(&keys[0], 0, "a").is_err(),
             "the least recently used went first"
         );
-        assert!(offload.retrieve(keys.last().unwrap(), 0).is_ok());
+        assert!(offload.retrieve(keys.last().unwrap(), 0, "a").is_ok());
     }
 }

@@ -14,7 +14,8 @@ use super::protocol::{
 };
 use super::tasks::{self, Answered, TaskDesk, TaskMode};
 use super::{prompts, resources};
-use crate::call::{FrontEnd, ToolOutput};
+use crate::call::{Caller, FrontEnd, ToolOutput};
+use crate::identity::Identity;
 use crate::tools::{Admitted, Tools};
 
 /// Methods we know in some era; anything else is -32601 before any era check.
@@ -71,6 +72,8 @@ pub struct CallJob {
     /// The caller asked for a task (2025-11-25 `task`) or declared the extension
     /// (2026-07-28), and the tool can outlast a call: run it through [`TaskDesk::call`].
     pub task: Option<TaskMode>,
+    /// Who asked: the call runs as, and its state belongs to, this caller.
+    pub who: Identity,
 }
 
 /// A `tasks/get`, `tasks/update` or `tasks/cancel` request.
@@ -80,6 +83,8 @@ pub struct TaskJob {
     pub era: Era,
     pub method: String,
     pub params: Map<String, Value>,
+    /// Whose tasks it may read.
+    pub who: Identity,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +102,10 @@ type CachedList = (u64, Arc<str>);
 pub struct Dispatcher {
     tools: Arc<Tools>,
     tasks: Arc<TaskDesk>,
+    /// Who stdio's messages come from: the user running the server.
+    local: Identity,
+    /// The `tools/list` results of callers limited to some tools, by era and list.
+    limited_text: Mutex<std::collections::HashMap<(bool, String), CachedList>>,
     /// The `tools/list` result of each era, serialized once per version of the list
     /// (it changes only when a downstream server's tools do): rebuilding ~7 KB of JSON
     /// per request was most of the HTTP server's CPU.
@@ -107,11 +116,14 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// Tasks belong to the local user until [`Dispatcher::for_caller`] says otherwise.
+    /// For stdio, whose every message is the local user's; HTTP says who asks per
+    /// request ([`Dispatcher::over_http`]).
     pub fn new(tools: Arc<Tools>) -> Self {
         Dispatcher {
             tools,
-            tasks: Arc::new(TaskDesk::new(tasks::local_caller(), FrontEnd::McpStdio)),
+            tasks: Arc::new(TaskDesk::new(FrontEnd::McpStdio)),
+            local: Identity::unrestricted(Caller::local()),
+            limited_text: Mutex::default(),
             list_text: [Mutex::new(None), Mutex::new(None)],
             list_changed: std::sync::atomic::AtomicBool::new(false),
         }
@@ -125,27 +137,57 @@ impl Dispatcher {
         method: &str,
         params: &Map<String, Value>,
         era: Era,
+        who: &Identity,
     ) -> Option<String> {
         if method != "tools/list" || params.get("cursor").is_some_and(|c| !c.is_null()) {
             return None;
         }
         let generation = self.tools.list_generation();
-        let slot = &self.list_text[usize::from(era == Era::Modern)];
-        let cached = slot
-            .lock()
-            .ok()
-            .and_then(|s| s.clone())
-            .filter(|(g, _)| *g == generation)
-            .map(|(_, text)| text);
-        let result = cached.unwrap_or_else(|| {
+        let build = || -> Arc<str> {
             let mut result = Map::with_capacity(1);
-            result.insert("tools".to_owned(), self.tool_list(era));
-            let text: Arc<str> = shape(era, method, Value::Object(result)).to_string().into();
-            if let Ok(mut s) = slot.lock() {
-                *s = Some((generation, text.clone()));
+            result.insert("tools".to_owned(), self.tool_list(era, who));
+            shape(era, method, Value::Object(result)).to_string().into()
+        };
+        let result = match &who.access.tools {
+            None => {
+                let slot = &self.list_text[usize::from(era == Era::Modern)];
+                let cached = slot
+                    .lock()
+                    .ok()
+                    .and_then(|s| s.clone())
+                    .filter(|(g, _)| *g == generation)
+                    .map(|(_, text)| text);
+                cached.unwrap_or_else(|| {
+                    let text = build();
+                    if let Ok(mut s) = slot.lock() {
+                        *s = Some((generation, text.clone()));
+                    }
+                    text
+                })
             }
-            text
-        });
+            Some(allowed) => {
+                let key = (era == Era::Modern, allowed.as_written().to_owned());
+                let cached = self
+                    .limited_text
+                    .lock()
+                    .ok()
+                    .and_then(|c| c.get(&key).cloned())
+                    .filter(|(g, _)| *g == generation)
+                    .map(|(_, text)| text);
+                cached.unwrap_or_else(|| {
+                    let text = build();
+                    if let Ok(mut c) = self.limited_text.lock() {
+                        // Bounded by the distinct lists in use; a flood of OAuth scope
+                        // combinations starts it over rather than grow it.
+                        if c.len() >= 64 {
+                            c.clear();
+                        }
+                        c.insert(key, (generation, text.clone()));
+                    }
+                    text
+                })
+            }
+        };
         let id = serde_json::to_string(id).ok()?;
         Some(format!(
             r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#
@@ -159,8 +201,15 @@ impl Dispatcher {
     /// The tool list as `era` shows it: 2025-11-25 tools that can run as tasks say so
     /// (`execution.taskSupport`), except in the reference peer's drop-in profile; the
     /// 2026-07-28 extension needs no such mark.
-    fn tool_list(&self, era: Era) -> Value {
+    fn tool_list(&self, era: Era, who: &Identity) -> Value {
         let mut list = self.tools.list();
+        // A caller limited to some tools sees only those: what it may not call is not
+        // offered to its model.
+        if who.access.tools.is_some()
+            && let Value::Array(tools) = &mut list
+        {
+            tools.retain(|tool| tool["name"].as_str().is_some_and(|n| who.access.permits(n)));
+        }
         if era == Era::Legacy
             && !self.tools.is_reference()
             && let Value::Array(tools) = &mut list
@@ -178,10 +227,15 @@ impl Dispatcher {
         list
     }
 
-    /// Binds the tasks this server creates to `caller` (the HTTP token's identity).
-    pub fn for_caller(mut self, caller: String, front_end: FrontEnd) -> Self {
-        self.tasks = Arc::new(TaskDesk::new(caller, front_end));
+    /// For the HTTP transport, which says who asks with each request.
+    pub fn over_http(mut self) -> Self {
+        self.tasks = Arc::new(TaskDesk::new(FrontEnd::McpHttp));
         self
+    }
+
+    /// Who stdio's messages come from.
+    pub fn local(&self) -> &Identity {
+        &self.local
     }
 
     pub fn tasks(&self) -> &Arc<TaskDesk> {
@@ -198,7 +252,14 @@ impl Dispatcher {
     ) -> Option<Value> {
         match self
             .tasks
-            .listen(&self.tools, &job.id, &job.params, frames, cancel)
+            .listen(
+                &self.tools,
+                &job.id,
+                &job.params,
+                frames,
+                cancel,
+                &job.who.caller,
+            )
             .await
         {
             Ok(Some(result)) => Some(result_frame(&job.id, result)),
@@ -218,7 +279,7 @@ impl Dispatcher {
         let tools = self.tools.clone();
         match self
             .tasks
-            .call(tools, job.tool.clone(), admitted, mode)
+            .call(tools, job.tool.clone(), admitted, mode, &job.who.caller)
             .await
         {
             Answered::Now(output) => output.map(|o| self.call_reply(job, &o)),
@@ -230,7 +291,13 @@ impl Dispatcher {
     pub async fn task_reply(&self, job: TaskJob) -> Value {
         match self
             .tasks
-            .answer(&self.tools, job.era, &job.method, &job.params)
+            .answer(
+                &self.tools,
+                job.era,
+                &job.method,
+                &job.params,
+                &job.who.caller,
+            )
             .await
         {
             Ok(result) => result_frame(&job.id, result),
@@ -286,13 +353,20 @@ impl Dispatcher {
         {
             return Action::Reply(error_frame(&id, &e));
         }
-        self.answer(id, &method, params, era)
+        self.answer(id, &method, params, era, &self.local)
     }
 
     /// Answers a request whose era the transport has decided and whose `_meta` it has
     /// validated.
-    pub fn answer(&self, id: Value, method: &str, params: Map<String, Value>, era: Era) -> Action {
-        match self.request(method, era, params, &id) {
+    pub fn answer(
+        &self,
+        id: Value,
+        method: &str,
+        params: Map<String, Value>,
+        era: Era,
+        who: &Identity,
+    ) -> Action {
+        match self.request(method, era, params, &id, who) {
             Ok(Handled::Result(result)) => {
                 Action::Reply(result_frame(&id, shape(era, method, result)))
             }
@@ -309,6 +383,7 @@ impl Dispatcher {
         era: Era,
         params: Map<String, Value>,
         request_id: &Value,
+        who: &Identity,
     ) -> Result<Handled, RpcError> {
         let result = match (method, era) {
             ("initialize", _) => {
@@ -336,6 +411,9 @@ impl Dispatcher {
             }
             ("resources/read", _) => {
                 let (uri, id) = resources::parse_read(&params)?;
+                if let Some(refused) = who.refusal("perplexity_agent_result") {
+                    return Err(RpcError::new(code::INVALID_PARAMS, refused));
+                }
                 return Ok(Handled::Call(CallJob {
                     id: request_id.clone(),
                     era,
@@ -347,6 +425,7 @@ impl Dispatcher {
                     progress_token: None,
                     reply: ReplyAs::Resource { uri },
                     task: None,
+                    who: who.clone(),
                 }));
             }
             ("prompts/list", _) => prompts::list(),
@@ -357,7 +436,7 @@ impl Dispatcher {
                     return Err(RpcError::new(code::INVALID_PARAMS, "Invalid cursor."));
                 }
                 let mut result = Map::with_capacity(1);
-                result.insert("tools".to_owned(), self.tool_list(era));
+                result.insert("tools".to_owned(), self.tool_list(era, who));
                 Value::Object(result)
             }
             ("tasks/get" | "tasks/update" | "tasks/cancel", Era::Modern)
@@ -371,6 +450,7 @@ impl Dispatcher {
                     era,
                     method: method.to_owned(),
                     params,
+                    who: who.clone(),
                 }));
             }
             ("subscriptions/listen", Era::Modern) if !self.tools.is_reference() => {
@@ -379,6 +459,7 @@ impl Dispatcher {
                     era,
                     method: method.to_owned(),
                     params,
+                    who: who.clone(),
                 }));
             }
             // 2025-11-25 tasks, except in the reference peer's drop-in profile.
@@ -390,10 +471,13 @@ impl Dispatcher {
                     era,
                     method: method.to_owned(),
                     params,
+                    who: who.clone(),
                 }));
             }
             ("tools/call", _) => {
-                return self.tool_call(params, era, request_id).map(Handled::Call);
+                return self
+                    .tool_call(params, era, request_id, who)
+                    .map(Handled::Call);
             }
             ("logging/setLevel", Era::Legacy) => {
                 let level = params.get("level").and_then(Value::as_str);
@@ -416,6 +500,7 @@ impl Dispatcher {
         mut params: Map<String, Value>,
         era: Era,
         id: &Value,
+        who: &Identity,
     ) -> Result<CallJob, RpcError> {
         let name = params.get("name");
         let Some(tool) = name
@@ -435,6 +520,9 @@ impl Dispatcher {
                 hint.unwrap_or_else(|| format!("Unknown tool: {shown}")),
             ));
         };
+        if let Some(refused) = who.refusal(&tool) {
+            return Err(RpcError::new(code::INVALID_PARAMS, refused));
+        }
         let arguments = match params.remove("arguments") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(args)) => args,
@@ -445,6 +533,17 @@ impl Dispatcher {
                 ));
             }
         };
+        // Functions a responses chain runs are the caller's calls too: a downstream tool
+        // it may not call directly it may not have the agent call either.
+        let functions = arguments.get("functions").and_then(Value::as_array);
+        if let Some(refused) = functions
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .find_map(|function| who.refusal(function))
+        {
+            return Err(RpcError::new(code::INVALID_PARAMS, refused));
+        }
         // Only a string or an integer token opts in (never a boolean or a float).
         let progress_token = super::era::request_meta(&params)
             .and_then(|m| m.get("progressToken"))
@@ -470,6 +569,7 @@ impl Dispatcher {
             progress_token,
             reply: ReplyAs::ToolResult,
             task,
+            who: who.clone(),
         })
     }
 

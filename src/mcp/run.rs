@@ -44,7 +44,7 @@ impl Dispatcher {
             None => slots,
         };
         self.tools()
-            .accept(front_end, &job.tool, &job.arguments, slots)
+            .accept(job.who.charge(front_end), &job.tool, &job.arguments, slots)
             .map_err(|refusal| self.call_reply(job, &refusal.output()))
     }
 

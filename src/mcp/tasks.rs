@@ -5,7 +5,8 @@
 //! - The call runs through the one call path (the same `Admitted` call as without a task:
 //!   validation, rate limit, audit, output budget), detached from the request.
 //! - A task is a store record written before its handle is sent, bound to the caller
-//!   (the HTTP token's digest, the local user for stdio): another caller's id is unknown.
+//!   (its `Caller` key: the local user, the single token, a named client, a token subject):
+//!   another caller's id is unknown, byte for byte as an id that never existed.
 //!   Its id is 128 random bits and never the bare `response_id`: the id is a capability.
 //! - A Perplexity run is durable remote state, so after a restart a `working` task is
 //!   resumed from its run (collected through `perplexity_agent_result` or
@@ -23,8 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::era::{Era, request_meta, shape_modern};
 use super::protocol::{META_CLIENT_CAPABILITIES, RpcError, code};
-use crate::call::{FrontEnd, Refusal, Slots, ToolOutput};
+use crate::call::{Caller, FrontEnd, Refusal, Slots, ToolOutput};
 use crate::drain::CREATE_ANSWER_GRACE;
+use crate::guard::Charge;
 use crate::perplexity::agent::CancelOutcome;
 use crate::perplexity::wait::RunIdSink;
 use crate::store::{TaskRecord, TaskUpdate};
@@ -80,9 +82,9 @@ impl TaskMode {
     }
 }
 
-/// The calls that may become tasks, and the caller they belong to.
+/// The calls that may become tasks. Each task belongs to the caller that made it: every
+/// method names the caller it acts for, and reads only that caller's records.
 pub struct TaskDesk {
-    caller: String,
     front_end: FrontEnd,
     /// Tasks this process is running (or resuming).
     live: Mutex<HashMap<String, Live>>,
@@ -105,6 +107,7 @@ pub struct TaskDesk {
 /// the runs that call has created (`None` for a resumed one, whose run is known).
 #[derive(Clone)]
 struct Live {
+    caller: Caller,
     cancel: CancellationToken,
     run_ids: Option<Arc<RunIds>>,
     tool: String,
@@ -125,9 +128,8 @@ pub enum Answered {
 }
 
 impl TaskDesk {
-    pub fn new(caller: String, front_end: FrontEnd) -> Self {
+    pub fn new(front_end: FrontEnd) -> Self {
         TaskDesk {
-            caller,
             front_end,
             live: Mutex::default(),
             slots: Slots::new(MAX_TASKS_IN_FLIGHT),
@@ -159,6 +161,7 @@ impl TaskDesk {
         tool: String,
         admitted: Admitted,
         mode: TaskMode,
+        caller: &Caller,
     ) -> Answered {
         let cancel = CancellationToken::new();
         let run_id = Arc::new(FirstRunId::default());
@@ -172,6 +175,7 @@ impl TaskDesk {
         let task_tag = ctx.task_id.clone();
         let (tx, mut rx) = oneshot::channel();
         let (runner, front_end, name) = (tools.clone(), self.front_end, tool.clone());
+        let owner = caller.clone();
         let first_run = run_id.clone();
         tokio::spawn(async move {
             let waits = admitted.waits();
@@ -181,7 +185,7 @@ impl TaskDesk {
                 Some(done) if waits && done.still_running() => {
                     match (collector(&name), first_run.get()) {
                         (Some(collector), Some(run)) => {
-                            collect(&runner, front_end, collector, &run, &ctx.cancel)
+                            collect(&runner, (front_end, &owner), collector, &run, &ctx.cancel)
                                 .await
                                 .map(|output| Ended {
                                     output,
@@ -211,7 +215,7 @@ impl TaskDesk {
         let now = now_ms();
         let record = TaskRecord {
             id: format!("task_{}", crate::random::secure_hex::<16>()),
-            caller: self.caller.clone(),
+            caller: caller.key().to_owned(),
             tool: tool.clone(),
             run_id: run_id.get(),
             status: STATUS_WORKING.to_owned(),
@@ -236,13 +240,15 @@ impl TaskDesk {
             legacy.insert(record.id.clone());
         }
         let live = Live {
+            caller: caller.clone(),
             cancel,
             run_ids: Some(run_ids),
             tool,
         };
         self.track(&tools, &record.id, live);
-        run_id.bind(tools.clone(), self, &record);
+        run_id.bind(tools.clone(), self, &record, caller);
         let (desk, settler, id) = (self.clone(), tools.clone(), record.id.clone());
+        let caller = caller.clone();
         tokio::spawn(async move {
             let update = match rx.await.ok().flatten() {
                 // A contained panic is the server failing, not the tool: `failed`.
@@ -253,7 +259,7 @@ impl TaskDesk {
                 None => None,
             };
             if let Some(update) = update {
-                desk.settle(&settler, &id, update).await;
+                desk.settle(&settler, &id, &caller, update).await;
             }
             desk.untrack(&settler, &id);
         });
@@ -302,7 +308,8 @@ impl TaskDesk {
                     );
                 }
             }
-            self.settle(tools, &id, failure(message)).await;
+            self.settle(tools, &id, &task.caller, failure(message))
+                .await;
         }
         // A wait that ends is not a task that ends: its runner leaves the record as it is.
         let stopped: Vec<CancellationToken> = self
@@ -328,19 +335,20 @@ impl TaskDesk {
         era: Era,
         method: &str,
         params: &Map<String, Value>,
+        caller: &Caller,
     ) -> Result<Value, RpcError> {
         if method == "tasks/list" {
-            return self.list(tools, params).await;
+            return self.list(tools, params, caller).await;
         }
         let id = task_id(params)?;
-        let record = self.read(tools, id).await?;
+        let record = self.read(tools, id, caller).await?;
         match (era, method) {
             (Era::Modern, "tasks/get") => {
-                let record = self.resume_if_orphaned(tools, record).await;
+                let record = self.resume_if_orphaned(tools, record, caller).await;
                 Ok(shape_modern(method, task_json(&record, era, true)))
             }
             (Era::Modern, "tasks/cancel") => {
-                self.cancel(tools, &record).await;
+                self.cancel(tools, &record, caller).await;
                 Ok(shape_modern(method, json!({})))
             }
             // `tasks/update` of the caller's task: acknowledged. These tasks never ask
@@ -348,14 +356,14 @@ impl TaskDesk {
             // ignore responses it did not request (an unknown id was refused above).
             (Era::Modern, _) => Ok(shape_modern(method, json!({}))),
             (Era::Legacy, "tasks/get") => {
-                let record = self.resume_if_orphaned(tools, record).await;
+                let record = self.resume_if_orphaned(tools, record, caller).await;
                 Ok(task_json(&record, era, false))
             }
             (Era::Legacy, "tasks/cancel") => {
-                let record = self.cancel(tools, &record).await;
+                let record = self.cancel(tools, &record, caller).await;
                 Ok(task_json(&record, era, false))
             }
-            (Era::Legacy, _) => self.payload(tools, record).await,
+            (Era::Legacy, _) => self.payload(tools, record, caller).await,
         }
     }
 
@@ -365,10 +373,11 @@ impl TaskDesk {
         self: &Arc<Self>,
         tools: &Arc<Tools>,
         record: TaskRecord,
+        caller: &Caller,
     ) -> Result<Value, RpcError> {
         let deadline =
             tokio::time::Instant::now() + Duration::from_secs(crate::config::MAX_WAIT_SECONDS);
-        let mut record = self.resume_if_orphaned(tools, record).await;
+        let mut record = self.resume_if_orphaned(tools, record, caller).await;
         loop {
             // Armed before the read, so an end between the two still wakes the wait.
             let ended = self.ended.notified();
@@ -388,7 +397,7 @@ impl TaskDesk {
                 () = tokio::time::sleep(FOREIGN_POLL) => {}
                 () = tokio::time::sleep_until(deadline) => {}
             }
-            record = self.read(tools, &record.id).await?;
+            record = self.read(tools, &record.id, caller).await?;
         }
         match (record.status.as_str(), stored(&record)) {
             ("completed", Some(mut result)) => {
@@ -416,12 +425,13 @@ impl TaskDesk {
         &self,
         tools: &Arc<Tools>,
         params: &Map<String, Value>,
+        caller: &Caller,
     ) -> Result<Value, RpcError> {
         let before = match params.get("cursor") {
             None | Some(Value::Null) => None,
             Some(c) => Some(
                 c.as_str()
-                    .and_then(|c| self.cursors.open(&self.caller, c))
+                    .and_then(|c| self.cursors.open(caller.key(), c))
                     .ok_or_else(|| {
                         RpcError::new(
                             code::INVALID_PARAMS,
@@ -430,11 +440,11 @@ impl TaskDesk {
                     })?,
             ),
         };
-        let caller = self.caller.clone();
+        let key = caller.key().to_owned();
         // One more than a page says whether there is a next one.
         let rows = tools
             .store()
-            .with(move |s| s.tasks_page(&caller, before, PAGE + 1))
+            .with(move |s| s.tasks_page(&key, before, PAGE + 1))
             .await
             .map_err(store_unavailable)?;
         let page: Vec<Value> = rows
@@ -446,7 +456,7 @@ impl TaskDesk {
         if rows.len() > PAGE
             && let Some((last, _)) = rows.get(PAGE - 1)
         {
-            result["nextCursor"] = json!(self.cursors.seal(&self.caller, *last));
+            result["nextCursor"] = json!(self.cursors.seal(caller.key(), *last));
         }
         Ok(result)
     }
@@ -464,6 +474,7 @@ impl TaskDesk {
         params: &Map<String, Value>,
         frames: Option<tokio::sync::mpsc::Sender<Value>>,
         cancel: CancellationToken,
+        caller: &Caller,
     ) -> Result<Option<Value>, RpcError> {
         let declared = declared(params);
         let wanted = params
@@ -486,7 +497,7 @@ impl TaskDesk {
         }
         let mut pending = Vec::new();
         for task in &wanted {
-            if let Ok(record) = self.read(tools, task).await
+            if let Ok(record) = self.read(tools, task, caller).await
                 && !pending.contains(&record.id)
             {
                 pending.push(record.id);
@@ -518,8 +529,8 @@ impl TaskDesk {
             ended.as_mut().enable();
             let mut still = Vec::with_capacity(pending.len());
             for task in pending {
-                let record = match self.read(tools, &task).await {
-                    Ok(record) => self.resume_if_orphaned(tools, record).await,
+                let record = match self.read(tools, &task, caller).await {
+                    Ok(record) => self.resume_if_orphaned(tools, record, caller).await,
                     // Expired while watched: nothing more will be said about it.
                     Err(_) => continue,
                 };
@@ -547,8 +558,13 @@ impl TaskDesk {
         Ok(Some(result))
     }
 
-    async fn read(&self, tools: &Arc<Tools>, id: &str) -> Result<TaskRecord, RpcError> {
-        let (task, caller) = (id.to_owned(), self.caller.clone());
+    async fn read(
+        &self,
+        tools: &Arc<Tools>,
+        id: &str,
+        caller: &Caller,
+    ) -> Result<TaskRecord, RpcError> {
+        let (task, caller) = (id.to_owned(), caller.key().to_owned());
         let record = tools
             .store()
             .with(move |s| s.task(&task, &caller))
@@ -568,6 +584,7 @@ impl TaskDesk {
         self: &Arc<Self>,
         tools: &Arc<Tools>,
         record: TaskRecord,
+        caller: &Caller,
     ) -> TaskRecord {
         if record.status != STATUS_WORKING || self.is_live(&record.id) {
             return record;
@@ -579,10 +596,11 @@ impl TaskDesk {
             } else {
                 "The server restarted before this call had started a Perplexity run. Call the tool again."
             };
-            return self.apply(tools, record, failure(message)).await;
+            return self.apply(tools, record, caller, failure(message)).await;
         };
         let cancel = CancellationToken::new();
         let live = Live {
+            caller: caller.clone(),
             cancel: cancel.clone(),
             run_ids: None,
             tool: record.tool.clone(),
@@ -591,9 +609,11 @@ impl TaskDesk {
             return record;
         }
         let (desk, tools, id) = (self.clone(), tools.clone(), record.id.clone());
+        let caller = caller.clone();
         tokio::spawn(async move {
-            if let Some(output) = collect(&tools, desk.front_end, collector, &run, &cancel).await {
-                desk.settle(&tools, &id, finished(&output)).await;
+            let at = (desk.front_end, &caller);
+            if let Some(output) = collect(&tools, at, collector, &run, &cancel).await {
+                desk.settle(&tools, &id, &caller, finished(&output)).await;
             }
             desk.untrack(&tools, &id);
         });
@@ -605,7 +625,7 @@ impl TaskDesk {
     /// still on the wire here is about to name — and only then is the task `cancelled`:
     /// an acknowledged cancel means the cancel reached Perplexity, or the task says that
     /// it did not and names the run that may still be going.
-    async fn cancel(&self, tools: &Arc<Tools>, record: &TaskRecord) -> TaskRecord {
+    async fn cancel(&self, tools: &Arc<Tools>, record: &TaskRecord, caller: &Caller) -> TaskRecord {
         if record.status != STATUS_WORKING {
             return record.clone();
         }
@@ -621,7 +641,7 @@ impl TaskDesk {
             run = ids.snapshot().into_iter().next();
         }
         let message = match (&run, &live) {
-            (Some(run), _) => match stop_run(tools, self.front_end, run).await {
+            (Some(run), _) => match stop_run(tools, (self.front_end, caller), run).await {
                 Ok(text) => text,
                 Err(why) => format!(
                     "Cancelled here, but Perplexity could not be asked to stop research run {run} ({why}): it may still be running. Stop it with perplexity_agent_cancel."
@@ -639,16 +659,22 @@ impl TaskDesk {
             status_message: Some(message),
             ..TaskUpdate::default()
         };
-        self.apply(tools, record.clone(), update).await
+        self.apply(tools, record.clone(), caller, update).await
     }
 
     /// Writes a terminal `update` unless the task is terminal already (it never changes
     /// again), counting the outcome once.
-    async fn settle(&self, tools: &Arc<Tools>, id: &str, update: TaskUpdate) -> bool {
-        let (task, caller, change) = (id.to_owned(), self.caller.clone(), update.clone());
+    async fn settle(
+        &self,
+        tools: &Arc<Tools>,
+        id: &str,
+        caller: &Caller,
+        update: TaskUpdate,
+    ) -> bool {
+        let (task, key, change) = (id.to_owned(), caller.key().to_owned(), update.clone());
         let changed = tools
             .store()
-            .with(move |s| s.update_task(&task, &caller, &change))
+            .with(move |s| s.update_task(&task, &key, &change))
             .await
             .unwrap_or(false);
         if changed && let Some(status) = &update.status {
@@ -659,7 +685,7 @@ impl TaskDesk {
         if changed
             && legacy
             && let Some(frames) = self.status_sink.get().and_then(|w| w.upgrade())
-            && let Ok(record) = self.read(tools, id).await
+            && let Ok(record) = self.read(tools, id, caller).await
         {
             // Best effort, as the spec makes it: a full outbox drops the notice, and
             // tasks/get still answers.
@@ -674,11 +700,12 @@ impl TaskDesk {
         &self,
         tools: &Arc<Tools>,
         record: TaskRecord,
+        caller: &Caller,
         update: TaskUpdate,
     ) -> TaskRecord {
-        self.settle(tools, &record.id, update).await;
+        self.settle(tools, &record.id, caller, update).await;
         // What the store now holds: if the task ended meanwhile, its real end, not ours.
-        self.read(tools, &record.id).await.unwrap_or(record)
+        self.read(tools, &record.id, caller).await.unwrap_or(record)
     }
 
     /// Marks the task as run by this process; false if it already is (so two requests
@@ -726,7 +753,7 @@ fn collector(tool: &str) -> Option<&'static str> {
 /// cancelled: `None`); the tool's output is what the original call would have returned.
 async fn collect(
     tools: &Arc<Tools>,
-    front_end: FrontEnd,
+    (front_end, caller): (FrontEnd, &Caller),
     collector: &str,
     run: &str,
     cancel: &CancellationToken,
@@ -734,7 +761,7 @@ async fn collect(
     let args = json!({"response_id": run, "wait_seconds": crate::config::MAX_WAIT_SECONDS});
     let args = args.as_object().cloned().unwrap_or_default();
     loop {
-        let admitted = match tools.accept(front_end, collector, &args, None) {
+        let admitted = match tools.accept(Charge::of(front_end, caller), collector, &args, None) {
             Ok(admitted) => admitted,
             Err(Refusal::RateLimited { retry_after }) => {
                 tokio::select! {
@@ -757,11 +784,20 @@ async fn collect(
 
 /// Asks Perplexity to stop `run` (through `perplexity_agent_cancel`, so it is audited
 /// like any call): what the task's status message says, or why it could not be asked.
-async fn stop_run(tools: &Arc<Tools>, front_end: FrontEnd, run: &str) -> Result<String, String> {
+async fn stop_run(
+    tools: &Arc<Tools>,
+    (front_end, caller): (FrontEnd, &Caller),
+    run: &str,
+) -> Result<String, String> {
     let args = json!({"response_id": run});
     let args = args.as_object().cloned().unwrap_or_default();
     let admitted = tools
-        .accept(front_end, "perplexity_agent_cancel", &args, None)
+        .accept(
+            Charge::of(front_end, caller),
+            "perplexity_agent_cancel",
+            &args,
+            None,
+        )
         .map_err(|refusal| refusal.message())?;
     let done = tools
         .complete(admitted, &CallContext::default())
@@ -909,7 +945,7 @@ struct Binding {
     tools: Arc<Tools>,
     desk: std::sync::Weak<TaskDesk>,
     task: String,
-    caller: String,
+    caller: Caller,
 }
 
 impl FirstRunId {
@@ -919,7 +955,7 @@ impl FirstRunId {
 
     /// From now on a new id goes to `record`; one that came after the record was made
     /// (between reading it and binding) is written now.
-    fn bind(&self, tools: Arc<Tools>, desk: &Arc<TaskDesk>, record: &TaskRecord) {
+    fn bind(&self, tools: Arc<Tools>, desk: &Arc<TaskDesk>, record: &TaskRecord, caller: &Caller) {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
@@ -927,7 +963,7 @@ impl FirstRunId {
             tools,
             desk: Arc::downgrade(desk),
             task: record.id.clone(),
-            caller: record.caller.clone(),
+            caller: caller.clone(),
         };
         if let Some(id) = state
             .0
@@ -964,7 +1000,7 @@ impl Binding {
         let (task, caller, run) = (self.task.clone(), self.caller.clone(), run_id.to_owned());
         let obligations = tools.obligations().clone();
         obligations.spawn(async move {
-            let (t, c, r) = (task.clone(), caller, run.clone());
+            let (t, c, r) = (task.clone(), caller.key().to_owned(), run.clone());
             let status = tools.store().with(move |s| s.record_task_run(&t, &c, &r)).await;
             let Ok(Some(status)) = status else { return };
             let Some(desk) = desk.upgrade() else { return };
@@ -976,26 +1012,13 @@ impl Binding {
             if let Some(live) = local {
                 live.cancel.cancel();
             }
-            if let Err(why) = stop_run(&tools, desk.front_end, &run).await {
+            if let Err(why) = stop_run(&tools, (desk.front_end, &caller), &run).await {
                 tracing::warn!(
                     response_id = %run,
                     "task {task} was cancelled, but Perplexity could not be asked to stop research run {run} ({why}); stop it with perplexity_agent_cancel"
                 );
             }
         });
-    }
-}
-
-/// Tasks created over stdio belong to the user running the server.
-pub fn local_caller() -> String {
-    #[cfg(unix)]
-    {
-        // SAFETY: getuid has no preconditions and cannot fail.
-        format!("local:{}", unsafe { libc::getuid() })
-    }
-    #[cfg(not(unix))]
-    {
-        "local".to_owned()
     }
 }
 

@@ -43,6 +43,10 @@ pub trait RunIdSink: Send + Sync {
     fn run_id(&self, id: &str);
     /// Told right before a create is sent (a run may exist from then on).
     fn create_sent(&self) {}
+    /// The id of a run this call created (not one it only named).
+    fn created(&self, id: &str) {
+        self.run_id(id);
+    }
 }
 
 /// What a run has done so far, in counts.
@@ -130,7 +134,7 @@ pub enum WaitErrorKind {
 }
 
 impl WaitError {
-    fn api(error: ApiError, run_id: Option<&str>) -> Self {
+    pub fn api(error: ApiError, run_id: Option<&str>) -> Self {
         WaitError {
             kind: WaitErrorKind::Api(error),
             run_id: run_id.map(str::to_owned),
@@ -232,7 +236,7 @@ pub async fn create_only(
 ) -> Result<String, CreateError> {
     ids.create_sent();
     let id = client.create_run(run, deadline).await?;
-    ids.run_id(&id);
+    ids.created(&id);
     Ok(id)
 }
 
@@ -264,7 +268,7 @@ pub async fn create_and_wait(
                 kind: e.into(),
                 run_id: None,
             })?;
-            ids.run_id(&id);
+            ids.created(&id);
             // A foreground create (`background: false`) answers the finished run.
             let run = RunSnapshot::new(Value::Object(map));
             if run.is_settled() {
@@ -416,7 +420,7 @@ impl Follower<'_> {
             .apply(event)
             .map_err(|kind| WaitError { kind, run_id: None })?;
         if let Some(id) = learned {
-            self.ids.run_id(&id);
+            self.ids.created(&id);
         }
         let Some(ending) = Ending::of(&event.kind) else {
             return Ok(None);

@@ -22,6 +22,9 @@ pub use gateway::Saved;
 pub use handle::StoreHandle;
 pub use tasks::{MAX_TASKS, TaskRecord, TaskUpdate};
 
+/// Run bindings kept: a run older than the newest 100,000 is long expired upstream.
+pub const MAX_RUN_OWNERS: i64 = 100_000;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -152,6 +155,35 @@ impl Store {
         // A panic while holding the lock leaves SQLite consistent (transactions roll back).
         let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut conn).map_err(|e| classify(&self.config.path, &e))
+    }
+
+    /// Binds a run to the caller that started it (the first binding stands: a run has
+    /// one owner), keeping the newest [`MAX_RUN_OWNERS`].
+    pub fn bind_run(&self, run_id: &str, caller: &str) -> Result<(), StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                "INSERT OR IGNORE INTO run_owners (run_id, caller, created_ms) VALUES (?1, ?2, ?3)",
+                params![run_id, caller, now_ms()],
+            )?;
+            tx.execute(
+                "DELETE FROM run_owners WHERE seq <= (SELECT MAX(seq) FROM run_owners) - ?1",
+                params![MAX_RUN_OWNERS],
+            )?;
+            tx.commit()
+        })
+    }
+
+    /// The caller a run is bound to, if any.
+    pub fn run_owner(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        self.with(|conn| {
+            conn.query_row(
+                "SELECT caller FROM run_owners WHERE run_id = ?1",
+                params![run_id],
+                |r| r.get(0),
+            )
+            .optional()
+        })
     }
 
     /// Stores a response, replacing an earlier snapshot of the same response; returns

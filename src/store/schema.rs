@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     // 1: snapshots; spaces, tabs and history for the terminal workspace.
     "CREATE TABLE snapshots (
          seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -52,6 +52,13 @@ const MIGRATIONS: [&str; 4] = [
          created_ms INTEGER NOT NULL,
          updated_ms INTEGER NOT NULL,
          ttl_ms INTEGER NOT NULL);",
+    // 5: which caller started each research run (named clients and token subjects), so
+    // another caller's run id reads as one that never existed, across restarts.
+    "CREATE TABLE run_owners (
+         seq INTEGER PRIMARY KEY AUTOINCREMENT,
+         run_id TEXT NOT NULL UNIQUE,
+         caller TEXT NOT NULL,
+         created_ms INTEGER NOT NULL);",
 ];
 
 /// Several processes may open one store at once (two MCP servers, the TUI): the version

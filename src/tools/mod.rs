@@ -11,6 +11,7 @@ pub mod catalogue;
 pub mod deep_research;
 pub mod fetch;
 pub mod finance;
+mod owners;
 mod pipeline;
 pub mod registry;
 pub mod render;
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::call::{CallFacts, ToolOutput};
 use crate::drain::Obligations;
 use crate::fetch::Fetcher;
 use crate::gateway::Gateway;
@@ -73,6 +75,43 @@ enum Call {
     Metrics,
 }
 
+impl Call {
+    /// The run a call names, when it names one it did not create: what isolation checks.
+    fn named_run(&self) -> Option<&str> {
+        match self {
+            Call::Lifecycle(research::LifecycleCall::Result { id, .. })
+            | Call::Lifecycle(research::LifecycleCall::Cancel { id }) => Some(id),
+            Call::ReadResponse(call) => Some(&call.id),
+            Call::Create(call) => call.previous_response_id(),
+            _ => None,
+        }
+    }
+
+    /// The answer for a run the caller may not name: what Perplexity's "no such run"
+    /// (HTTP 404) gives, so another caller's run and an id that never existed cannot be
+    /// told apart.
+    fn not_found(&self) -> (ToolOutput, CallFacts) {
+        let missing = crate::perplexity::error::ApiError::Status {
+            code: 404,
+            message: None,
+        };
+        let output = match self {
+            Call::Lifecycle(research::LifecycleCall::Cancel { id }) => {
+                research::render_cancel(id, Ok(crate::perplexity::agent::CancelOutcome::NoSuchRun))
+            }
+            Call::Lifecycle(research::LifecycleCall::Result { id, .. }) => {
+                research::render_missing(id, missing)
+            }
+            Call::ReadResponse(call) => responses::render_missing(&call.id, missing),
+            Call::Create(call) => {
+                responses::render_missing(call.previous_response_id().unwrap_or_default(), missing)
+            }
+            _ => ToolOutput::error("Not found."),
+        };
+        (output, CallFacts::default())
+    }
+}
+
 /// The enabled tools of one server.
 pub struct Tools {
     client: Arc<PerplexityClient>,
@@ -89,6 +128,8 @@ pub struct Tools {
     selection: ToolSelection,
     /// Side effects promised on a caller's behalf that exit waits for.
     obligations: Obligations,
+    /// Whose run is whose (`owners.rs`).
+    run_owners: Arc<owners::RunOwners>,
 }
 
 /// The services tool calls use, each built once by the composition root (`app.rs`).
@@ -116,17 +157,19 @@ impl Tools {
             guard,
             store,
         } = parts;
+        let obligations = Obligations::default();
         Tools {
             client,
             fetcher,
             guard,
+            run_owners: Arc::new(owners::RunOwners::new(store.clone(), obligations.clone())),
             store,
             gateway: None,
             wait,
             reference_texts: selection.is_reference(),
             list,
             selection: selection.clone(),
-            obligations: Obligations::default(),
+            obligations,
         }
     }
 

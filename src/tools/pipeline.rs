@@ -13,12 +13,13 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::args::{self, Args};
+use super::owners::RunOwners;
 use super::{
     Call, Tools, admin, deep_research, fetch, registry, report, research, responses, search,
 };
-use crate::call::{ArgError, CallFacts, FrontEnd, Refusal, Slot, Slots, ToolOutput};
+use crate::call::{ArgError, CallFacts, Caller, Refusal, Slot, Slots, ToolOutput};
 use crate::drain::CREATE_ANSWER_GRACE;
-use crate::guard::{Pass, injection};
+use crate::guard::{Charge, Pass, injection};
 use crate::perplexity::wait::{ProgressSink, RunIdSink};
 
 /// Text shown when a handler fails in a way we did not foresee. The details go to
@@ -35,6 +36,8 @@ pub struct RunIds {
     /// A create was sent: from then on a run may exist upstream before its id is known.
     create_sent: std::sync::atomic::AtomicBool,
     learned: tokio::sync::Notify,
+    /// Whom the runs this call creates are bound to (set when the call starts).
+    owner: std::sync::OnceLock<(Caller, Arc<RunOwners>)>,
 }
 
 impl RunIds {
@@ -99,6 +102,15 @@ impl RunIdSink for RunIds {
         self.create_sent
             .store(true, std::sync::atomic::Ordering::Release);
     }
+
+    /// Bound before anyone hears the id (the forward, the answer): a caller must never
+    /// be told of a run it cannot then collect.
+    fn created(&self, id: &str) {
+        if let Some((caller, owners)) = self.owner.get() {
+            owners.bind(id, caller);
+        }
+        self.run_id(id);
+    }
 }
 
 /// What a front end hands a tool besides its arguments.
@@ -154,7 +166,7 @@ impl Tools {
     /// in request order): unknown arguments are rejected first — before any other
     /// validation and before the key is read — driven by the tool's schema; then the
     /// per-tool rules. A rejection is audited and costs no rate-limit token.
-    fn validate(&self, front_end: FrontEnd, name: &str, args: &Args) -> Result<Validated, Refusal> {
+    fn validate(&self, who: Charge<'_>, name: &str, args: &Args) -> Result<Validated, Refusal> {
         let params = Value::Object(args.clone());
         // A downstream tool (`mcp__…`, never one of ours): its own schema decides.
         let downstream = self.gateway.as_ref().filter(|g| g.exposes(name));
@@ -180,32 +192,33 @@ impl Tools {
         match validated {
             Ok(call) => Ok(Validated {
                 call,
-                front_end,
                 tool: name.to_owned(),
                 params,
             }),
             Err(refused) => {
                 let output = ToolOutput::error(refused.to_string());
-                self.guard.rejected(front_end, name, &params, &output);
+                self.guard.rejected(who, name, &params, &output);
                 Err(Refusal::Invalid(refused))
             }
         }
     }
 
     /// Step 2, synchronous: the rate limit and the opening audit record.
-    fn admit(&self, validated: Validated, slot: Option<Slot>) -> Result<Admitted, Refusal> {
+    fn admit(
+        &self,
+        who: Charge<'_>,
+        validated: Validated,
+        slot: Option<Slot>,
+    ) -> Result<Admitted, Refusal> {
         // A call that fetches n pages costs n tokens: a batch is not a way around the limit.
         let cost = match &validated.call {
             Call::Fetch(call) => call.urls.len() as u32,
             Call::Deep(call) => call.cost(),
             _ => 1,
         };
-        let pass = self.guard.admit(
-            validated.front_end,
-            &validated.tool,
-            &validated.params,
-            cost,
-        )?;
+        let pass = self
+            .guard
+            .admit(who, &validated.tool, &validated.params, cost)?;
         Ok(Admitted {
             call: validated.call,
             tool: validated.tool,
@@ -220,14 +233,14 @@ impl Tools {
     /// audit record.
     pub fn accept(
         &self,
-        front_end: FrontEnd,
+        who: Charge<'_>,
         name: &str,
         args: &Args,
         slots: Option<&Slots>,
     ) -> Result<Admitted, Refusal> {
-        let validated = self.validate(front_end, name, args)?;
+        let validated = self.validate(who, name, args)?;
         let slot = slots.map(Slots::take).transpose()?;
-        self.admit(validated, slot)
+        self.admit(who, validated, slot)
     }
 
     /// Step 3: the handler, then the output budget and the closing audit record. A
@@ -249,6 +262,17 @@ impl Tools {
         } = admitted;
         let wait = ctx.wait.unwrap_or(self.wait).as_secs();
         let mut typed = Outcome::Output;
+        let caller = pass.caller().clone();
+        let _ = ctx
+            .run_ids
+            .owner
+            .set((caller.clone(), self.run_owners.clone()));
+        // Isolation, before any upstream request: a run the caller did not start is
+        // answered as one that never existed (owners.rs).
+        let hidden = match call.named_run() {
+            Some(id) => !self.run_owners.visible(id, &caller).await,
+            None => false,
+        };
         let run = AssertUnwindSafe(async {
             // Debug builds only: lets the black-box tests prove the containment below for
             // every front end (a release binary has no such switch).
@@ -259,6 +283,9 @@ impl Tools {
             // Every arm but the research tools' is boxed: a future is as large as its
             // largest arm, and 1,000 research calls waiting at once should each pay for a
             // research call, not for deep_research's or the gateway's state.
+            if hidden {
+                return call.not_found();
+            }
             match &call {
                 Call::Lifecycle(call) => {
                     let (mut output, facts, outcome) =
@@ -298,6 +325,7 @@ impl Tools {
                             let chain = responses::functions::Chain {
                                 tools: self,
                                 front_end: pass.front_end(),
+                                caller: caller.clone(),
                                 wait,
                             };
                             Box::pin(chain.run(call, ctx)).await
@@ -375,7 +403,7 @@ impl Tools {
                     CallFacts::default(),
                 ),
                 Call::Retrieve { key, offset } => {
-                    let output = match self.guard.retrieve(key, *offset) {
+                    let output = match self.guard.retrieve(key, *offset, &caller) {
                         Ok(text) => ToolOutput::ok(text),
                         Err(message) => ToolOutput::error(message),
                     };
@@ -421,7 +449,7 @@ impl Tools {
         };
         facts.task_id = ctx.task_id.get().cloned();
         let mut shown = output.clone();
-        let truncated = self.guard.budget(&mut shown);
+        let truncated = self.guard.budget(&mut shown, &caller);
         pass.finish(&output, &facts, truncated);
         Some(Done {
             output: shown,
@@ -479,7 +507,6 @@ pub enum Outcome {
 /// A call whose arguments passed validation.
 pub struct Validated {
     call: Call,
-    front_end: FrontEnd,
     tool: String,
     params: Value,
 }

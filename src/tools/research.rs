@@ -465,6 +465,14 @@ pub async fn cancel(
     client.cancel_run(id, deadline).await
 }
 
+/// What collecting a run Perplexity does not have answers (`owners.rs` gives it for a
+/// run the caller may not name).
+pub fn render_missing(id: &str, missing: ApiError) -> ToolOutput {
+    render_outcome(&ResearchOutcome::Failed(
+        crate::perplexity::wait::WaitError::api(missing, Some(id)),
+    ))
+}
+
 /// The MCP rendering of an outcome: answers spotlighted, failures as `isError`.
 pub fn render_outcome(outcome: &ResearchOutcome) -> ToolOutput {
     match outcome {

@@ -545,9 +545,15 @@ impl Caller {
         progress: Option<Arc<dyn ProgressSink>>,
     ) -> Called {
         let args = args.as_object().cloned().unwrap_or_default();
+        let local = crate::call::Caller::local();
         let admitted = self
             .tools
-            .accept(FrontEnd::Tui, name, &args, None)
+            .accept(
+                crate::guard::Charge::of(FrontEnd::Tui, &local),
+                name,
+                &args,
+                None,
+            )
             .map_err(|refusal| refusal.message())?;
         let ctx = CallContext {
             progress,

@@ -1577,3 +1577,61 @@ fn gateway_enable_and_disable_say_what_they_did() {
         );
     }
 }
+
+/// No passthrough: an HTTP caller's token authenticates it to us and goes no further —
+/// the downstream sees only the operator's configured headers — and a client limited to
+/// `search` is offered none of the downstream tools.
+#[test]
+fn a_callers_token_never_reaches_a_downstream_server() {
+    use crate::team::{TOKEN_A, TOKEN_B, clients_file};
+    let b = HttpDownstream::start(&[]);
+    let env = Env::new("gw-no-passthrough").with("PERPLEXITY_SECRET_KEY", SEALING_KEY);
+    env.add_local_http("b", &format!("{}/mcp", b.url));
+    let file = env.dir.path("clients.toml");
+    std::fs::write(&file, clients_file(TOKEN_A)).unwrap();
+    let mut vars = env.vars.clone();
+    vars.push((
+        "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
+        file.display().to_string(),
+    ));
+    let h = crate::http::Http::start(&vars);
+    wait_until(
+        "the downstream's tools",
+        std::time::Duration::from_secs(20),
+        || {
+            let list = crate::tasks::post(
+                &h,
+                TOKEN_A,
+                &request(1, "tools/list", json!({"_meta": modern_meta()})),
+            );
+            tool_names(&list).contains(&"mcp__b__echo")
+        },
+    );
+    let called = crate::tasks::post(
+        &h,
+        TOKEN_A,
+        &modern_call(2, "mcp__b__echo", json!({"text": "x"})),
+    );
+    assert_eq!(called["result"]["isError"], false, "{called}");
+    let seen = b.headers();
+    assert!(!seen.is_empty());
+    for headers in &seen {
+        assert!(headers.get("authorization").is_none(), "{headers}");
+        assert!(!headers.to_string().contains(TOKEN_A), "{headers}");
+    }
+    let bot = crate::tasks::post(
+        &h,
+        TOKEN_B,
+        &request(3, "tools/list", json!({"_meta": modern_meta()})),
+    );
+    assert!(
+        !tool_names(&bot).iter().any(|n| n.starts_with("mcp__")),
+        "{bot}"
+    );
+    let refused = crate::tasks::post(
+        &h,
+        TOKEN_B,
+        &modern_call(4, "mcp__b__echo", json!({"text": "x"})),
+    );
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+}

@@ -128,7 +128,12 @@ impl Client {
 
     /// A POST of one JSON-RPC message with the token and the usual MCP headers.
     pub fn post(&self, message: &Value, headers: &[(&str, &str)]) -> Reply {
-        let auth = format!("Bearer {TOKEN}");
+        self.post_as(TOKEN, message, headers)
+    }
+
+    /// [`Client::post`] with another caller's token.
+    pub fn post_as(&self, token: &str, message: &Value, headers: &[(&str, &str)]) -> Reply {
+        let auth = format!("Bearer {token}");
         let mut all = vec![
             ("Authorization", auth.as_str()),
             ("Content-Type", "application/json"),
@@ -168,7 +173,13 @@ impl Client {
 
     /// `initialize`, returning the session id.
     pub fn initialize(&self) -> String {
-        let r = self.post(
+        self.initialize_as(TOKEN)
+    }
+
+    /// `initialize` as the holder of `token`.
+    pub fn initialize_as(&self, token: &str) -> String {
+        let r = self.post_as(
+            token,
             &request(
                 0,
                 "initialize",

@@ -11,6 +11,8 @@ mod ask;
 mod cli;
 /// The Perplexity client's rules seen through the tools: retries, deadlines, caps.
 mod client;
+/// The `clients` CLI: tokens printed once, hashes only in the file, its refusals.
+mod clients;
 /// The harness (not tests): the binary, the fake, schemas, helpers.
 mod common;
 /// Calls handled concurrently: ping during waits, cancellation, EOF, SIGTERM.
@@ -55,6 +57,8 @@ mod shutdown;
 mod surfaces;
 /// MCP tasks (2026-07-28 extension): handles, polling, cancel, restart, caller binding.
 mod tasks;
+/// One HTTP server for a team: named clients, their tools and rates, isolation.
+mod team;
 /// The terminal workspace in a pseudo-terminal.
 mod tui;
 /// A scriptable loopback web server for the fetcher tests (not tests).

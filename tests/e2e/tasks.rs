@@ -17,7 +17,7 @@ fn meta_with_tasks() -> Value {
     meta
 }
 
-fn task_call(id: i64, tool: &str, arguments: Value) -> Value {
+pub fn task_call(id: i64, tool: &str, arguments: Value) -> Value {
     request(
         id,
         "tools/call",
@@ -25,7 +25,7 @@ fn task_call(id: i64, tool: &str, arguments: Value) -> Value {
     )
 }
 
-fn tasks_request(id: i64, method: &str, task_id: &str) -> Value {
+pub fn tasks_request(id: i64, method: &str, task_id: &str) -> Value {
     request(
         id,
         method,
@@ -297,7 +297,7 @@ fn another_caller_cannot_see_or_cancel_the_task() {
 }
 
 /// A 2026-07-28 request over HTTP as `token`, with the headers the era asks for.
-fn post(h: &Client, token: &str, message: &Value) -> Value {
+pub fn post(h: &Client, token: &str, message: &Value) -> Value {
     let auth = format!("Bearer {token}");
     let method = message["method"].as_str().unwrap().to_owned();
     let name = message["params"]["name"]

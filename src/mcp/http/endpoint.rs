@@ -23,6 +23,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::handler::{Handled, Handler, Incoming, Outbound};
 use super::policy::{BodyShare, Held, MAX_BODY_BYTES, Slot, plain};
 use super::sessions::Sessions;
+use crate::identity::Identity;
 use crate::mcp::decode::decode;
 use crate::mcp::dispatch::{Action, Envelope, envelope};
 use crate::mcp::era::{Era, request_meta, validate_modern_meta};
@@ -53,6 +54,8 @@ const STREAM_BUFFER: usize = 64;
 
 pub struct Endpoint {
     pub handler: Arc<dyn Handler>,
+    /// How callers authenticate: for the 403 of a tool outside an OAuth token's scopes.
+    pub auth: Arc<super::policy::Authenticator>,
     pub sessions: Arc<Sessions>,
     /// Cancelled when shutdown's drain period is over: the waits still going end, and
     /// their callers are told the run ids to collect later.
@@ -82,7 +85,7 @@ pub async fn post(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Re
                     .insert(HeaderName::from_static(SESSION_HEADER), value);
             }
             _ => {
-                endpoint.sessions.remove(&created);
+                endpoint.sessions.remove_minted(&created);
             }
         }
     }
@@ -93,6 +96,11 @@ pub async fn post(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Re
 async fn prepare(endpoint: &Endpoint, request: Request) -> (Routed, Option<OwnedSemaphorePermit>) {
     let (mut parts, body) = request.into_parts();
     let slot = take_permit(parts.extensions.remove::<Slot>().map(|Slot(held)| held));
+    // The policy authenticated the request and said who it is; without that, nothing.
+    let Some(who) = parts.extensions.remove::<Identity>() else {
+        let refused = plain(StatusCode::UNAUTHORIZED, "Missing or invalid bearer token.");
+        return (Routed::Answered(refused), slot);
+    };
     let budget = take_permit(
         parts
             .extensions
@@ -110,7 +118,7 @@ async fn prepare(endpoint: &Endpoint, request: Request) -> (Routed, Option<Owned
     // Header values are slices of hyper's 8 KiB read buffer, so holding them through the
     // call would hold that buffer too (hyper reads on into a fresh one): they go with
     // `parts`, before the call runs.
-    (route(endpoint, &parts.headers, body, budget), slot)
+    (route(endpoint, &parts.headers, body, budget, who), slot)
 }
 
 /// A permit the policy left in the request (`None` when it is missing or already taken).
@@ -133,6 +141,7 @@ fn route(
     headers: &HeaderMap,
     body: Bytes,
     budget: Option<OwnedSemaphorePermit>,
+    who: Identity,
 ) -> Routed {
     if let Some(refused) = repeated_mcp_header(headers) {
         return Routed::Answered(refused);
@@ -151,7 +160,9 @@ fn route(
     if message.get("method").is_none()
         && (message.get("result").is_some() || message.get("error").is_some())
     {
-        if let (Some(session), Some(id)) = (&session, message.get("id")) {
+        if let (Some(session), Some(id)) = (&session, message.get("id"))
+            && endpoint.sessions.touch(session, who.caller.key())
+        {
             endpoint
                 .sessions
                 .deliver(session, &id.to_string(), message.clone());
@@ -165,7 +176,7 @@ fn route(
         }
         Envelope::Other(action) => {
             if let Some(session) = &session {
-                if !endpoint.sessions.touch(session) {
+                if !endpoint.sessions.touch(session, who.caller.key()) {
                     return Routed::Answered(session_unknown(&Value::Null));
                 }
                 if let Action::Cancel(request) = action {
@@ -175,12 +186,22 @@ fn route(
             return Routed::Answered(StatusCode::ACCEPTED.into_response());
         }
     };
+    // A tool outside an OAuth token's scopes is refused at the HTTP layer, as RFC 6750
+    // has it (403 insufficient_scope), before any of the call's work.
+    let tool = match method.as_str() {
+        "tools/call" => params.get("name").and_then(Value::as_str),
+        "resources/read" => Some("perplexity_agent_result"),
+        _ => None,
+    };
+    if let Some(refused) = tool.and_then(|tool| endpoint.auth.insufficient_scope(&who, tool)) {
+        return Routed::Answered(refused);
+    }
     let has_version_meta =
         request_meta(&params).is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
     let modern_header =
         header(headers, VERSION_HEADER).is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&v.as_str()));
     if session.is_none() && (has_version_meta || modern_header) {
-        modern(endpoint, headers, id, &method, params)
+        modern(endpoint, headers, id, &method, params, who)
     } else if session.is_none() && method == "server/discover" {
         // The bare dual-era probe (no `_meta`, no modern header): answered as on stdio.
         Routed::Call(Incoming {
@@ -189,9 +210,10 @@ fn route(
             params,
             era: Era::Modern,
             session: None,
+            who,
         })
     } else {
-        legacy(endpoint, headers, session, id, &method, params)
+        legacy(endpoint, headers, session, id, &method, params, who)
     }
 }
 
@@ -202,6 +224,7 @@ fn modern(
     id: Value,
     method: &str,
     params: Map<String, Value>,
+    who: Identity,
 ) -> Routed {
     let bad = |e: RpcError| Routed::Answered(rpc_error(StatusCode::BAD_REQUEST, &id, e));
     let Some(version_header) = header(headers, VERSION_HEADER) else {
@@ -280,6 +303,7 @@ fn modern(
         params,
         era: Era::Modern,
         session: None,
+        who,
     })
 }
 
@@ -290,6 +314,7 @@ fn legacy(
     id: Value,
     method: &str,
     params: Map<String, Value>,
+    who: Identity,
 ) -> Routed {
     if method == "initialize" {
         return Routed::Initialize(Incoming {
@@ -297,7 +322,8 @@ fn legacy(
             method: method.to_owned(),
             params,
             era: Era::Legacy,
-            session: Some(endpoint.sessions.create()),
+            session: Some(endpoint.sessions.create(who.caller.key())),
+            who,
         });
     }
     let Some(session) = session else {
@@ -310,7 +336,7 @@ fn legacy(
             ),
         ));
     };
-    if !endpoint.sessions.touch(&session) {
+    if !endpoint.sessions.touch(&session, who.caller.key()) {
         return Routed::Answered(session_unknown(&id));
     }
     if let Some(version) = header(headers, VERSION_HEADER)
@@ -334,6 +360,7 @@ fn legacy(
         params,
         era: Era::Legacy,
         session: Some(session),
+        who,
     })
 }
 
@@ -471,16 +498,21 @@ pub async fn get() -> Response {
 }
 
 /// DELETE ends a legacy session (and the waits of its calls).
-pub async fn delete(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap) -> Response {
-    if let Some(refused) = repeated_mcp_header(&headers) {
+pub async fn delete(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Response {
+    let headers = request.headers();
+    if let Some(refused) = repeated_mcp_header(headers) {
         return refused;
     }
-    match header(&headers, SESSION_HEADER) {
-        None => (StatusCode::METHOD_NOT_ALLOWED, [(ALLOW, "POST")]).into_response(),
-        Some(session) if endpoint.sessions.remove(&session) => {
+    let owner = request
+        .extensions()
+        .get::<Identity>()
+        .map(|who| who.caller.key().to_owned());
+    match (header(headers, SESSION_HEADER), owner) {
+        (None, _) => (StatusCode::METHOD_NOT_ALLOWED, [(ALLOW, "POST")]).into_response(),
+        (Some(session), Some(owner)) if endpoint.sessions.remove(&session, &owner) => {
             StatusCode::NO_CONTENT.into_response()
         }
-        Some(_) => session_unknown(&Value::Null),
+        (Some(_), _) => session_unknown(&Value::Null),
     }
 }
 

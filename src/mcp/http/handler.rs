@@ -27,6 +27,8 @@ pub struct Incoming {
     pub era: Era,
     /// The legacy session it belongs to (`None` in the modern era).
     pub session: Option<String>,
+    /// Who sent it, as the policy authenticated them.
+    pub who: crate::identity::Identity,
 }
 
 /// The handler's answer.

@@ -69,16 +69,29 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
             "perplexity-agent: warning: listening on {address}, reachable from other machines. This server speaks plain HTTP: put a TLS-terminating reverse proxy in front of it."
         );
     }
+    let stop = CancellationToken::new();
+    let auth = match policy::Authenticator::new(&config.auth, &stop) {
+        Ok(auth) => Arc::new(auth),
+        Err(problem) => {
+            eprintln!("perplexity-agent: {problem}");
+            return 4;
+        }
+    };
     eprintln!("perplexity-agent: MCP over HTTP on http://{address}/mcp");
 
     let endpoint = Arc::new(Endpoint {
         handler,
+        auth: auth.clone(),
         sessions: Arc::new(sessions::Sessions::default()),
         stopping: CancellationToken::new(),
     });
-    let app = router(endpoint.clone(), Arc::new(Policy::new(&config, longest)));
+    let metadata = auth.verifier().map(|v| Arc::new(v.metadata().to_string()));
+    let app = router(
+        endpoint.clone(),
+        Arc::new(Policy::new(&config, auth, longest)),
+        metadata,
+    );
 
-    let stop = CancellationToken::new();
     crate::signals::watch(stop.clone());
     let limits = accept::Limits {
         max_connections: config.max_connections,
@@ -114,7 +127,7 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
     0
 }
 
-fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>) -> Router {
+fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>, metadata: Option<Arc<String>>) -> Router {
     let mcp = Router::new()
         .route(
             "/mcp",
@@ -126,7 +139,33 @@ fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>) -> Router {
         // One layer for the whole policy (its stages in order: see policy.rs); the body
         // cap is its own, so axum's 2 MB default (the `Bytes` extractor's) is never used.
         .layer(from_fn_with_state(policy, policy::gate));
-    Router::new()
+    let mut app = Router::new();
+    // RFC 9728 protected-resource metadata, public by design (a client reads it to learn
+    // where to get a token), at the root and in the path-suffixed form for `/mcp`.
+    if let Some(metadata) = metadata {
+        let document = move |headers: axum::http::HeaderMap| {
+            let metadata = metadata.clone();
+            async move {
+                policy::head_refused(&headers).unwrap_or_else(|| {
+                    (
+                        [
+                            (axum::http::header::CONTENT_TYPE, "application/json"),
+                            (axum::http::header::CACHE_CONTROL, "max-age=3600"),
+                        ],
+                        metadata.as_str().to_owned(),
+                    )
+                        .into_response()
+                })
+            }
+        };
+        app = app
+            .route(
+                "/.well-known/oauth-protected-resource",
+                get(document.clone()),
+            )
+            .route("/.well-known/oauth-protected-resource/mcp", get(document));
+    }
+    app
         // Liveness only, outside every limit but the head's: it answers however busy
         // `/mcp` is.
         .route(

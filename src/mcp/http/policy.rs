@@ -24,7 +24,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use url::Url;
 
-use crate::config::HttpConfig;
+use crate::call::Caller;
+use crate::config::{HttpAuth, HttpConfig};
+use crate::identity::Identity;
+use crate::identity::clients::Clients;
+use crate::identity::oauth::{self, TokenError, Verifier};
 use crate::mcp::protocol::MAX_LINE_CHARS;
 
 /// Loopback names every deployment accepts, on any port (a loopback reverse proxy in
@@ -41,7 +45,7 @@ pub const MAX_BODY_BYTES: usize = MAX_LINE_CHARS;
 const BODY_BUDGET_BYTES: usize = 8 * MAX_BODY_BYTES;
 
 pub struct Policy {
-    token_digest: [u8; 32],
+    auth: Arc<Authenticator>,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
     slots: Arc<Semaphore>,
@@ -50,11 +54,94 @@ pub struct Policy {
     read_timeout: Duration,
 }
 
+/// Who a bearer token belongs to, in the one way the server was configured with.
+pub enum Authenticator {
+    /// `PERPLEXITY_HTTP_AUTH_TOKEN`: its digest, and the `default` caller who holds it.
+    Token { digest: [u8; 32], who: Identity },
+    /// `PERPLEXITY_HTTP_CLIENTS_FILE`, reloaded as it changes.
+    Clients(Arc<Clients>),
+    /// OAuth 2.1 access tokens, and where their metadata document is.
+    OAuth {
+        verifier: Arc<Verifier>,
+        metadata_url: String,
+    },
+}
+
+impl Authenticator {
+    /// Built once at start-up: a clients file that cannot be read, or an OAuth setting
+    /// that cannot work, stops the server with the reason (a start that serves nobody
+    /// would look like an outage).
+    pub fn new(
+        auth: &HttpAuth,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Result<Self, String> {
+        Ok(match auth {
+            HttpAuth::Token(digest) => Authenticator::Token {
+                digest: *digest,
+                who: Identity::unrestricted(Caller::single_token(digest)),
+            },
+            HttpAuth::Clients(path) => {
+                let clients = Clients::open(path.clone())?;
+                clients.watch(stop.clone());
+                Authenticator::Clients(clients)
+            }
+            HttpAuth::OAuth(config) => Authenticator::OAuth {
+                metadata_url: metadata_url(&config.audience)?,
+                verifier: Arc::new(Verifier::new(config.clone())?),
+            },
+        })
+    }
+
+    /// The OAuth verifier, for the metadata route.
+    pub fn verifier(&self) -> Option<&Arc<Verifier>> {
+        match self {
+            Authenticator::OAuth { verifier, .. } => Some(verifier),
+            _ => None,
+        }
+    }
+
+    /// The 403 for a tool outside an OAuth token's scopes (RFC 6750 §3.1), naming the
+    /// scope that grants it; `None` for a caller that may call it, or is not an OAuth
+    /// subject (a named client is told in the JSON-RPC error instead).
+    pub fn insufficient_scope(&self, who: &Identity, tool: &str) -> Option<Response> {
+        let Authenticator::OAuth { metadata_url, .. } = self else {
+            return None;
+        };
+        if who.access.permits(tool) {
+            return None;
+        }
+        let scope = oauth::scope_for_tool(tool).unwrap_or("perplexity:research");
+        let mut response = plain(
+            StatusCode::FORBIDDEN,
+            &format!("Tool {tool} needs the scope {scope}, which this access token does not have."),
+        );
+        if let Ok(value) = HeaderValue::from_str(&oauth::challenge(
+            metadata_url,
+            Some(("insufficient_scope", Some(scope))),
+        )) {
+            response.headers_mut().insert(WWW_AUTHENTICATE, value);
+        }
+        Some(response)
+    }
+}
+
+/// RFC 9728 §3.1: the metadata of `https://host/mcp` is at
+/// `https://host/.well-known/oauth-protected-resource/mcp`.
+fn metadata_url(audience: &str) -> Result<String, String> {
+    let url = Url::parse(audience)
+        .map_err(|_| format!("PERPLEXITY_OAUTH_AUDIENCE {audience:?} is not a URL"))?;
+    let path = url.path().trim_end_matches('/');
+    Ok(format!(
+        "{}/.well-known/oauth-protected-resource{path}",
+        url.origin().ascii_serialization()
+    ))
+}
+
 impl Policy {
     /// `longest` bounds the longest legitimate request (a tool call that waits).
-    pub fn new(config: &HttpConfig, longest: Duration) -> Self {
+    pub fn new(config: &HttpConfig, auth: Arc<Authenticator>, longest: Duration) -> Self {
         Policy {
-            token_digest: config.token_digest,
+            auth,
             allowed_hosts: config.allowed_hosts.clone(),
             allowed_origins: config.allowed_origins.clone(),
             slots: Arc::new(Semaphore::new(config.max_in_flight)),
@@ -116,9 +203,8 @@ async fn stages(policy: &Policy, mut request: Request) -> Result<Request, Respon
     if let Some(refused) = check_host_and_origin(policy, &request) {
         return Err(refused);
     }
-    if let Some(refused) = authenticate(policy, &request) {
-        return Err(refused);
-    }
+    let who = authenticate(policy, request.headers()).await?;
+    request.extensions_mut().insert(who);
     if let Some(refused) = admit(policy, &mut request) {
         return Err(refused);
     }
@@ -293,42 +379,89 @@ fn check_host_and_origin(policy: &Policy, request: &Request) -> Option<Response>
     None
 }
 
-/// Exactly one `Authorization: Bearer <token>`. Digests are compared in constant time,
-/// so neither the token's bytes nor its length leak through timing. Answered from the
-/// headers alone, before admission: a client without the token holds no slot and has
-/// no body byte read. Returns the refusal, if any.
-fn authenticate(policy: &Policy, request: &Request) -> Option<Response> {
-    if bearer_matches(request.headers(), &policy.token_digest) {
-        return None;
+/// Exactly one `Authorization: Bearer <token>`, whoever it names. Answered from the
+/// headers alone, before admission: a client without a valid token holds no slot and
+/// has no body byte read. The identity, or the refusal.
+async fn authenticate(policy: &Policy, headers: &HeaderMap) -> Result<Identity, Response> {
+    let token = bearer(headers);
+    match &*policy.auth {
+        // Digests are compared in constant time, so neither the token's bytes nor its
+        // length leak through timing.
+        Authenticator::Token { digest, who } => {
+            if token.is_some_and(|t| digest_of(t).ct_eq(digest).into()) {
+                return Ok(who.clone());
+            }
+        }
+        // Looked up by digest: timing can at most reveal a prefix of a SHA-256 digest
+        // that matched, never a byte of a token.
+        Authenticator::Clients(clients) => {
+            if let Some(who) = token.and_then(|t| clients.current().find(&digest_of(t))) {
+                return Ok(who);
+            }
+        }
+        Authenticator::OAuth {
+            verifier,
+            metadata_url,
+        } => {
+            let Some(token) = token else {
+                return Err(unauthorized(&oauth::challenge(metadata_url, None)));
+            };
+            // The token is judged here and goes nowhere else: never passed through.
+            let token = std::str::from_utf8(token).unwrap_or_default();
+            return match verifier.verify(token).await {
+                Ok(verified) => Ok(Identity {
+                    caller: Caller::subject(&verified.issuer, &verified.subject),
+                    access: Arc::new(oauth::access_for(&verified.scopes)),
+                }),
+                Err(TokenError::Invalid(why)) => {
+                    tracing::info!("refused an HTTP request with an invalid access token: {why}");
+                    Err(unauthorized(&oauth::challenge(
+                        metadata_url,
+                        Some(("invalid_token", None)),
+                    )))
+                }
+                Err(TokenError::Unavailable(why)) => {
+                    tracing::warn!("cannot check access tokens: {why}");
+                    Err(busy(
+                        "The server cannot check access tokens now (its identity provider's keys are unreachable). Retry shortly.",
+                    ))
+                }
+            };
+        }
     }
     tracing::info!("refused an HTTP request without a valid bearer token");
+    Err(unauthorized("Bearer realm=\"perplexity-agent\""))
+}
+
+fn unauthorized(challenge: &str) -> Response {
     let mut response = closing(plain(
         StatusCode::UNAUTHORIZED,
         "Missing or invalid bearer token.",
     ));
-    response.headers_mut().insert(
-        WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"perplexity-agent\""),
-    );
-    Some(response)
+    if let Ok(value) = HeaderValue::from_str(challenge) {
+        response.headers_mut().insert(WWW_AUTHENTICATE, value);
+    }
+    response
 }
 
-fn bearer_matches(headers: &HeaderMap, expected: &[u8; 32]) -> bool {
+fn digest_of(token: &[u8]) -> [u8; 32] {
+    sha2::Sha256::digest(token).into()
+}
+
+/// The token of the one `Authorization: Bearer <token>` header; `None` for none, two,
+/// or another scheme.
+fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
     let mut values = headers.get_all(AUTHORIZATION).iter();
     let (Some(value), None) = (values.next(), values.next()) else {
-        return false;
+        return None;
     };
     let value = value.as_bytes();
     // The scheme is case-insensitive (RFC 9110); the token is not.
-    let Some(token) = value
+    value
         .get(..7)
         .filter(|scheme| scheme.eq_ignore_ascii_case(b"bearer "))
         .and_then(|_| value.get(7..))
-    else {
-        return false;
-    };
-    let presented: [u8; 32] = sha2::Sha256::digest(token).into();
-    presented.ct_eq(expected).into()
+        .filter(|token| !token.is_empty())
 }
 
 /// The host of an RFC 3986 authority without userinfo — `name[:port]` or
@@ -414,10 +547,11 @@ mod tests {
     }
 
     #[test]
-    fn bearer() {
+    fn bearer_tokens() {
         let token = "a".repeat(40);
         let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
-        let ok = |v: &str| bearer_matches(&headers(&[("authorization", v)]), &digest);
+        let matches = |h: &HeaderMap| bearer(h).is_some_and(|t| digest_of(t) == digest);
+        let ok = |v: &str| matches(&headers(&[("authorization", v)]));
         assert!(ok(&format!("Bearer {token}")));
         assert!(ok(&format!("bearer {token}")));
         assert!(!ok(&format!("Bearer {token} ")));
@@ -425,12 +559,12 @@ mod tests {
         assert!(!ok(&format!("Basic {token}")));
         assert!(!ok(&token));
         assert!(!ok("Bearer "));
-        assert!(!bearer_matches(&headers(&[]), &digest));
+        assert!(!matches(&headers(&[])));
         let twice = headers(&[
             ("authorization", &format!("Bearer {token}")),
             ("authorization", &format!("Bearer {token}")),
         ]);
-        assert!(!bearer_matches(&twice, &digest), "exactly one header");
+        assert!(!matches(&twice), "exactly one header");
     }
 
     #[test]

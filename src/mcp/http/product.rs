@@ -30,13 +30,17 @@ impl Handler for Product {
             &request.method,
             &request.params,
             request.era,
+            &request.who,
         ) {
             return Handled::NowText(text);
         }
-        match self
-            .dispatcher
-            .answer(request.id, &request.method, request.params, request.era)
-        {
+        match self.dispatcher.answer(
+            request.id,
+            &request.method,
+            request.params,
+            request.era,
+            &request.who,
+        ) {
             Action::Reply(frame) => Handled::Now(Some(frame)),
             Action::Call(job) => self.call(job, out),
             Action::Task(job) => {

@@ -2,7 +2,9 @@
 //! carry it, DELETE ends it. The table is bounded (idle sessions expire, the least
 //! recently used one is evicted when full), so a client minting sessions in a loop cannot
 //! grow memory. A session holds only the cancel handles of its calls in flight: the
-//! protocol state itself lives in each request, as on stdio.
+//! protocol state itself lives in each request, as on stdio. A session belongs to the
+//! caller that initialized it: presented with another caller's token, its id is unknown
+//! (404), exactly as an id that never existed.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -26,6 +28,8 @@ pub struct Sessions {
 }
 
 struct Session {
+    /// The `Caller` key of whoever initialized it.
+    owner: String,
     last_used: Instant,
     /// Calls in flight, by the JSON text of their request id, for `notifications/cancelled`.
     calls: HashMap<String, CancellationToken>,
@@ -35,7 +39,7 @@ struct Session {
 
 impl Sessions {
     /// A new session id: 128 bits from the OS CSPRNG, lowercase hex (visible ASCII).
-    pub fn create(&self) -> String {
+    pub fn create(&self, owner: &str) -> String {
         let id = secure_hex::<16>();
         let mut table = self.lock();
         let now = Instant::now();
@@ -54,6 +58,7 @@ impl Sessions {
         table.insert(
             id.clone(),
             Session {
+                owner: owner.to_owned(),
                 last_used: now,
                 calls: HashMap::new(),
                 pending: HashMap::new(),
@@ -62,11 +67,13 @@ impl Sessions {
         id
     }
 
-    /// Marks the session used; `false` when it is unknown or expired.
-    pub fn touch(&self, id: &str) -> bool {
+    /// Marks the caller's session used; `false` when it is unknown, expired or
+    /// another caller's (which is left as it is).
+    pub fn touch(&self, id: &str, owner: &str) -> bool {
         let mut table = self.lock();
         let now = Instant::now();
         match table.get_mut(id) {
+            Some(s) if s.owner != owner => false,
             Some(s) if now.duration_since(s.last_used) < IDLE_EXPIRY => {
                 s.last_used = now;
                 true
@@ -79,15 +86,26 @@ impl Sessions {
         }
     }
 
-    /// Ends a session and the waits of its calls; `false` when it was unknown.
-    pub fn remove(&self, id: &str) -> bool {
-        match self.lock().remove(id) {
+    /// Ends the caller's session and the waits of its calls; `false` when it was
+    /// unknown or another caller's.
+    pub fn remove(&self, id: &str, owner: &str) -> bool {
+        let mut table = self.lock();
+        if table.get(id).is_none_or(|s| s.owner != owner) {
+            return false;
+        }
+        match table.remove(id) {
             Some(session) => {
                 session.calls.values().for_each(CancellationToken::cancel);
                 true
             }
             None => false,
         }
+    }
+
+    /// Drops a session minted for an `initialize` that failed (its owner is the caller
+    /// whose request minted it a moment ago).
+    pub fn remove_minted(&self, id: &str) {
+        self.lock().remove(id);
     }
 
     pub fn register(&self, id: &str, request: &str, token: CancellationToken) {
@@ -154,11 +172,15 @@ mod tests {
     #[test]
     fn lifecycle_and_cancel() {
         let sessions = Sessions::default();
-        let id = sessions.create();
+        let id = sessions.create("a");
         assert_eq!(id.len(), 32);
         assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)));
-        assert!(sessions.touch(&id));
-        assert!(!sessions.touch("nope"));
+        assert!(sessions.touch(&id, "a"));
+        assert!(!sessions.touch("nope", "a"));
+        // Another caller's session is unknown to it, and stays its owner's.
+        assert!(!sessions.touch(&id, "b"));
+        assert!(!sessions.remove(&id, "b"));
+        assert!(sessions.touch(&id, "a"));
         let token = CancellationToken::new();
         sessions.register(&id, "7", token.clone());
         sessions.cancel(&id, "8");
@@ -167,22 +189,22 @@ mod tests {
         assert!(token.is_cancelled());
         let other = CancellationToken::new();
         sessions.register(&id, "9", other.clone());
-        assert!(sessions.remove(&id));
+        assert!(sessions.remove(&id, "a"));
         assert!(other.is_cancelled(), "ending a session ends its waits");
-        assert!(!sessions.touch(&id));
-        assert!(!sessions.remove(&id));
+        assert!(!sessions.touch(&id, "a"));
+        assert!(!sessions.remove(&id, "a"));
     }
 
     #[test]
     fn the_table_is_bounded() {
         let sessions = Sessions::default();
-        let first = sessions.create();
+        let first = sessions.create("a");
         for _ in 0..MAX_SESSIONS {
-            sessions.create();
+            sessions.create("a");
         }
         assert_eq!(sessions.lock().len(), MAX_SESSIONS);
         assert!(
-            !sessions.touch(&first),
+            !sessions.touch(&first, "a"),
             "the least recently used went first"
         );
     }

@@ -36,6 +36,8 @@ const MAX_ERROR_CHARS: usize = 1_000;
 pub struct Chain<'a> {
     pub tools: &'a Tools,
     pub front_end: FrontEnd,
+    /// The outer call's caller: the functions it runs are its calls too.
+    pub caller: crate::call::Caller,
     pub wait: u64,
 }
 
@@ -163,10 +165,12 @@ impl Chain<'_> {
                 );
             }
         };
-        let admitted = match self
-            .tools
-            .accept(self.front_end, &function.name, &arguments, None)
-        {
+        let admitted = match self.tools.accept(
+            crate::guard::Charge::of(self.front_end, &self.caller),
+            &function.name,
+            &arguments,
+            None,
+        ) {
             Ok(admitted) => admitted,
             Err(Refusal::Invalid(refused)) => {
                 return error("invalid_arguments", refused.to_string());

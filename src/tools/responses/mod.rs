@@ -176,6 +176,18 @@ fn named_models(body: &crate::perplexity::agent::FullRun) -> Vec<&str> {
         .collect()
 }
 
+/// What reading a response Perplexity does not have answers (`owners.rs` gives it for
+/// a response the caller may not name).
+pub fn render_missing(id: &str, missing: crate::perplexity::error::ApiError) -> ToolOutput {
+    let shape = render::Shape {
+        expects_json: false,
+        stored_upstream: true,
+    };
+    let outcome =
+        ResearchOutcome::Failed(crate::perplexity::wait::WaitError::api(missing, Some(id)));
+    render::outcome(&outcome, &Snapshot::Pending, shape).0
+}
+
 /// The local snapshot, else Perplexity's copy (saved locally once settled).
 pub async fn retrieve(
     client: &PerplexityClient,

@@ -175,6 +175,16 @@ pub struct CreateCall {
     pub max_rounds: u32,
 }
 
+impl CreateCall {
+    /// The response this one continues, if any.
+    pub fn previous_response_id(&self) -> Option<&str> {
+        self.body
+            .0
+            .get("previous_response_id")
+            .and_then(serde_json::Value::as_str)
+    }
+}
+
 pub fn validate(args: &Args) -> Result<CreateCall, String> {
     let top = Fields::top(args);
     let mut body = Map::new();

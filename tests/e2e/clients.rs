@@ -1,0 +1,334 @@
+//! The `clients` CLI as an operator runs it, black-box: the token printed once and alone
+//! on stdout, the file holding only its SHA-256 (0600, written atomically, never through
+//! a link), `list` never showing a hash, rotate and remove, and every refusal's exit code
+//! and words. What a server does with the file (authentication, tools, rates, reloads)
+//! is in `team.rs`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde_json::Value;
+use sha2::Digest;
+
+use crate::common::*;
+
+fn sha(token: &str) -> String {
+    sha2::Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `clients ARGS --file PATH` with nothing else in the environment (no key needed).
+fn clients(args: &[&str], file: &Path) -> (String, String, i32) {
+    let file = file.display().to_string();
+    let mut all = vec!["clients"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--file", &file]);
+    run_cli(&all, &[])
+}
+
+/// The token of a successful `add` or `rotate`: one line of `pa_` and 64 hex digits.
+fn token_of((stdout, stderr, code): (String, String, i32)) -> String {
+    assert_eq!(code, 0, "{stderr}");
+    let token = stdout
+        .strip_suffix('\n')
+        .expect("one line on stdout")
+        .to_owned();
+    assert!(!token.contains('\n'), "only the token on stdout: {stdout}");
+    let hex = token.strip_prefix("pa_").expect("a pa_ token");
+    assert!(
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+        "256 bits as 64 lowercase hex digits: {token}"
+    );
+    assert!(
+        stderr.contains("shown only this once") && stderr.contains("Authorization: Bearer"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&token), "the token once, on stdout only");
+    token
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn add_prints_a_256_bit_token_once_and_the_file_holds_only_its_hash() {
+    let dir = Scratch::new("clients-add");
+    let file = dir.path("config/clients.toml");
+    let token = token_of(clients(
+        &[
+            "add",
+            "ci-bot",
+            "--tools",
+            "search, fetch",
+            "--rate-per-minute",
+            "30",
+            "--rate-burst",
+            "5",
+        ],
+        &file,
+    ));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains(&format!("token_sha256 = \"{}\"\n", sha(&token))),
+        "{text}"
+    );
+    assert!(
+        !text.contains(&token) && !text.contains(&token[3..]),
+        "never the token: {text}"
+    );
+    assert!(
+        text.starts_with("# Managed by `perplexity-agent clients`"),
+        "{text}"
+    );
+    for line in [
+        "name = \"ci-bot\"",
+        "tools = \"search,fetch\"",
+        "rate_per_minute = 30",
+        "rate_burst = 5",
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+    let created = text
+        .lines()
+        .find_map(|l| l.strip_prefix("created = \""))
+        .expect("a created line");
+    assert!(
+        created.starts_with("20") && created.ends_with("Z\""),
+        "{created}"
+    );
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(
+        mode(&dir.path("config")),
+        0o700,
+        "a directory it made is private"
+    );
+
+    // PERPLEXITY_HTTP_CLIENTS_FILE is the default --file; a second client gets its own token.
+    let env = [(
+        "PERPLEXITY_HTTP_CLIENTS_FILE".to_owned(),
+        file.display().to_string(),
+    )];
+    let second = token_of(run_cli(&["clients", "add", "alice"], &env));
+    assert_ne!(second, token);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains(&sha(&second)) && text.contains(&sha(&token)),
+        "{text}"
+    );
+    assert_eq!(mode(&file), 0o600, "kept 0600 when rewritten");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path("config"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 1, "no temporary file left: {leftovers:?}");
+}
+
+#[test]
+fn list_shows_names_tools_rates_and_never_a_hash() {
+    let dir = Scratch::new("clients-list");
+    let file = dir.path("clients.toml");
+    let (stdout, _, code) = clients(&["list"], &file);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("No clients") && stdout.contains("clients add"),
+        "{stdout}"
+    );
+    let bot = token_of(clients(
+        &["add", "bot", "--tools", "search", "--rate-per-minute", "30"],
+        &file,
+    ));
+    let alice = token_of(clients(&["add", "alice"], &file));
+
+    let (stdout, stderr, code) = clients(&["list"], &file);
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(
+        lines[0].starts_with("bot\ttools: search\trate: 30/min, burst 10\tcreated: "),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].starts_with("alice\ttools: all offered\trate: the server's\t"),
+        "{stdout}"
+    );
+
+    let (json, _, code) = clients(&["list", "--json"], &file);
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(listed[0]["name"], "bot");
+    assert_eq!(listed[0]["tools"], "search");
+    assert_eq!(listed[0]["rate_per_minute"], 30);
+    assert_eq!(listed[0]["rate_burst"], 10);
+    assert_eq!(listed[1]["tools"], Value::Null);
+    assert!(listed[1]["created"].is_string());
+    assert!(listed[0].get("token_sha256").is_none());
+    for shown in [&stdout, &json] {
+        for token in [&bot, &alice] {
+            assert!(!shown.contains(&sha(token)[..16]), "a hash listed: {shown}");
+            assert!(!shown.contains(&token[3..19]), "a token listed: {shown}");
+        }
+    }
+}
+
+#[test]
+fn rotate_replaces_the_hash_and_keeps_the_client_and_remove_forgets_it() {
+    let dir = Scratch::new("clients-rotate");
+    let file = dir.path("clients.toml");
+    let old = token_of(clients(&["add", "bot", "--tools", "search"], &file));
+    let before = std::fs::read_to_string(&file).unwrap();
+    let new = token_of(clients(&["rotate", "bot"], &file));
+    assert_ne!(new, old);
+    let after = std::fs::read_to_string(&file).unwrap();
+    assert!(!after.contains(&sha(&old)), "the old hash is gone: {after}");
+    assert!(after.contains(&sha(&new)), "{after}");
+    assert_eq!(
+        before.replace(&sha(&old), &sha(&new)),
+        after,
+        "only the hash changed: same name, tools and created"
+    );
+    assert_eq!(mode(&file), 0o600);
+
+    let (_, stderr, code) = clients(&["rotate", "nobody"], &file);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no client named 'nobody'"), "{stderr}");
+
+    let (stdout, stderr, code) = clients(&["remove", "bot"], &file);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Removed bot"), "{stdout}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !text.contains("bot") && !text.contains(&sha(&new)),
+        "{text}"
+    );
+    let (_, stderr, code) = clients(&["remove", "bot"], &file);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[test]
+fn a_taken_name_or_a_bad_request_is_refused_and_nothing_is_written() {
+    let dir = Scratch::new("clients-refused");
+    let file = dir.path("clients.toml");
+    token_of(clients(&["add", "bot"], &file));
+    let before = std::fs::read(&file).unwrap();
+    for (args, says) in [
+        (&["add", "bot"][..], "exists already"),
+        (&["add", "BOT"][..], "exists already"),
+        (&["add", "a bot"][..], "is not a client name"),
+        (
+            &["add", "x", "--tools", "nonsense"][..],
+            "unknown tool or group 'nonsense'",
+        ),
+        (&["add", "x", "--tools", " "][..], "the tool list is empty"),
+        (&["add", "x", "--rate-per-minute", "0"][..], "0"),
+        (&["add", "x", "--rate-per-minute", "100001"][..], "100001"),
+        (&["add", "x", "--rate-burst", "5"][..], "--rate-per-minute"),
+    ] {
+        let (stdout, stderr, code) = clients(args, &file);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {says} in {stderr}");
+        assert_eq!(stdout, "", "no token for a refusal");
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            before,
+            "{args:?} wrote nothing"
+        );
+    }
+}
+
+#[test]
+fn a_symbolic_link_at_the_path_is_never_written_through() {
+    let dir = Scratch::new("clients-link");
+    let real = dir.path("real.toml");
+    token_of(clients(&["add", "bot"], &real));
+    let before = std::fs::read(&real).unwrap();
+    let link = dir.path("clients.toml");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    for args in [&["add", "x"][..], &["rotate", "bot"], &["remove", "bot"]] {
+        let (stdout, stderr, code) = clients(args, &link);
+        assert_eq!(code, 4, "{args:?}: {stderr}");
+        assert!(stderr.contains("is a symbolic link"), "{stderr}");
+        assert_eq!(stdout, "", "no token printed for a file not written");
+    }
+    assert_eq!(
+        std::fs::read(&real).unwrap(),
+        before,
+        "the target is untouched"
+    );
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+#[test]
+fn a_broken_or_loose_file_is_refused_naming_the_file_and_line() {
+    let dir = Scratch::new("clients-broken");
+    let file = dir.path("clients.toml");
+    let token = token_of(clients(&["add", "bot"], &file));
+    let good = std::fs::read_to_string(&file).unwrap();
+    let broken = good.replace("created", "colour = \"red\"\ncreated");
+    std::fs::write(&file, &broken).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let line = broken
+        .lines()
+        .position(|l| l.starts_with("colour"))
+        .unwrap()
+        + 1;
+    for args in [&["list"][..], &["add", "x"]] {
+        let (stdout, stderr, code) = clients(args, &file);
+        assert_eq!(code, 4, "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{}, line {line} (in client 'bot'): unknown field `colour`",
+                file.display()
+            )),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains(&sha(&token)[..16]),
+            "never a hash: {stderr}"
+        );
+        assert_eq!(stdout, "");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        broken,
+        "not rewritten"
+    );
+
+    std::fs::write(&file, format!("{good}this is not toml\n")).unwrap();
+    let (_, stderr, code) = clients(&["list"], &file);
+    assert_eq!(code, 4);
+    let line = good.lines().count() + 1;
+    assert!(stderr.contains(&format!("line {line}")), "{stderr}");
+    assert!(
+        !stderr.contains(&sha(&token)[..16]),
+        "never a hash: {stderr}"
+    );
+
+    // Whoever may write the file may add themselves a client.
+    std::fs::write(&file, &good).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (_, stderr, code) = clients(&["list"], &file);
+    assert_eq!(code, 4);
+    assert!(stderr.contains("chmod 600"), "{stderr}");
+}
+
+#[test]
+fn with_no_file_named_it_says_how_to_name_one() {
+    let (stdout, stderr, code) = run_cli(&["clients", "list"], &[]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("PERPLEXITY_HTTP_CLIENTS_FILE") && stderr.contains("--file"),
+        "{stderr}"
+    );
+    assert_eq!(stdout, "");
+}

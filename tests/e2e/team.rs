@@ -1,0 +1,451 @@
+//! One `serve --http` for a team, black-box: named clients of a clients file, each seeing
+//! only its tools at its own rate, and every piece of one caller's state — tasks, runs,
+//! snapshots, offloaded results, legacy sessions — indistinguishable, for another caller,
+//! from an id that never existed. The file reloads on SIGHUP without losing a call.
+//! The OAuth callers are in `oauth.rs`; the `clients` CLI in `clients.rs`.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::Digest;
+
+use crate::common::*;
+use crate::http::Http;
+use crate::tasks::{post, task_call, tasks_request};
+
+pub const TOKEN_A: &str = "pa_team-token-a-0123456789abcdef0123456789abcdef";
+pub const TOKEN_B: &str = "pa_team-token-b-0123456789abcdef0123456789abcdef";
+const TOKEN_A2: &str = "pa_team-token-a2-fedcba9876543210fedcba9876543210";
+
+fn sha(token: &str) -> String {
+    sha2::Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A clients file: `alice` with every tool, `bot` with `search` at one call a minute.
+pub fn clients_file(a_token: &str) -> String {
+    format!(
+        r#"# Written by the test, as `perplexity-agent clients` writes it.
+[[client]]
+name = "alice"
+token_sha256 = "{}"
+created = "2026-12-02T10:00:00Z"
+
+[[client]]
+name = "bot"
+token_sha256 = "{}"
+tools = "search"
+rate_per_minute = 1
+rate_burst = 1
+created = "2026-12-02T10:00:01Z"
+"#,
+        sha(a_token),
+        sha(TOKEN_B)
+    )
+}
+
+struct Team {
+    http: Http,
+    fake: FakePerplexity,
+    dir: Scratch,
+}
+
+fn team(scenario: Value, extra: &[(&str, &str)]) -> Team {
+    let fake = FakePerplexity::start_with(scenario);
+    let dir = Scratch::new("team");
+    let file = dir.path("clients.toml");
+    std::fs::write(&file, clients_file(TOKEN_A)).unwrap();
+    let mut env = env_with_store(&fake, &dir);
+    env.push((
+        "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
+        file.display().to_string(),
+    ));
+    env.push((
+        "PERPLEXITY_AUDIT_LOG_PATH".into(),
+        dir.path("audit.jsonl").display().to_string(),
+    ));
+    // The reload is reported at info level.
+    env.push(("PERPLEXITY_LOG".into(), "info".into()));
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let http = Http::start(&env);
+    Team { http, fake, dir }
+}
+
+fn call_as(t: &Team, token: &str, id: i64, tool: &str, arguments: Value) -> Value {
+    post(&t.http, token, &modern_call(id, tool, arguments))
+}
+
+/// What a caller is told, with the one id it named replaced (spotlight nonces too).
+fn answer_about(reply: &Value, id: &str) -> String {
+    let text = match reply.get("result") {
+        Some(result) => tool_text(reply).0 + &result["isError"].to_string(),
+        None => reply["error"].to_string(),
+    };
+    text.replace(id, "<id>")
+}
+
+#[test]
+fn a_client_sees_and_calls_only_its_tools_and_is_named_in_the_audit_log() {
+    let t = team(json!({"answer": "Team answer."}), &[]);
+    let list = |token| {
+        post(
+            &t.http,
+            token,
+            &request(1, "tools/list", json!({"_meta": modern_meta()})),
+        )
+    };
+    let bot = list(TOKEN_B);
+    assert_eq!(tool_names(&bot), ["perplexity_search", "retrieve"], "{bot}");
+    let alice = list(TOKEN_A);
+    assert!(tool_names(&alice).contains(&"perplexity_agent"), "{alice}");
+
+    let refused = call_as(&t, TOKEN_B, 2, "perplexity_agent", json!({"query": "q"}));
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        message.contains("not among the tools of client bot (search)"),
+        "{message}"
+    );
+    assert!(agent_creates(&t.fake).is_empty(), "no upstream request");
+
+    let searched = call_as(&t, TOKEN_B, 3, "perplexity_search", json!({"query": "q"}));
+    assert_eq!(searched["result"]["isError"], false, "{searched}");
+    let answered = call_as(&t, TOKEN_A, 4, "perplexity_agent", json!({"query": "q"}));
+    assert_eq!(answered["result"]["isError"], false, "{answered}");
+
+    let path = t.dir.path("audit.jsonl");
+    wait_until("the audit records", Duration::from_secs(5), || {
+        audit_records(&path).len() >= 4
+    });
+    let records = audit_records(&path);
+    assert_eq!(opening(&records, "perplexity_search")["caller"], "bot");
+    assert_eq!(opening(&records, "perplexity_agent")["caller"], "alice");
+    // The refused call never reached the guard, so it has no record of bot's.
+    assert!(
+        !records
+            .iter()
+            .any(|r| r["caller"] == "bot" && r["tool"] == "perplexity_agent")
+    );
+    // No token and no hash of one is ever written down.
+    let log = std::fs::read_to_string(&path).unwrap();
+    for secret in [
+        TOKEN_A.to_owned(),
+        TOKEN_B.to_owned(),
+        sha(TOKEN_A),
+        sha(TOKEN_B),
+    ] {
+        assert!(!log.contains(&secret));
+        assert!(!t.http.server.stderr().contains(&secret));
+    }
+}
+
+#[test]
+fn a_clients_own_rate_applies_and_no_one_elses() {
+    let t = team(json!({"answer": "ok"}), &[]);
+    let first = call_as(&t, TOKEN_B, 1, "perplexity_search", json!({"query": "q"}));
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    let second = call_as(&t, TOKEN_B, 2, "perplexity_search", json!({"query": "q"}));
+    let (text, is_error) = tool_text(&second);
+    assert!(
+        is_error && text.starts_with("Rate limit exceeded"),
+        "{second}"
+    );
+    for id in 3..6 {
+        let other = call_as(&t, TOKEN_A, id, "perplexity_search", json!({"query": "q"}));
+        assert_eq!(
+            other["result"]["isError"], false,
+            "alice is not bot: {other}"
+        );
+    }
+}
+
+#[test]
+fn one_callers_runs_tasks_results_and_sessions_are_anothers_unknown_ids() {
+    let t = team(
+        json!({"duration_ms": 4000, "answer": "A long answer. ".repeat(300)}),
+        &[
+            ("PERPLEXITY_MAX_OUTPUT_CHARS", "1000"),
+            ("PERPLEXITY_TOOLS", "all"),
+        ],
+    );
+    // Two named clients with every tool: alice, and bob in place of the limited bot.
+    let file = t.dir.path("clients.toml");
+    let with_bob = clients_file(TOKEN_A).replace(
+        "tools = \"search\"\nrate_per_minute = 1\nrate_burst = 1\n",
+        "",
+    );
+    std::fs::write(&file, with_bob).unwrap();
+    signal(t.http.server.pid(), "HUP");
+    wait_until("the reload", Duration::from_secs(10), || {
+        t.http.server.stderr().contains("reloaded 2 clients")
+    });
+    let b = TOKEN_B;
+
+    // A run alice started, handed back at once.
+    let started = call_as(
+        &t,
+        TOKEN_A,
+        1,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+    );
+    let (text, _) = tool_text(&started);
+    let run = text
+        .split_whitespace()
+        .find(|w| w.starts_with("resp_"))
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_owned();
+    let never = "resp_00000000000000000000000000000000";
+    let upstream_before = t.fake.requests().len();
+    for tool in [
+        "perplexity_agent_result",
+        "perplexity_agent_cancel",
+        "responses_retrieve",
+    ] {
+        let theirs = call_as(&t, b, 2, tool, json!({"response_id": run}));
+        let random = call_as(&t, b, 3, tool, json!({"response_id": never}));
+        assert_eq!(
+            answer_about(&theirs, &run),
+            answer_about(&random, never),
+            "{tool}: alice's run must read as one that never existed"
+        );
+        assert!(
+            answer_about(&theirs, &run).contains("true"),
+            "{tool}: an error: {theirs}"
+        );
+    }
+    // A continuation of alice's run is refused the same way, not sent upstream.
+    let continued = call_as(
+        &t,
+        b,
+        4,
+        "responses_create",
+        json!({"input": "and?", "preset": "fast", "previous_response_id": run}),
+    );
+    let random = call_as(
+        &t,
+        b,
+        5,
+        "responses_create",
+        json!({"input": "and?", "preset": "fast", "previous_response_id": never}),
+    );
+    assert_eq!(answer_about(&continued, &run), answer_about(&random, never));
+    // The run resource too.
+    let read = |id: &str| {
+        post(
+            &t.http,
+            b,
+            &request(
+                6,
+                "resources/read",
+                json!({"uri": format!("perplexity://runs/{id}"), "_meta": modern_meta()}),
+            ),
+        )
+    };
+    assert_eq!(
+        answer_about(&read(&run), &run),
+        answer_about(&read(never), never)
+    );
+    assert_eq!(
+        t.fake.requests().len(),
+        upstream_before,
+        "another caller's ids never reach Perplexity"
+    );
+    // Alice collects her own run (after restart-proof binding, from memory here).
+    let mine = call_as(
+        &t,
+        TOKEN_A,
+        7,
+        "perplexity_agent_result",
+        json!({"response_id": run, "wait_seconds": 30}),
+    );
+    let (text, is_error) = tool_text(&mine);
+    assert!(!is_error && text.contains("A long answer."), "{mine}");
+
+    // Her cut result's retrieve key.
+    let key = text
+        .split("retrieve_key=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("a cut result: {text}"))
+        .to_owned();
+    let random_key = "0123456789abcdef01234567";
+    let theirs = call_as(
+        &t,
+        b,
+        8,
+        "retrieve",
+        json!({"retrieve_key": key, "offset": 100}),
+    );
+    let random = call_as(
+        &t,
+        b,
+        9,
+        "retrieve",
+        json!({"retrieve_key": random_key, "offset": 100}),
+    );
+    assert_eq!(
+        answer_about(&theirs, &key),
+        answer_about(&random, random_key)
+    );
+    let own = call_as(
+        &t,
+        TOKEN_A,
+        10,
+        "retrieve",
+        json!({"retrieve_key": key, "offset": 100}),
+    );
+    assert_eq!(own["result"]["isError"], false, "{own}");
+
+    // Her task (a run long enough to become one).
+    t.fake.set_scenario(json!({"duration_ms": 30000}));
+    let created = post(
+        &t.http,
+        TOKEN_A,
+        &task_call(11, "perplexity_agent", json!({"query": "slow"})),
+    );
+    let task = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    let random_task = "task_00000000000000000000000000000000";
+    for method in ["tasks/get", "tasks/cancel"] {
+        let theirs = post(&t.http, b, &tasks_request(12, method, &task));
+        let random = post(&t.http, b, &tasks_request(12, method, random_task));
+        assert_eq!(
+            answer_about(&theirs, &task),
+            answer_about(&random, random_task),
+            "{method}"
+        );
+    }
+    let mine = post(&t.http, TOKEN_A, &tasks_request(13, "tasks/get", &task));
+    assert_eq!(
+        mine["result"]["status"], "working",
+        "not cancelled by bob: {mine}"
+    );
+
+    // Her legacy session.
+    let session = t.http.initialize_as(TOKEN_A);
+    let as_bob = |sid: &str| {
+        t.http.post_as(
+            b,
+            &request(14, "tools/list", json!({})),
+            &[("Mcp-Session-Id", sid)],
+        )
+    };
+    let theirs = as_bob(&session);
+    let random = as_bob("00000000000000000000000000000000");
+    assert_eq!(theirs.status, 404);
+    assert_eq!(
+        (theirs.status, theirs.text()),
+        (random.status, random.text())
+    );
+    let mine = t.http.post_as(
+        TOKEN_A,
+        &request(15, "tools/list", json!({})),
+        &[("Mcp-Session-Id", &session)],
+    );
+    assert_eq!(mine.status, 200, "still hers: {}", mine.text());
+}
+
+#[test]
+fn a_rotated_token_and_a_reload_mid_call_lose_no_call() {
+    let t = team(
+        json!({"duration_ms": 3000, "answer": "Finished across the reload."}),
+        &[],
+    );
+    let port = t.http.client;
+    let in_flight = std::thread::spawn(move || {
+        post(
+            &port,
+            TOKEN_A,
+            &modern_call(1, "perplexity_agent", json!({"query": "q"})),
+        )
+    });
+    wait_until("the run to start", Duration::from_secs(10), || {
+        !agent_creates(&t.fake).is_empty()
+    });
+    // `clients rotate alice`, as a file change the server notices on SIGHUP.
+    std::fs::write(t.dir.path("clients.toml"), clients_file(TOKEN_A2)).unwrap();
+    signal(t.http.server.pid(), "HUP");
+    wait_until("the reload", Duration::from_secs(10), || {
+        t.http.server.stderr().contains("reloaded 2 clients")
+    });
+    let list = |token| {
+        post(
+            &t.http,
+            token,
+            &request(2, "tools/list", json!({"_meta": modern_meta()})),
+        )
+    };
+    assert!(
+        list(TOKEN_A2)["result"]["tools"].is_array(),
+        "the new token works at once"
+    );
+    let old = t.http.post_as(
+        TOKEN_A,
+        &request(3, "tools/list", json!({"_meta": modern_meta()})),
+        &[
+            ("MCP-Protocol-Version", V_MODERN),
+            ("Mcp-Method", "tools/list"),
+        ],
+    );
+    assert_eq!(old.status, 401, "the old token is dead at once");
+    let answered = in_flight.join().unwrap();
+    let (text, is_error) = tool_text(&answered);
+    assert!(
+        !is_error && text.contains("Finished across the reload."),
+        "{answered}"
+    );
+}
+
+#[test]
+fn a_broken_clients_file_keeps_the_old_clients() {
+    let t = team(json!({"answer": "ok"}), &[]);
+    std::fs::write(
+        t.dir.path("clients.toml"),
+        "[[client]]\nname = \"alice\"\nthis is not toml",
+    )
+    .unwrap();
+    signal(t.http.server.pid(), "HUP");
+    wait_until("the refusal to reload", Duration::from_secs(10), || {
+        t.http.server.stderr().contains("clients.toml")
+    });
+    let list = post(
+        &t.http,
+        TOKEN_A,
+        &request(1, "tools/list", json!({"_meta": modern_meta()})),
+    );
+    assert!(
+        list["result"]["tools"].is_array(),
+        "alice still gets in: {list}"
+    );
+    let stderr = t.http.server.stderr();
+    assert!(!stderr.contains(&sha(TOKEN_A)), "no hash in the log");
+}
+
+#[test]
+fn two_ways_to_authenticate_are_refused_at_start() {
+    let dir = Scratch::new("team-conflict");
+    let file = dir.path("clients.toml");
+    std::fs::write(&file, clients_file(TOKEN_A)).unwrap();
+    let env = [
+        (
+            "PERPLEXITY_HTTP_CLIENTS_FILE".to_owned(),
+            file.display().to_string(),
+        ),
+        (
+            "PERPLEXITY_HTTP_AUTH_TOKEN".to_owned(),
+            "e2e-http-token-0123456789abcdef0123456789".to_owned(),
+        ),
+    ];
+    let (_, stderr, code) = run_cli(&["serve", "--http", "--bind", "127.0.0.1:0"], &env);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("PERPLEXITY_HTTP_AUTH_TOKEN")
+            && stderr.contains("conflicts with PERPLEXITY_HTTP_CLIENTS_FILE"),
+        "{stderr}"
+    );
+}
