@@ -9,7 +9,6 @@ use crate::perplexity::config::{
     DEFAULT_MAX_RESPONSE_BYTES, PERPLEXITY_BASE, default_base,
 };
 use std::fmt;
-use std::net::IpAddr;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -299,13 +298,7 @@ pub fn api_base_from(raw: Option<&str>) -> Result<Url, ConfigError> {
     if url.query().is_some() || url.fragment().is_some() || !matches!(url.path(), "" | "/") {
         return Err(refuse("a path, query or fragment is not allowed"));
     }
-    let loopback = match url.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
-        Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
-        None => false,
-    };
-    if !loopback {
+    if !crate::net::is_loopback_host(&url) {
         return Err(refuse("the host is not a loopback address"));
     }
     Ok(url)
@@ -673,14 +666,13 @@ fn oauth_config(
             problem: "is required with OAuth (PERPLEXITY_OAUTH_ISSUER and PERPLEXITY_OAUTH_AUDIENCE go together)".to_owned(),
         })?;
         let parsed = Url::parse(raw.trim()).ok().filter(|u| u.host().is_some());
-        let loopback = |u: &Url| match u.host() {
-            Some(url::Host::Domain(name)) => name == "localhost",
-            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-            None => false,
-        };
         match parsed {
-            Some(u) if u.scheme() == "https" || (u.scheme() == "http" && loopback(&u)) => Ok(u),
+            Some(u)
+                if u.scheme() == "https"
+                    || (u.scheme() == "http" && crate::net::is_loopback_host(&u)) =>
+            {
+                Ok(u)
+            }
             _ => Err(ConfigError {
                 variable,
                 problem: format!("{raw:?} is not an https:// URL (http:// only on loopback)"),

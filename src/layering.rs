@@ -60,6 +60,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "gateway",
             "guard",
             "identity",
+            "net",
             "perplexity",
             "store",
             "tools",

@@ -22,6 +22,18 @@ pub fn client_builder() -> reqwest::ClientBuilder {
         .http1_only()
 }
 
+/// Whether a URL's host is this machine's loopback (`localhost`, 127.0.0.0/8, `::1`): the
+/// one place that decides where cleartext http is allowed (the API base for tests, an
+/// OAuth issuer on this machine).
+pub fn is_loopback_host(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
 /// Whether a reqwest error was a TLS failure (certificate, handshake), however deep
 /// hyper nested it: reported as `tls`, never as a message that could carry a URL.
 pub fn is_tls(error: &reqwest::Error) -> bool {
