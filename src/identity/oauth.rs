@@ -305,13 +305,20 @@ impl Verifier {
     /// is stale, or when the kid is unknown (rate-limited).
     async fn keys_for(&self, kid: Option<&str>, alg: Algorithm) -> Result<Arc<KeySet>, TokenError> {
         let fresh = |set: &KeySet| set.fetched_at.elapsed() < self.timing.ttl;
-        if let Some(set) = self.current()
-            && fresh(&set)
-            && !set.candidates(kid, alg).is_empty()
-        {
-            return Ok(set);
-        }
-        let mut state = self.fetch.lock().await;
+        let mut state = match self.current() {
+            Some(set) if !set.candidates(kid, alg).is_empty() => {
+                if fresh(&set) {
+                    return Ok(set);
+                }
+                // Stale: this verification refreshes, unless another one already is; then
+                // the keys in hand serve rather than every request waiting on the issuer.
+                match self.fetch.try_lock() {
+                    Ok(state) => state,
+                    Err(_) => return Ok(set),
+                }
+            }
+            _ => self.fetch.lock().await,
+        };
         // Another verification may have fetched while this one waited.
         let current = self.current();
         let now = Instant::now();
@@ -320,11 +327,11 @@ impl Verifier {
             && since(state.last_attempt).is_some_and(|d| d < self.timing.retry_after_failure);
         let fetch = match &current {
             None => !backing_off,
+            // Stale: refreshed at most once per retry interval, whatever the outcome.
             Some(set) if !set.candidates(kid, alg).is_empty() => {
-                !fresh(set) && !backing_off && {
-                    // Stale: refreshed at most once per retry interval whatever happens.
-                    since(state.last_attempt).is_none_or(|d| d >= self.timing.retry_after_failure)
-                }
+                !fresh(set)
+                    && since(state.last_attempt)
+                        .is_none_or(|d| d >= self.timing.retry_after_failure)
             }
             Some(set) => {
                 // An unknown kid: one refetch per interval, however many tokens ask (a
@@ -358,9 +365,17 @@ impl Verifier {
             }
             Err(why) => {
                 state.last_failed = true;
-                tracing::warn!(target: "perplexity_agent::oauth", reason = %why, "fetching the OAuth issuer's keys failed");
-                // Keys in hand still judge tokens; with none, the token is not judged.
-                current.ok_or(TokenError::Unavailable(why))
+                // Keys in hand still judge tokens; with none, the token is not judged (and
+                // the caller logs why).
+                match current {
+                    Some(set) => {
+                        tracing::warn!(
+                            "refreshing the OAuth issuer's keys failed (the old ones stay in use): {why}"
+                        );
+                        Ok(set)
+                    }
+                    None => Err(TokenError::Unavailable(why)),
+                }
             }
         }
     }
@@ -552,13 +567,7 @@ fn header_alg(token: &str) -> Option<String> {
 
 /// https, or http to a loopback host (the rule `config` applies to the settings).
 fn fetchable(url: &Url) -> bool {
-    let loopback = match url.host() {
-        Some(url::Host::Domain(name)) => name == "localhost",
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    };
-    url.scheme() == "https" || (url.scheme() == "http" && loopback)
+    url.scheme() == "https" || (url.scheme() == "http" && crate::net::is_loopback_host(url))
 }
 
 /// Where the issuer's metadata may be: RFC 8414 §3.1 inserts the well-known segment
@@ -959,6 +968,8 @@ mod tests {
         /// (path, document) answered besides the JWKS at /jwks.
         documents: Arc<Mutex<Vec<(String, Value)>>>,
         down: Arc<std::sync::atomic::AtomicBool>,
+        /// The JWKS answers after 800 ms.
+        slow: Arc<std::sync::atomic::AtomicBool>,
         base: Arc<Mutex<String>>,
     }
 
@@ -981,6 +992,9 @@ mod tests {
                     let path = uri.path().to_owned();
                     if path == "/jwks" {
                         state.jwks_fetches.fetch_add(1, Ordering::SeqCst);
+                        if state.slow.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(800)).await;
+                        }
                         let jwks = state.jwks.lock().unwrap().clone();
                         return axum::Json(jwks).into_response();
                     }
@@ -1333,8 +1347,8 @@ mod tests {
         let key = TestKey::es256("k1");
         let issuer = Issuer::start(&[&key]).await;
         let timing = Timing {
-            ttl: Duration::from_millis(600),
-            kid_refetch: Duration::from_millis(300),
+            ttl: Duration::from_millis(1500),
+            kid_refetch: Duration::from_millis(1000),
             retry_after_failure: Duration::from_millis(100),
         };
         let verifier = issuer.verifier_timed(timing);
@@ -1343,7 +1357,7 @@ mod tests {
         assert!(verifier.verify(&unknown).await.is_err());
         assert!(verifier.verify(&unknown).await.is_err());
         assert_eq!(issuer.fetches(), 2);
-        tokio::time::sleep(Duration::from_millis(350)).await;
+        tokio::time::sleep(Duration::from_millis(1050)).await;
         assert!(verifier.verify(&unknown).await.is_err());
         assert_eq!(
             issuer.fetches(),
@@ -1351,16 +1365,48 @@ mod tests {
             "one more refetch once the interval is over"
         );
         // Past the TTL a known kid refreshes the set once.
-        tokio::time::sleep(Duration::from_millis(650)).await;
+        tokio::time::sleep(Duration::from_millis(1550)).await;
         assert!(verifier.verify(&key.sign(&claims())).await.is_ok());
         assert!(verifier.verify(&key.sign(&claims())).await.is_ok());
         assert_eq!(issuer.fetches(), 4);
         // A failed refresh keeps the keys in hand: tokens are still judged.
         issuer.down.store(true, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(650)).await;
+        tokio::time::sleep(Duration::from_millis(1550)).await;
         assert!(verifier.verify(&key.sign(&claims())).await.is_ok());
         let expired = key.sign(&with(json!({"exp": now() - 3600})));
         refused(verifier.verify(&expired).await, &expired, "expired");
+    }
+
+    #[tokio::test]
+    async fn stale_keys_serve_while_another_verification_refreshes_them() {
+        let key = TestKey::es256("k1");
+        let issuer = Issuer::start(&[&key]).await;
+        let timing = Timing {
+            ttl: Duration::from_millis(200),
+            retry_after_failure: Duration::from_millis(50),
+            ..TIMING
+        };
+        let verifier = Arc::new(issuer.verifier_timed(timing));
+        assert!(verifier.verify(&key.sign(&claims())).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        issuer.slow.store(true, Ordering::SeqCst);
+        let refreshing = {
+            let verifier = verifier.clone();
+            let token = key.sign(&claims());
+            tokio::spawn(async move { verifier.verify(&token).await })
+        };
+        // Until the refresher's request is at the issuer (it holds the fetch lock).
+        while issuer.fetches() < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let started = Instant::now();
+        assert!(verifier.verify(&key.sign(&claims())).await.is_ok());
+        assert!(
+            started.elapsed() < Duration::from_millis(400),
+            "waited on the refresh"
+        );
+        assert!(refreshing.await.unwrap().is_ok());
+        assert_eq!(issuer.fetches(), 2);
     }
 
     #[tokio::test]
@@ -1386,7 +1432,7 @@ mod tests {
         let issuer = Issuer::start(&[&key]).await;
         issuer.down.store(true, Ordering::SeqCst);
         let timing = Timing {
-            retry_after_failure: Duration::from_millis(200),
+            retry_after_failure: Duration::from_millis(1000),
             ..TIMING
         };
         let verifier = issuer.verifier_timed(timing);
@@ -1405,7 +1451,7 @@ mod tests {
             ),
             "still pausing"
         );
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(1050)).await;
         assert!(verifier.verify(&token).await.is_ok());
         assert_eq!(
             issuer.fetches(),

@@ -151,9 +151,10 @@ def server_env(fake: FakeUpstream, extra: dict) -> dict:
 
 
 @contextlib.contextmanager
-def http_server(env: dict):
-    """Our binary as a Streamable HTTP server on a free loopback port; yields the URL."""
-    proc = subprocess.Popen([our_binary(), "serve", "--http", "--bind", "127.0.0.1:0"],
+def http_server(env: dict, bind: str = "127.0.0.1:0"):
+    """Our binary as a Streamable HTTP server on `bind` (a free loopback port unless a
+    caller must know it first, e.g. for an OAuth audience); yields the URL."""
+    proc = subprocess.Popen([our_binary(), "serve", "--http", "--bind", bind],
                             env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -170,11 +171,17 @@ def http_server(env: dict):
         threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate a child we started, and kill it if it lingers: none is left running."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def log(msg: str) -> None:

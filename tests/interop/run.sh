@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Real-client interoperability checks for perplexity-agent.
 #
-#   bash tests/interop/run.sh [--with-inspector] [sdk] [differential] [tasks] [ext-tasks] [inspector]
+#   bash tests/interop/run.sh [--with-inspector] [sdk] [differential] [tasks] [ext-tasks] [oauth] [inspector]
 #
 # With no check names it runs `sdk` (sdk_client.py: the official Python SDK `mcp` 2.3.0
 # in legacy/auto/2026-07-28 modes), `differential` (differential.py: the same raw
 # JSON-RPC lines through our binary and the peer perplexity-agent-mcp 0.4.0), `tasks`
-# (tasks_client.py: FastMCP's client with fastmcp-tasks 4.1.4 driving MCP tasks) and
+# (tasks_client.py: FastMCP's client with fastmcp-tasks 4.1.4 driving MCP tasks),
 # `ext-tasks` (ext_tasks_client.mjs: the official requester @modelcontextprotocol/ext-tasks
-# 0.2.2 on the TypeScript SDK client @modelcontextprotocol/client 2.4.0, both eras).
+# 0.2.2 on the TypeScript SDK client @modelcontextprotocol/client 2.4.0, both eras) and
+# `oauth` (oauth_client.py: the Python SDK's OAuthClientProvider doing the MCP authorization
+# flow against our server and a real OpenID provider, tests/oidc: oauth2-mock-server 8.2.3).
 # `--with-inspector` (or naming `inspector`) also runs inspector.sh (MCP Inspector CLI
 # 2.12.0; installs node@22 from npm; skips cleanly if that install fails).
 #
@@ -18,6 +20,8 @@
 #     when the versions differ; only when a Python check runs);
 #   - for ext-tasks: node >= 20 (the machine's, else node@22 from npm) and the two npm
 #     packages, exact versions, in $INTEROP_HOME/ext-tasks (a failed install is a failure);
+#   - for oauth: tests/oidc's locked packages (`npm ci` by tests/oidc/install.sh, only when
+#     the lock changed; a failed install is a failure);
 #   - `cargo build -p perplexity-agent -p fake-perplexity` (debug), into $CARGO_TARGET_DIR
 #     when set, else the workspace default target/ (skipped when both INTEROP_OUR_BIN and
 #     INTEROP_FAKE_BIN name prebuilt binaries).
@@ -39,21 +43,21 @@ checks=()
 for arg in "$@"; do
   case "$arg" in
     --with-inspector) checks+=(inspector) ;;
-    sdk|differential|tasks|ext-tasks|inspector) checks+=("$arg") ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    sdk|differential|tasks|ext-tasks|oauth|inspector) checks+=("$arg") ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
 has() { local c; for c in "${checks[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
 if ! has sdk && ! has differential; then
   if [ "${#checks[@]}" -eq 0 ] || { [ "${#checks[@]}" -eq 1 ] && [ "$*" = "--with-inspector" ]; }; then
-    checks=(sdk differential tasks ext-tasks "${checks[@]}")
+    checks=(sdk differential tasks ext-tasks oauth "${checks[@]}")
   fi
 fi
 
 # --- Python environment ------------------------------------------------------------------
 mkdir -p "$INTEROP_HOME"
-if has sdk || has differential || has tasks; then
+if has sdk || has differential || has tasks || has oauth; then
   if [ ! -x "$VENV/bin/python" ]; then
     echo "creating venv $VENV"
     "$PYTHON" -m venv "$VENV" || { echo "run.sh: cannot create a venv with $PYTHON"; echo "0 passed, 1 failed"; exit 1; }
@@ -115,6 +119,20 @@ ext_tasks() (
   EXT_TASKS_NODE_MODULES="$EXT_TASKS_DIR/node_modules" exec node "$HERE/ext_tasks_client.mjs"
 )
 
+# The Python SDK's OAuth client against our server and the OpenID provider (tests/oidc).
+oauth_client() (
+  skip() {
+    echo "oauth: setup failed: $*"
+    echo "oauth_client 0 1" >>"$INTEROP_SUMMARY_FILE"
+    echo "oauth: 0 passed, 1 failed"
+    exit 1
+  }
+  source "$HERE/npm.sh"
+  ensure_node 20
+  bash "$REPO/tests/oidc/install.sh" || skip "npm ci in tests/oidc failed"
+  exec "$VENV/bin/python" "$HERE/oauth_client.py"
+)
+
 cd "$HERE"
 for c in "${checks[@]}"; do
   case "$c" in
@@ -122,6 +140,7 @@ for c in "${checks[@]}"; do
     differential) run_one differential "$VENV/bin/python" "$HERE/differential.py" ;;
     tasks) run_one tasks_client "$VENV/bin/python" "$HERE/tasks_client.py" ;;
     ext-tasks) run_one ext_tasks_client ext_tasks ;;
+    oauth) run_one oauth_client oauth_client ;;
     inspector) run_one inspector bash "$HERE/inspector.sh" ;;
   esac
 done
