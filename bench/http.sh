@@ -36,11 +36,19 @@ BIN="$CARGO_TARGET_DIR/release"
 # shellcheck source=bench/node_peer.sh
 . "$HERE/node_peer.sh"
 
+# ---- the OpenID provider of the JWT contenders: tests/oidc (oauth2-mock-server) -------
+OIDC_ARGS=()
+if bash "$ROOT/tests/oidc/install.sh" >&2; then
+    OIDC_ARGS=(--oidc "$ROOT/tests/oidc")
+else
+    OIDC_ARGS=(--oidc-unavailable "tests/oidc/install.sh failed (node/npm?)")
+fi
+
 # ---- run ----------------------------------------------------------------------------
 log "running bench/http_bench.py"
 PYTHON="$(command -v python3.11 || command -v python3)"
 "$PYTHON" "$HERE/http_bench.py" --ours "$BIN/perplexity-agent" --fake "$BIN/fake-perplexity" \
-    --loadgen "$BIN/loadgen" "${NODE_ARGS[@]}" --out "$WORK" "$@"
+    --loadgen "$BIN/loadgen" "${NODE_ARGS[@]}" "${OIDC_ARGS[@]}" --out "$WORK" "$@"
 rc=$?
 if [ "$rc" -ne 0 ]; then
     log "http_bench.py failed (exit $rc)"

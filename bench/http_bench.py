@@ -12,7 +12,12 @@ load generator). Two phases, in one run, against one loopback fake-perplexity:
      ours-legacy  per connection: initialize (2025-11-25) -> Mcp-Session-Id ->
                   notifications/initialized, then tools/list in that session;
      node         stateless JSON mode (the package's only HTTP mode), tools/list with
-                  MCP-Protocol-Version 2025-11-25, no initialize, no auth (it has none).
+                  MCP-Protocol-Version 2025-11-25, no initialize, no auth (it has none);
+     ours-clients as ours, a named client's token (PERPLEXITY_HTTP_CLIENTS_FILE);
+     ours-jwt-es256, ours-jwt-rs256
+                  as ours, an OAuth access token (PERPLEXITY_OAUTH_ISSUER) signed ES256 /
+                  RS256 by a real OpenID provider (tests/oidc, oauth2-mock-server; with
+                  --oidc DIR), its key cached after the first request.
    The server's CPU time (/proc/PID/stat), the load generator's (os.times of reaped children) and the whole
    machine's (/proc/stat) are recorded for each run, so the share taken by other work on
    this shared machine is visible.
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import hashlib
 import json
 import os
 import platform
@@ -185,6 +191,41 @@ class Fake:
         self.p.stdout.close()
 
 
+# --------------------------------------------------------------------------- provider
+
+class Provider:
+    """tests/oidc/provider.mjs: a real OpenID provider (oauth2-mock-server) on loopback."""
+
+    def __init__(self, a, tmp: str, audience: str):
+        self.p = spawn([a.node or "node", os.path.join(a.oidc, "provider.mjs"),
+                        "--audience", audience], base_env({}),
+                       os.path.join(tmp, "provider.stderr"), stdout=subprocess.PIPE)
+        line = self.p.stdout.readline().decode().strip()
+        try:
+            ready = json.loads(line)
+        except ValueError:
+            raise BenchError(f"the OpenID provider did not start: {line!r} "
+                             f"{tail(os.path.join(tmp, 'provider.stderr'))}") from None
+        self.issuer = ready["issuer"]
+        if not self.issuer.startswith("http://127.0.0.1:"):
+            raise BenchError(f"provider not on loopback: {self.issuer}")
+
+    def token(self, alg: str, audience: str) -> str:
+        # A day's validity: no run outlives it, and every request presents the same JWT.
+        claims = {"aud": audience, "exp": int(time.time()) + 86400, "scope": " ".join(SCOPES)}
+        body = http("POST", self.issuer + "/control/token", dumps({"alg": alg, "claims": claims}),
+                    {"Content-Type": "application/json"})[2]
+        return json.loads(body)["token"]
+
+    def stop(self) -> None:
+        stop(self.p)
+        self.p.stdout.close()
+
+
+SCOPES = ["perplexity:research", "perplexity:search", "perplexity:fetch", "perplexity:admin",
+          "perplexity:gateway"]
+
+
 # --------------------------------------------------------------------------- servers
 
 def base_env(extra: dict[str, str]) -> dict[str, str]:
@@ -199,19 +240,43 @@ def base_env(extra: dict[str, str]) -> dict[str, str]:
 class Server:
     """One HTTP MCP server process (ours or the node peer)."""
 
-    def __init__(self, kind: str, a, fake: Fake, tmp: str, tag: str):
+    def __init__(self, kind: str, a, fake: Fake, tmp: str, tag: str,
+                 auth: str = "token", provider: Provider | None = None, alg: str = ""):
+        """`auth` (ours only): `token` (PERPLEXITY_HTTP_AUTH_TOKEN), `clients` (a clients
+        file of one client) or `oauth` (tokens from `provider`, signed `alg`)."""
         self.kind = kind
         self.stderr_path = os.path.join(tmp, f"{kind}-{tag}.stderr")
         if kind == "ours":
-            self.token = secrets.token_hex(32)
+            bind = "127.0.0.1:0"
+            if auth == "token":
+                self.token = secrets.token_hex(32)
+                auth_env = {"PERPLEXITY_HTTP_AUTH_TOKEN": self.token}
+            elif auth == "clients":
+                self.token = "pa_" + secrets.token_hex(32)
+                path = os.path.join(tmp, f"clients-{tag}.toml")
+                with open(path, "w") as f:
+                    f.write('[[client]]\nname = "bench"\ntoken_sha256 = "%s"\n'
+                            'created = "2026-12-03T00:00:00Z"\n'
+                            % hashlib.sha256(self.token.encode()).hexdigest())
+                os.chmod(path, 0o600)
+                auth_env = {"PERPLEXITY_HTTP_CLIENTS_FILE": path}
+            elif auth == "oauth" and provider is not None:
+                port = free_port()
+                bind = f"127.0.0.1:{port}"
+                audience = f"http://{bind}/mcp"
+                self.token = provider.token(alg, audience)
+                auth_env = {"PERPLEXITY_OAUTH_ISSUER": provider.issuer,
+                            "PERPLEXITY_OAUTH_AUDIENCE": audience}
+            else:
+                raise ValueError(auth)
             env = base_env({
                 "PERPLEXITY_API_BASE": fake.base,
-                "PERPLEXITY_HTTP_AUTH_TOKEN": self.token,
+                **auth_env,
                 "PERPLEXITY_RATE_BURST": str(a.rate_burst),
                 "PERPLEXITY_RATE_PER_MINUTE": str(a.rate_per_minute),
                 "PERPLEXITY_HTTP_MAX_IN_FLIGHT": str(a.max_in_flight),
             })
-            self.argv = [a.ours, "serve", "--http", "--bind", "127.0.0.1:0"]
+            self.argv = [a.ours, "serve", "--http", "--bind", bind]
             self.p = spawn(self.argv, env, self.stderr_path)
             m = wait_for_line(self.stderr_path, r"MCP over HTTP on http://127\.0\.0\.1:(\d+)/mcp",
                               self.p, 30)
@@ -249,7 +314,7 @@ class Server:
 
 def throughput_spec(key: str, srv: Server) -> dict:
     """What the load generator sends to one contender: headers, body, optional setup."""
-    if key == "ours":
+    if key in AUTH_CONTENDERS:
         return {
             "headers": [f"Authorization: Bearer {srv.token}",
                         "MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/list"],
@@ -277,6 +342,11 @@ def throughput_spec(key: str, srv: Server) -> dict:
             "expect": '"perplexity_ask"',
         }
     raise ValueError(key)
+
+
+# The stateless tools/list of `ours`, under each way of authenticating: (auth, alg).
+AUTH_CONTENDERS = {"ours": ("token", ""), "ours-clients": ("clients", ""),
+                   "ours-jwt-es256": ("oauth", "ES256"), "ours-jwt-rs256": ("oauth", "RS256")}
 
 
 def burst_spec(kind: str, srv: Server) -> dict:
@@ -500,7 +570,7 @@ def render(a, info, tp: dict, tp_specs: dict, tp_rss: dict, mem: dict, unavailab
              f"loadgen --threads {a.threads}, on the same {info['nproc']} cores as the server")
     L.append(f"- memory: {a.burst} concurrent calls, fake run duration {a.burst_duration_ms} ms\n")
 
-    keys = [k for k in ("ours", "ours-legacy", "node") if k in tp]
+    keys = [k for k in ("ours", "ours-legacy", "node", *list(AUTH_CONTENDERS)[1:]) if k in tp]
     L.append("## Throughput: tools/list\n")
     L.append("Medians over the runs. `server CPU` = the server process's CPU time ÷ wall time "
              "(cores); `other load` = the machine's busy cores minus server and loadgen "
@@ -545,6 +615,17 @@ def render(a, info, tp: dict, tp_specs: dict, tp_rss: dict, mem: dict, unavailab
             g = summary["ours-legacy"]
             L.append(f"- ours-legacy vs node: req/s {ratio(g['rps'], n['rps'])}, "
                      f"p99 {ratio(n['p99'], g['p99'])}")
+        L.append("")
+    auth_keys = [k for k in list(AUTH_CONTENDERS)[1:] if k in summary]
+    if "ours" in summary and auth_keys:
+        s = summary["ours"]
+        L.append("Authentication, each against `ours` (the single token) in the same run: the "
+                 "extra server CPU per request is what finding the caller costs.\n")
+        for k in auth_keys:
+            o = summary[k]
+            L.append(f"- {k}: req/s {o['rps'] / s['rps']:.2f}× of ours, p99 "
+                     f"{fmt_ms(o['p99'])} vs {fmt_ms(s['p99'])}, CPU per request "
+                     f"{o['cpu_req'] - s['cpu_req']:+.1f} µs")
         L.append("")
     L.append("Peak RSS of the throughput servers after all runs (VmHWM): " + ", ".join(
         f"{k}: {fmt_mib(v)}" for k, v in tp_rss.items()) + "\n")
@@ -631,6 +712,10 @@ def main() -> int:
     ap.add_argument("--max-in-flight", type=int, default=4096, help="PERPLEXITY_HTTP_MAX_IN_FLIGHT")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--skip-auth", action="store_true",
+                    help="measure only the single token (no clients / JWT contenders)")
+    ap.add_argument("--oidc", help="tests/oidc with its node_modules (the JWT contenders)")
+    ap.add_argument("--oidc-unavailable", help="why the JWT contenders are not measured")
     ap.add_argument("--out", help="directory for http-results.md / http-results.json")
     a = ap.parse_args()
 
@@ -649,6 +734,7 @@ def main() -> int:
     info = machine_info()
     tmp = tempfile.mkdtemp(prefix="http-bench-")
     fake = None
+    provider = None
     servers: dict[str, Server] = {}
     tp: dict[str, list] = {}
     tp_specs: dict[str, str] = {}
@@ -664,6 +750,19 @@ def main() -> int:
             contenders = [("ours", servers["ours"]), ("ours-legacy", servers["ours"])]
             if "node" in servers:
                 contenders.append(("node", servers["node"]))
+            if not a.skip_auth:
+                servers["ours-clients"] = Server("ours", a, fake, tmp, "clients", auth="clients")
+                contenders.append(("ours-clients", servers["ours-clients"]))
+                if a.oidc:
+                    provider = Provider(a, tmp, "http://127.0.0.1:1/unused")
+                    for key in ("ours-jwt-es256", "ours-jwt-rs256"):
+                        auth, alg = AUTH_CONTENDERS[key]
+                        servers[key] = Server("ours", a, fake, tmp, key, auth=auth,
+                                              provider=provider, alg=alg)
+                        contenders.append((key, servers[key]))
+                else:
+                    unavailable["ours-jwt"] = a.oidc_unavailable or "no --oidc DIR"
+
             for key, srv in contenders:
                 tp_specs[key] = shown_request(throughput_spec(key, srv))
                 size = response_size(srv, throughput_spec(key, srv))
@@ -726,6 +825,8 @@ def main() -> int:
     finally:
         for srv in servers.values():
             srv.stop()
+        if provider is not None:
+            provider.stop()
         if fake is not None:
             fake.stop()
         for pid in list(LIVE):

@@ -689,16 +689,95 @@ fn oauth_config(
         Some(raw) => Some(url("PERPLEXITY_OAUTH_JWKS_URL", Some(raw))?),
         None => None,
     };
+    // Each subject's own rate: opt-in, since the server's rate already caps them all;
+    // a burst alone would be a rate nobody asked for.
+    let per_minute = env("PERPLEXITY_OAUTH_RATE_PER_MINUTE");
+    let burst = env("PERPLEXITY_OAUTH_RATE_BURST");
+    let present = |v: &Option<String>| v.as_deref().is_some_and(|v| !v.trim().is_empty());
+    let subject_rate = match (present(&per_minute), present(&burst)) {
+        (false, false) => None,
+        (false, true) => {
+            return Err(ConfigError {
+                variable: "PERPLEXITY_OAUTH_RATE_BURST",
+                problem: "needs PERPLEXITY_OAUTH_RATE_PER_MINUTE (each subject's rate) beside it"
+                    .to_owned(),
+            });
+        }
+        (true, _) => {
+            let max = u64::from(crate::identity::MAX_RATE);
+            let per_minute = bounded_int(
+                "PERPLEXITY_OAUTH_RATE_PER_MINUTE",
+                per_minute.as_deref(),
+                1,
+                1,
+                max,
+            )? as u32;
+            let burst = bounded_int(
+                "PERPLEXITY_OAUTH_RATE_BURST",
+                burst.as_deref(),
+                u64::from(per_minute.min(10)),
+                1,
+                max,
+            )? as u32;
+            Some((per_minute, burst))
+        }
+    };
     Ok(crate::identity::OAuthConfig {
         issuer,
         audience,
         jwks_url,
+        subject_rate,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_oauth_subject_rate_needs_its_per_minute() {
+        let with = |extra: &[(&str, &str)]| {
+            let mut vars = vec![
+                ("PERPLEXITY_OAUTH_ISSUER", "https://id.example"),
+                ("PERPLEXITY_OAUTH_AUDIENCE", "https://mcp.example/mcp"),
+            ];
+            vars.extend_from_slice(extra);
+            let vars: Vec<(String, String)> = vars
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            http_auth(&|name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+        };
+        let rate = |auth: Result<HttpAuth, ConfigError>| match auth {
+            Ok(HttpAuth::OAuth(config)) => Ok(config.subject_rate),
+            Ok(_) => panic!("not OAuth"),
+            Err(e) => Err(e.variable),
+        };
+        assert_eq!(rate(with(&[])), Ok(None));
+        assert_eq!(
+            rate(with(&[("PERPLEXITY_OAUTH_RATE_PER_MINUTE", "30")])),
+            Ok(Some((30, 10)))
+        );
+        assert_eq!(
+            rate(with(&[("PERPLEXITY_OAUTH_RATE_PER_MINUTE", "3")])),
+            Ok(Some((3, 3)))
+        );
+        assert_eq!(
+            rate(with(&[
+                ("PERPLEXITY_OAUTH_RATE_PER_MINUTE", "30"),
+                ("PERPLEXITY_OAUTH_RATE_BURST", "50")
+            ])),
+            Ok(Some((30, 50)))
+        );
+        assert_eq!(
+            rate(with(&[("PERPLEXITY_OAUTH_RATE_BURST", "5")])),
+            Err("PERPLEXITY_OAUTH_RATE_BURST")
+        );
+        assert_eq!(
+            rate(with(&[("PERPLEXITY_OAUTH_RATE_PER_MINUTE", "0")])),
+            Err("PERPLEXITY_OAUTH_RATE_PER_MINUTE")
+        );
+    }
 
     #[test]
     fn wait_budget_rules() {

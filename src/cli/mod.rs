@@ -137,10 +137,22 @@ pub struct AskArgs {
 
 #[derive(Debug, Args)]
 pub struct TasksArgs {
-    /// The tasks of `serve --http` clients (the PERPLEXITY_HTTP_AUTH_TOKEN in the
-    /// environment says whose) instead of those created over stdio by this user.
+    /// The tasks of `serve --http` callers instead of those created over stdio by this
+    /// user: the single PERPLEXITY_HTTP_AUTH_TOKEN's, or with --client / --subject one
+    /// named client's or OAuth subject's.
     #[arg(long)]
     pub http: bool,
+    /// With PERPLEXITY_HTTP_CLIENTS_FILE: the tasks of this named client.
+    #[arg(
+        long,
+        requires = "http",
+        conflicts_with = "subject",
+        value_name = "NAME"
+    )]
+    pub client: Option<String>,
+    /// With OAuth: the tasks of this token subject (`sub`) at PERPLEXITY_OAUTH_ISSUER.
+    #[arg(long, requires = "http", value_name = "SUB")]
+    pub subject: Option<String>,
     /// Print one JSON document instead of one task a line.
     #[arg(long)]
     pub json: bool,
@@ -633,17 +645,10 @@ async fn cancel(args: CancelArgs, tools: &Tools) -> Ended {
 /// person sees what clients left running and which run to collect or stop.
 async fn tasks_command(args: TasksArgs, tools: &Tools) -> Ended {
     let caller = if args.http {
-        match HttpConfig::from_env("127.0.0.1:0", false).map(|http| http.auth) {
-            Ok(crate::config::HttpAuth::Token(digest)) => {
-                crate::call::Caller::single_token(&digest).key().to_owned()
-            }
-            Ok(_) => {
-                return Err(CliError::config(
-                    "tasks --http lists the tasks of the single PERPLEXITY_HTTP_AUTH_TOKEN; named clients and OAuth subjects see their own tasks with tasks/list over MCP".to_owned(),
-                ));
-            }
-            Err(e) => return Err(CliError::config(e.to_string())),
-        }
+        let auth = HttpConfig::from_env("127.0.0.1:0", false)
+            .map(|http| http.auth)
+            .map_err(|e| CliError::config(e.to_string()))?;
+        http_caller(&auth, &args)?.key().to_owned()
     } else {
         crate::call::Caller::local().key().to_owned()
     };
@@ -654,6 +659,48 @@ async fn tasks_command(args: TasksArgs, tools: &Tools) -> Ended {
     match listed {
         Ok(tasks) => output::tasks(&tasks, args.json),
         Err(e) => Err(CliError::config(e.to_string())),
+    }
+}
+
+/// Whose tasks `tasks --http` lists: whoever the server would take a request from. The
+/// operator names the client or subject; reading the clients file (or knowing the
+/// issuer) is what running the server already takes, so this opens nothing new.
+fn http_caller(
+    auth: &crate::config::HttpAuth,
+    args: &TasksArgs,
+) -> Result<crate::call::Caller, CliError> {
+    use crate::config::HttpAuth;
+    let named = args.client.is_some() || args.subject.is_some();
+    match (auth, args.client.as_deref(), args.subject.as_deref()) {
+        (HttpAuth::Token(digest), None, None) => Ok(crate::call::Caller::single_token(digest)),
+        (HttpAuth::Token(_), ..) => Err(CliError::config(
+            "--client and --subject name callers of PERPLEXITY_HTTP_CLIENTS_FILE or OAuth; this server takes the single PERPLEXITY_HTTP_AUTH_TOKEN (drop them)".to_owned(),
+        )),
+        (HttpAuth::Clients(path), Some(name), _) => {
+            let file = crate::identity::clients::ClientsFile::load(path)
+                .map_err(CliError::config)?;
+            file.clients
+                .iter()
+                .find(|c| c.name == name)
+                .map(|c| crate::call::Caller::client(&c.name, &c.created))
+                .ok_or_else(|| {
+                    CliError::config(format!(
+                        "no client named '{}' in {} (`perplexity-agent clients list` shows them)",
+                        crate::text::inert_line(name),
+                        path.display()
+                    ))
+                })
+        }
+        (HttpAuth::Clients(_), ..) => Err(CliError::config(
+            "this server has named clients (PERPLEXITY_HTTP_CLIENTS_FILE): say whose tasks with --client NAME".to_owned(),
+        )),
+        (HttpAuth::OAuth(config), _, Some(subject)) => {
+            Ok(crate::call::Caller::subject(&config.issuer, subject))
+        }
+        (HttpAuth::OAuth(_), ..) => Err(CliError::config(format!(
+            "this server takes OAuth tokens: say whose tasks with --subject SUB (a token's `sub`){}",
+            if named { ", not --client" } else { "" }
+        ))),
     }
 }
 
@@ -790,4 +837,41 @@ async fn research_command(args: ResearchArgs, tools: &Tools) -> Ended {
         },
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    //! The CLI's own decisions that no subprocess test reaches cheaply; what a user sees
+    //! is in tests/e2e (the binary as a subprocess).
+    use super::*;
+    use crate::call::Caller;
+    use crate::config::HttpAuth;
+
+    fn args(client: Option<&str>, subject: Option<&str>) -> TasksArgs {
+        TasksArgs {
+            http: true,
+            json: false,
+            client: client.map(str::to_owned),
+            subject: subject.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn tasks_http_lists_the_caller_the_server_would_see() {
+        let oauth = HttpAuth::OAuth(crate::identity::OAuthConfig {
+            issuer: "https://id.example".to_owned(),
+            audience: "https://mcp.example/mcp".to_owned(),
+            jwks_url: None,
+            subject_rate: None,
+        });
+        let who = http_caller(&oauth, &args(None, Some("alice"))).ok();
+        assert_eq!(who, Some(Caller::subject("https://id.example", "alice")));
+        assert!(http_caller(&oauth, &args(None, None)).is_err());
+        let token = HttpAuth::Token([7; 32]);
+        assert_eq!(
+            http_caller(&token, &args(None, None)).ok(),
+            Some(Caller::single_token(&[7; 32]))
+        );
+        assert!(http_caller(&token, &args(Some("alice"), None)).is_err());
+    }
 }

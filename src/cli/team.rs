@@ -91,6 +91,7 @@ pub fn run(command: ClientsCommand) -> Ended {
     match command {
         ClientsCommand::Add(args) => {
             let path = args.file.path()?;
+            let _held = lock(&path)?;
             let mut file = load(&path)?;
             let token = file
                 .add(
@@ -105,6 +106,7 @@ pub fn run(command: ClientsCommand) -> Ended {
         }
         ClientsCommand::Rotate { name, file: arg } => {
             let path = arg.path()?;
+            let _held = lock(&path)?;
             let mut file = load(&path)?;
             let token = file.rotate(&name).map_err(CliError::usage)?;
             save(&file, &path)?;
@@ -115,6 +117,7 @@ pub fn run(command: ClientsCommand) -> Ended {
         }
         ClientsCommand::Remove { name, file: arg } => {
             let path = arg.path()?;
+            let _held = lock(&path)?;
             let mut file = load(&path)?;
             file.remove(&name).map_err(CliError::usage)?;
             save(&file, &path)?;
@@ -135,6 +138,11 @@ pub fn run(command: ClientsCommand) -> Ended {
 /// error (and nothing is written over it).
 fn load(path: &std::path::Path) -> Result<ClientsFile, CliError> {
     ClientsFile::load_or_empty(path).map_err(CliError::config)
+}
+
+/// Held from the read to the rename, so concurrent edits queue rather than lose one.
+fn lock(path: &std::path::Path) -> Result<crate::identity::clients::EditLock, CliError> {
+    ClientsFile::lock_for_edit(path).map_err(CliError::config)
 }
 
 fn save(file: &ClientsFile, path: &std::path::Path) -> Result<(), CliError> {

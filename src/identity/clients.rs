@@ -273,21 +273,7 @@ impl ClientsFile {
                 "{shown} is a symbolic link: the clients file is never written through one. Point --file (or PERPLEXITY_HTTP_CLIENTS_FILE) at the real file, or remove the link"
             ));
         }
-        let Some(file_name) = path.file_name() else {
-            return Err(format!(
-                "{shown} is not a file name: give the path of a .toml file"
-            ));
-        };
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        crate::files::private_dir(dir).map_err(|e| {
-            format!(
-                "cannot create the directory of {shown}: {} — create it, or choose another --file",
-                e.kind()
-            )
-        })?;
+        let (dir, file_name) = place(path)?;
         let temporary = dir.join(format!(
             ".{}.{}.tmp",
             file_name.to_string_lossy(),
@@ -309,6 +295,27 @@ impl ClientsFile {
             let _ = d.sync_all();
         }
         Ok(())
+    }
+
+    /// Holds the file for one read-modify-write (until the guard drops): two `clients
+    /// add` at once would otherwise both read the same file, and the second rename would
+    /// drop the first's client — whose token, already printed, would never work. The
+    /// lock is a sidecar (`.NAME.lock`, 0600, never through a link), since the file
+    /// itself is replaced by each save; the server never takes it (it only reads, and a
+    /// rename is atomic).
+    pub fn lock_for_edit(path: &Path) -> Result<EditLock, String> {
+        let (dir, file_name) = place(path)?;
+        let lock = dir.join(format!(".{}.lock", file_name.to_string_lossy()));
+        let file = crate::files::open_private_append(&lock).map_err(|e| {
+            format!(
+                "cannot open the lock file {}: {} — check that the directory is yours and writable",
+                lock.display(),
+                e.kind()
+            )
+        })?;
+        file.lock()
+            .map_err(|e| format!("cannot lock {}: {}", lock.display(), e.kind()))?;
+        Ok(EditLock { _held: file })
     }
 
     /// Adds a client with a new token. `rate_burst` alone is refused; `rate_per_minute`
@@ -607,6 +614,32 @@ fn without_hex(text: &str) -> String {
 
 /// The identities of one loaded file, by token digest.
 ///
+/// The clients file's directory (made, 0700, if missing) and its file name.
+fn place(path: &Path) -> Result<(&Path, &std::ffi::OsStr), String> {
+    let shown = path.display();
+    let Some(file_name) = path.file_name() else {
+        return Err(format!(
+            "{shown} is not a file name: give the path of a .toml file"
+        ));
+    };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    crate::files::private_dir(dir).map_err(|e| {
+        format!(
+            "cannot create the directory of {shown}: {} — create it, or choose another --file",
+            e.kind()
+        )
+    })?;
+    Ok((dir, file_name))
+}
+
+/// An exclusive lock on the clients file, released when dropped.
+pub struct EditLock {
+    _held: std::fs::File,
+}
+
 /// Looked up in a `HashMap` by the SHA-256 of the presented token: what the lookup's
 /// timing can reveal is at most a prefix of a digest that matched, and a digest prefix
 /// gives no way to build a token that has it, so no byte of any token leaks.
@@ -642,7 +675,7 @@ impl ClientSet {
 
     /// Rebuilt from a newly loaded file. A client whose name, `created` and rate are
     /// unchanged keeps its bucket (a rotation or a reload does not refill anyone's
-    /// rate); if only its tools changed, the new bucket starts as empty as the old one.
+    /// rate); if only its tools changed, it keeps its bucket too.
     pub fn reloaded(&self, file: &ClientsFile) -> Result<ClientSet, String> {
         ClientSet::build(file, Some(self))
     }
@@ -666,21 +699,14 @@ impl ClientSet {
                 .filter(|k| k.created == entry.created && k.rate == rate);
             let access = match kept {
                 Some(kept) if kept.access.tools == tools => kept.access.clone(),
+                // Same rate, new tools: the same bucket, spent as it was.
                 Some(kept) => Arc::new(Access {
                     tools,
-                    bucket: rate.map(|(per_minute, burst)| {
-                        let fresh = bucket(per_minute, burst);
-                        // Spend what the old bucket had spent (whole tokens).
-                        let left = kept.access.bucket.as_ref().map_or(burst, |b| b.available());
-                        if left < burst {
-                            let _ = fresh.try_take_n(burst - left);
-                        }
-                        fresh
-                    }),
+                    bucket: kept.access.bucket.clone(),
                 }),
                 None => Arc::new(Access {
                     tools,
-                    bucket: rate.map(|(per_minute, burst)| bucket(per_minute, burst)),
+                    bucket: rate.map(|(per_minute, burst)| Arc::new(bucket(per_minute, burst))),
                 }),
             };
             let identity = Identity {
@@ -816,19 +842,24 @@ impl Clients {
             return;
         };
         let clients = Arc::clone(self);
+        // Installed here, before the server says it is listening, not in the task: a
+        // SIGHUP that came before the task first ran would find the default action and
+        // end the process instead of reloading the file.
+        #[cfg(unix)]
+        let mut hangup = {
+            let _entered = runtime.enter();
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                Ok(signal) => Some(signal),
+                Err(e) => {
+                    tracing::warn!(
+                        "SIGHUP cannot be watched ({}); the clients file is still reloaded when it changes",
+                        e.kind()
+                    );
+                    None
+                }
+            }
+        };
         runtime.spawn(async move {
-            #[cfg(unix)]
-            let mut hangup =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-                    Ok(signal) => Some(signal),
-                    Err(e) => {
-                        tracing::warn!(
-                            "SIGHUP cannot be watched ({}); the clients file is still reloaded when it changes",
-                            e.kind()
-                        );
-                        None
-                    }
-                };
             let mut tick = tokio::time::interval(POLL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             tick.tick().await;

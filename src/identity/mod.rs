@@ -10,7 +10,9 @@
 
 pub mod clients;
 pub mod oauth;
+pub mod rates;
 
+pub use clients::MAX_RATE;
 pub use oauth::OAuthConfig;
 
 use std::sync::Arc;
@@ -44,7 +46,7 @@ impl Identity {
         crate::guard::Charge {
             front_end,
             caller: &self.caller,
-            bucket: self.access.bucket.as_ref(),
+            bucket: self.access.bucket.as_deref(),
         }
     }
 }
@@ -80,8 +82,9 @@ impl Identity {
 pub struct Access {
     /// The tools it may call (and sees in `tools/list`); `None` = every tool offered.
     pub tools: Option<Allowed>,
-    /// Its own rate, charged beside the server's (a named client's `rate_per_minute`).
-    pub bucket: Option<TokenBucket>,
+    /// Its own rate, charged beside the server's (a named client's `rate_per_minute`, an
+    /// OAuth subject's `PERPLEXITY_OAUTH_RATE_PER_MINUTE`); shared by its requests.
+    pub bucket: Option<Arc<TokenBucket>>,
 }
 
 impl Access {

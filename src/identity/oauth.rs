@@ -40,6 +40,9 @@ pub struct OAuthConfig {
     pub audience: String,
     /// Where the signing keys are; else from the issuer's discovery document.
     pub jwks_url: Option<url::Url>,
+    /// Each subject's own rate (per minute, burst), beside the server's; `None`: the
+    /// server's alone.
+    pub subject_rate: Option<(u32, u32)>,
 }
 
 /// A token that passed every check.
@@ -1043,6 +1046,7 @@ mod tests {
                 issuer: ISSUER.to_owned(),
                 audience: AUDIENCE.to_owned(),
                 jwks_url: Some(Url::parse(&format!("{}/jwks", self.base())).unwrap()),
+                subject_rate: None,
             };
             Verifier::with_timing(config, timing).unwrap()
         }
@@ -1464,6 +1468,7 @@ mod tests {
             issuer: ISSUER.to_owned(),
             audience: AUDIENCE.to_owned(),
             jwks_url: Some(Url::parse("http://127.0.0.1:9/jwks").unwrap()),
+            subject_rate: None,
         })
         .unwrap();
         assert!(matches!(
@@ -1480,6 +1485,7 @@ mod tests {
             issuer: ISSUER.to_owned(),
             audience: AUDIENCE.to_owned(),
             jwks_url: Some(Url::parse(&format!("{}/huge", issuer.base())).unwrap()),
+            subject_rate: None,
         })
         .unwrap();
         match verifier.verify(&key.sign(&claims())).await {
@@ -1498,6 +1504,7 @@ mod tests {
             issuer: issuer.to_owned(),
             audience: AUDIENCE.to_owned(),
             jwks_url: None,
+            subject_rate: None,
         };
         let token_for = |iss: &str| key.sign(&with(json!({"iss": iss})));
 
@@ -1577,6 +1584,7 @@ mod tests {
             issuer: ISSUER.to_owned(),
             audience: AUDIENCE.to_owned(),
             jwks_url: Some(Url::parse("http://keys.example/jwks").unwrap()),
+            subject_rate: None,
         };
         assert!(Verifier::new(cleartext).is_err());
     }
@@ -1587,6 +1595,7 @@ mod tests {
             issuer: ISSUER.to_owned(),
             audience: AUDIENCE.to_owned(),
             jwks_url: None,
+            subject_rate: None,
         })
         .unwrap();
         assert_eq!(

@@ -122,11 +122,18 @@ fn add_prints_a_256_bit_token_once_and_the_file_holds_only_its_hash() {
         "{text}"
     );
     assert_eq!(mode(&file), 0o600, "kept 0600 when rewritten");
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path("config"))
+    // Beside it only the edit lock (kept: unlinking a lock file races its next taker).
+    let mut leftovers: Vec<_> = std::fs::read_dir(dir.path("config"))
         .unwrap()
-        .map(|e| e.unwrap().file_name())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(leftovers.len(), 1, "no temporary file left: {leftovers:?}");
+    leftovers.sort();
+    assert_eq!(
+        leftovers,
+        [".clients.toml.lock", "clients.toml"],
+        "no temporary file left"
+    );
+    assert_eq!(mode(&dir.path("config/.clients.toml.lock")), 0o600);
 }
 
 #[test]
@@ -331,4 +338,31 @@ fn with_no_file_named_it_says_how_to_name_one() {
         "{stderr}"
     );
     assert_eq!(stdout, "");
+}
+
+#[test]
+fn concurrent_adds_lose_no_client() {
+    // Each `add` reads, changes and renames the file: without the edit lock two at once
+    // read the same file and the later rename drops the other's client, whose token was
+    // already printed.
+    let dir = Scratch::new("clients-concurrent");
+    let file = dir.path("clients.toml");
+    let adds: Vec<_> = (0..12)
+        .map(|n| {
+            let file = file.clone();
+            std::thread::spawn(move || {
+                let name = format!("bot-{n}");
+                (name.clone(), token_of(clients(&["add", &name], &file)))
+            })
+        })
+        .collect();
+    let added: Vec<(String, String)> = adds.into_iter().map(|h| h.join().unwrap()).collect();
+    let text = std::fs::read_to_string(&file).unwrap();
+    for (name, token) in &added {
+        assert!(
+            text.contains(&format!("name = \"{name}\"")) && text.contains(&sha(token)),
+            "{name} was lost:\n{text}"
+        );
+    }
+    assert_eq!(mode(&file), 0o600);
 }

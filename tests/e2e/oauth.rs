@@ -608,6 +608,58 @@ fn a_rotated_key_works_after_one_refetch_and_unknown_kids_cost_nothing() {
 }
 
 #[test]
+fn each_subject_has_its_own_rate_across_its_tokens() {
+    if !node_or_skip("each_subject_has_its_own_rate_across_its_tokens") {
+        return;
+    }
+    let port = free_port();
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    let provider = Provider::start(&audience);
+    let s = Setup::start_with(
+        provider,
+        port,
+        audience.clone(),
+        &[
+            ("PERPLEXITY_OAUTH_RATE_PER_MINUTE", "1"),
+            ("PERPLEXITY_OAUTH_RATE_BURST", "2"),
+        ],
+    );
+    let token_of = |sub: &str| {
+        s.provider
+            .token(json!({"claims": {"aud": audience, "sub": sub, "scope": EVERY_SCOPE}}))
+    };
+    let search = |token: &str, id: i64| {
+        let r = modern_as(
+            &s.http,
+            Some(token),
+            &modern_call(id, "perplexity_search", json!({"query": "q"})),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        tool_text(&reply_frame(&r))
+    };
+    // Alice spends her burst of two; a fresh token of hers shares the spent bucket.
+    for id in 1..=2 {
+        let (text, is_error) = search(&token_of("alice"), id);
+        assert!(!is_error, "{text}");
+    }
+    let (text, is_error) = search(&token_of("alice"), 3);
+    assert!(
+        is_error && text.starts_with("Rate limit exceeded"),
+        "{text}"
+    );
+    // Bob is not Alice.
+    for id in 4..=5 {
+        let (text, is_error) = search(&token_of("bob"), id);
+        assert!(!is_error, "bob is not alice: {text}");
+    }
+    assert_eq!(
+        s.fake.requests().len(),
+        4,
+        "the refused call reached no upstream"
+    );
+}
+
+#[test]
 fn an_unreachable_issuer_is_503_not_a_verdict() {
     if !node_or_skip("an_unreachable_issuer_is_503_not_a_verdict") {
         return;

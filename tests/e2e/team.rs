@@ -50,6 +50,8 @@ struct Team {
     http: Http,
     fake: FakePerplexity,
     dir: Scratch,
+    /// The server's environment (the CLI reads the same store and clients file).
+    env: Vec<(String, String)>,
 }
 
 fn team(scenario: Value, extra: &[(&str, &str)]) -> Team {
@@ -70,7 +72,12 @@ fn team(scenario: Value, extra: &[(&str, &str)]) -> Team {
     env.push(("PERPLEXITY_LOG".into(), "info".into()));
     env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let http = Http::start(&env);
-    Team { http, fake, dir }
+    Team {
+        http,
+        fake,
+        dir,
+        env,
+    }
 }
 
 fn call_as(t: &Team, token: &str, id: i64, tool: &str, arguments: Value) -> Value {
@@ -324,6 +331,27 @@ fn one_callers_runs_tasks_results_and_sessions_are_anothers_unknown_ids() {
     assert_eq!(
         mine["result"]["status"], "working",
         "not cancelled by bob: {mine}"
+    );
+    // The operator's `tasks --http` names whose tasks it lists.
+    let listed = |client: &str| {
+        let (out, stderr, code) =
+            run_cli(&["tasks", "--http", "--client", client, "--json"], &t.env);
+        assert_eq!(code, 0, "{stderr}");
+        serde_json::from_str::<Value>(&out).unwrap()["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["task_id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listed("alice"), std::slice::from_ref(&task));
+    assert!(listed("bot").is_empty(), "bob's list holds none of alice's");
+    let (_, stderr, code) = run_cli(&["tasks", "--http"], &t.env);
+    assert!(code != 0 && stderr.contains("--client NAME"), "{stderr}");
+    let (_, stderr, code) = run_cli(&["tasks", "--http", "--client", "nobody"], &t.env);
+    assert!(
+        code != 0 && stderr.contains("no client named 'nobody'"),
+        "{stderr}"
     );
 
     // Her legacy session.

@@ -29,6 +29,7 @@ use crate::config::{HttpAuth, HttpConfig};
 use crate::identity::Identity;
 use crate::identity::clients::Clients;
 use crate::identity::oauth::{self, TokenError, Verifier};
+use crate::identity::rates::SubjectRates;
 use crate::mcp::protocol::MAX_LINE_CHARS;
 
 /// Loopback names every deployment accepts, on any port (a loopback reverse proxy in
@@ -64,6 +65,8 @@ pub enum Authenticator {
     OAuth {
         verifier: Arc<Verifier>,
         metadata_url: String,
+        /// Each subject's own bucket, when `PERPLEXITY_OAUTH_RATE_PER_MINUTE` is set.
+        rates: Option<SubjectRates>,
     },
 }
 
@@ -88,6 +91,9 @@ impl Authenticator {
             HttpAuth::OAuth(config) => Authenticator::OAuth {
                 metadata_url: metadata_url(&config.audience)?,
                 verifier: Arc::new(Verifier::new(config.clone())?),
+                rates: config
+                    .subject_rate
+                    .map(|(per_minute, burst)| SubjectRates::new(per_minute, burst)),
             },
         })
     }
@@ -402,6 +408,7 @@ async fn authenticate(policy: &Policy, headers: &HeaderMap) -> Result<Identity, 
         Authenticator::OAuth {
             verifier,
             metadata_url,
+            rates,
         } => {
             let Some(token) = token else {
                 return Err(unauthorized(&oauth::challenge(metadata_url, None)));
@@ -409,10 +416,15 @@ async fn authenticate(policy: &Policy, headers: &HeaderMap) -> Result<Identity, 
             // The token is judged here and goes nowhere else: never passed through.
             let token = std::str::from_utf8(token).unwrap_or_default();
             return match verifier.verify(token).await {
-                Ok(verified) => Ok(Identity {
-                    caller: Caller::subject(&verified.issuer, &verified.subject),
-                    access: Arc::new(oauth::access_for(&verified.scopes)),
-                }),
+                Ok(verified) => {
+                    let caller = Caller::subject(&verified.issuer, &verified.subject);
+                    let mut access = oauth::access_for(&verified.scopes);
+                    access.bucket = rates.as_ref().map(|r| r.bucket_of(&caller));
+                    Ok(Identity {
+                        caller,
+                        access: Arc::new(access),
+                    })
+                }
                 Err(TokenError::Invalid(why)) => {
                     tracing::info!("refused an HTTP request with an invalid access token: {why}");
                     Err(unauthorized(&oauth::challenge(
