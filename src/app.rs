@@ -41,7 +41,7 @@ impl Services {
             store: Arc::new(StoreHandle::new(config.store.clone())),
         };
         let wait = Duration::from_secs(config.wait_seconds);
-        let tools = Tools::new(&config.tools, wait, parts);
+        let tools = Tools::new(&config.tools, wait, parts).with_connectors(&config.connectors);
         Ok(Services { guard, tools })
     }
 }

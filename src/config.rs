@@ -45,6 +45,9 @@ pub struct Config {
     /// Downstream servers from the config file (`PERPLEXITY_CONFIG_PATH`, else
     /// `$XDG_CONFIG_HOME` or `~/.config`, then `perplexity-agent/config.toml`).
     pub file_servers: Vec<crate::gateway::ServerDef>,
+    /// `PERPLEXITY_ALLOWED_CONNECTORS`: the connectors of the API key's Perplexity account
+    /// that `responses_create` callers may use (none by default).
+    pub connectors: Vec<String>,
 }
 
 /// A setting that cannot be used. The process refuses to start rather than guess,
@@ -205,6 +208,7 @@ impl Config {
                 )?,
                 max_chars: 80_000,
             },
+            connectors: connectors_from(env("PERPLEXITY_ALLOWED_CONNECTORS").as_deref())?,
             file_servers: match config_file(&env) {
                 None => Vec::new(),
                 Some(path) => crate::gateway::load_file(&path, &gateway, &|name: &str| env(name))
@@ -592,6 +596,34 @@ fn bounded_int(
             variable,
             problem: format!("must be a whole number from {min} to {max}"),
         })
+}
+
+/// A comma list of connector ids (as `responses_create` bounds them). A connector reads
+/// whatever the account it is configured on can reach (a drive, a mailbox), so on a
+/// shared server it is the operator, not a caller, who says which are usable.
+fn connectors_from(raw: Option<&str>) -> Result<Vec<String>, ConfigError> {
+    let mut ids = Vec::new();
+    for id in raw
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let ok = id.len() <= 128
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
+        if !ok {
+            return Err(ConfigError {
+                variable: "PERPLEXITY_ALLOWED_CONNECTORS",
+                problem: format!(
+                    "{id:?} is not a connector id (1 to 128 letters, digits and . _ : -); give a comma list of ids"
+                ),
+            });
+        }
+        ids.push(id.to_owned());
+    }
+    Ok(ids)
 }
 
 /// Exactly one of the single token, the clients file and OAuth; none is an error too.

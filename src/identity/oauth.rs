@@ -107,6 +107,11 @@ pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// The longest `sub` accepted: it names the caller's state and appears in logs.
 const MAX_SUBJECT_CHARS: usize = 256;
+/// Tokens remembered as verified (by SHA-256), and for at most how long: a signature
+/// check costs 30–200 µs (ES256 the most), a lookup under a microsecond, and an agent
+/// presents the same token on every request until it refreshes it.
+const MAX_VERIFIED: usize = 4096;
+const VERIFIED_TTL: Duration = Duration::from_secs(60);
 /// Keys read from one JWKS; scopes read from one token.
 const MAX_KEYS: usize = 64;
 const MAX_SCOPES: usize = 64;
@@ -171,6 +176,11 @@ pub struct Verifier {
     keys: RwLock<Option<Arc<KeySet>>>,
     /// Held for the whole of a fetch: concurrent verifications share one.
     fetch: tokio::sync::Mutex<FetchState>,
+    /// Tokens that passed every check, by the SHA-256 of their bytes, each until its `exp`
+    /// or [`VERIFIED_TTL`], whichever is first. Only the very same bytes skip the checks,
+    /// so a hit proves what a signature check would; emptied whenever the key set is
+    /// fetched, so a key the issuer withdrew stops vouching within one refresh.
+    verified: std::sync::Mutex<std::collections::HashMap<[u8; 32], (Verified, Instant)>>,
 }
 
 impl Verifier {
@@ -200,6 +210,7 @@ impl Verifier {
             timing,
             keys: RwLock::new(None),
             fetch: tokio::sync::Mutex::new(FetchState::default()),
+            verified: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -209,10 +220,40 @@ impl Verifier {
 
     /// Checks one bearer token. `Unavailable` only when no keys could be had at all.
     pub async fn verify(&self, token: &str) -> Result<Verified, TokenError> {
-        let invalid = |why: &str| TokenError::Invalid(why.to_owned());
         if token.len() > MAX_TOKEN_BYTES {
-            return Err(invalid("token too long"));
+            return Err(TokenError::Invalid("token too long".to_owned()));
         }
+        let digest: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(token.as_bytes()).into();
+        let now = Instant::now();
+        if let Some((verified, until)) = self.verified_cache().get(&digest)
+            && now < *until
+        {
+            return Ok(verified.clone());
+        }
+        let (verified, exp) = self.verify_fully(token).await?;
+        // Until `exp` (without the leeway a full check allows) or the TTL.
+        let left = exp.saturating_sub(unix_now());
+        let until = now + VERIFIED_TTL.min(Duration::from_secs(left));
+        let mut cache = self.verified_cache();
+        if cache.len() >= MAX_VERIFIED {
+            cache.retain(|_, (_, until)| now < *until);
+            if cache.len() >= MAX_VERIFIED {
+                cache.clear();
+            }
+        }
+        cache.insert(digest, (verified.clone(), until));
+        Ok(verified)
+    }
+
+    fn verified_cache(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<[u8; 32], (Verified, Instant)>> {
+        self.verified.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every check, and the token's `exp`.
+    async fn verify_fully(&self, token: &str) -> Result<(Verified, u64), TokenError> {
+        let invalid = |why: &str| TokenError::Invalid(why.to_owned());
         let header = jsonwebtoken::decode_header(token).map_err(|_| {
             TokenError::Invalid(match header_alg(token) {
                 Some(alg) => format!("alg {alg:?} is not accepted"),
@@ -256,7 +297,7 @@ impl Verifier {
     }
 
     /// Signature and claims against one key.
-    fn check(&self, token: &str, key: &Key) -> Result<Verified, TokenError> {
+    fn check(&self, token: &str, key: &Key) -> Result<(Verified, u64), TokenError> {
         let mut validation = Validation::new(key.alg);
         validation.leeway = LEEWAY_SECONDS;
         validation.validate_exp = true;
@@ -297,11 +338,14 @@ impl Verifier {
                 scopes.push(scope.to_owned());
             }
         }
-        Ok(Verified {
-            issuer: claims.iss,
-            subject: claims.sub,
-            scopes,
-        })
+        Ok((
+            Verified {
+                issuer: claims.iss,
+                subject: claims.sub,
+                scopes,
+            },
+            claims.exp.as_f64().unwrap_or(0.0).max(0.0) as u64,
+        ))
     }
 
     /// The key set to judge a token with `kid` by, fetching it when there is none, when it
@@ -364,6 +408,7 @@ impl Verifier {
                     fetched_at: Instant::now(),
                 });
                 *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Some(set.clone());
+                self.verified_cache().clear();
                 Ok(set)
             }
             Err(why) => {
@@ -491,6 +536,12 @@ impl Verifier {
     }
 }
 
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// The claims read beside the ones jsonwebtoken validates.
 #[derive(Deserialize)]
 struct Claims {
@@ -499,6 +550,11 @@ struct Claims {
     iss: String,
     #[serde(default)]
     sub: String,
+    /// Validated by jsonwebtoken (required); read for the verified-token cache.
+    /// Any JSON here, so that a malformed one is reported by the validation (which has
+    /// already required a number by the time this is read).
+    #[serde(default)]
+    exp: Value,
     #[serde(default)]
     scope: Option<String>,
     /// Some issuers (Okta, Entra ID) put scopes here, as a list or a string.
@@ -1291,6 +1347,32 @@ mod tests {
             verifier.verify(&token).await,
             &token,
             "asymmetric algorithms only",
+        );
+    }
+
+    #[tokio::test]
+    async fn a_remembered_token_stops_working_once_its_key_is_withdrawn() {
+        let old = TestKey::es256("old");
+        let issuer = Issuer::start(&[&old]).await;
+        let verifier = issuer.verifier();
+        let token = old.sign(&claims());
+        for _ in 0..3 {
+            assert_eq!(
+                verifier.verify(&token).await.map(|v| v.subject),
+                Ok("alice".to_owned())
+            );
+        }
+        assert_eq!(issuer.fetches(), 1);
+        // The issuer withdraws the key; a token of the new one makes us refetch.
+        let new = TestKey::ed25519("new");
+        issuer.set_keys(&[&new]);
+        assert!(verifier.verify(&new.sign(&claims())).await.is_ok());
+        assert_eq!(issuer.fetches(), 2);
+        // The very bytes verified before are judged again, and refused.
+        refused(
+            verifier.verify(&token).await,
+            &token,
+            "no key of the issuer has the token's kid",
         );
     }
 

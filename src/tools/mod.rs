@@ -119,6 +119,8 @@ pub struct Tools {
     guard: Arc<Guard>,
     store: Arc<StoreHandle>,
     gateway: Option<Arc<Gateway>>,
+    /// Connector ids `responses_create` may name (`PERPLEXITY_ALLOWED_CONNECTORS`).
+    connectors: Arc<[String]>,
     /// The wait budget of a call whose front end does not choose its own.
     wait: Duration,
     /// Exactly the lifecycle profile: the reference peer's texts, unchanged.
@@ -165,12 +167,19 @@ impl Tools {
             run_owners: Arc::new(owners::RunOwners::new(store.clone(), obligations.clone())),
             store,
             gateway: None,
+            connectors: Arc::from([]),
             wait,
             reference_texts: selection.is_reference(),
             list,
             selection: selection.clone(),
             obligations,
         }
+    }
+
+    /// The connectors of the API key's account that `responses_create` may name.
+    pub fn with_connectors(mut self, ids: &[String]) -> Self {
+        self.connectors = ids.into();
+        self
     }
 
     /// Offers the tools of the gateway's downstream servers too.
@@ -230,6 +239,32 @@ impl Tools {
     /// What must finish before the process exits (every front end settles it last).
     pub fn obligations(&self) -> &Obligations {
         &self.obligations
+    }
+
+    /// Refuses a `responses_create` connector tool the operator has not allowed. A
+    /// connector is the API key's account's integration (its drive, its mailbox): on a
+    /// shared server, any caller naming one would read what the operator's account can.
+    pub(super) fn with_connectors_checked(
+        &self,
+        call: responses::CreateCall,
+    ) -> Result<responses::CreateCall, String> {
+        let named = call
+            .body
+            .0
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|t| t["type"] == "connector")
+            .filter_map(|t| t["id"].as_str());
+        for id in named {
+            if !self.connectors.iter().any(|allowed| allowed == id) {
+                return Err(format!(
+                    "Connector '{id}' is not allowed on this server: its operator lists the usable connectors in PERPLEXITY_ALLOWED_CONNECTORS."
+                ));
+            }
+        }
+        Ok(call)
     }
 
     /// Adds the function tools of `functions` (gateway tools the operator registered as

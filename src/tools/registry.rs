@@ -92,6 +92,7 @@ pub const SPECS: [ToolSpec; 12] = [
         accepted: &responses::CREATE_ARGS,
         validate: |tools, args| {
             responses::request::validate(args)
+                .and_then(|call| tools.with_connectors_checked(call))
                 .and_then(|call| tools.with_functions(call))
                 .map(Call::Create)
                 .map_err(ArgError::from)

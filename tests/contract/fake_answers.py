@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any, Callable
 
+import node_sdk
 import sdk
 from common import DUMMY_KEY, FIXTURES, ControlError, FakeUpstream, Tally
 
@@ -77,6 +78,9 @@ class Judge:
         self.legacy_rejections: dict[str, int] = {}
         self.frames = 0
         self.answers = 0
+        # What the Python SDK accepted, for the Node SDK's types to judge too (deliberately
+        # off-contract shapes, tolerated by an allowance, are the Python table's business).
+        self.node = node_sdk.Batch()
 
     def json(self, name: str, adapters: tuple, obj: Any, context: str) -> bool:
         self.answers += 1
@@ -84,6 +88,9 @@ class Judge:
         if rs and context.startswith("legacy"):
             self.legacy_rejections[context] = self.legacy_rejections.get(context, 0) + 1
         if not rs:
+            kind = node_sdk.ANSWER_KINDS.get(adapters[0].name)
+            if kind:
+                self.node.add(kind, obj, name)
             return self.tally.check(name, True)
         allowance = sdk.allowed(context, obj, rs)
         if allowance:
@@ -128,6 +135,8 @@ class Judge:
                     problems.append(f"frame {i}: sequence_number {seq} after {last_seq}")
                 last_seq = seq
             rs = sdk.validate_all(sdk.STREAM_CHUNK, ev)
+            if not rs:
+                self.node.add("chunk", ev, f"{name} frame {i} ({ev.get('type')})")
             if rs and context.startswith("legacy"):
                 self.legacy_rejections[context] = self.legacy_rejections.get(context, 0) + 1
             if rs:
@@ -475,6 +484,7 @@ def run(tally: Tally) -> None:
         tally.check("fake control endpoints", False, str(exc))
     finally:
         fake.stop()
+    judge.node.report(tally, "answers")
     for name, _, _, _ in MATRIX:
         if name.startswith("legacy") and name not in REFUSED_SCENARIOS:
             n = judge.legacy_rejections.get(name, 0)

@@ -25,6 +25,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import node_sdk
 import schema_calls
 import sdk
 from common import DUMMY_KEY, FakeUpstream, McpStdio, Tally, base_env, our_binary
@@ -45,6 +46,8 @@ FUNCTION_SCENARIO = {
 }
 LONG_ANSWER_SCENARIO = {"duration_ms": 50, "answer": "Long answer. " * 400}
 Q = "What is the tallest building in Europe?"
+# The connector the operator allows in this suite (PERPLEXITY_ALLOWED_CONNECTORS).
+CONNECTOR_ID = "conn_contract_drive"
 FUNCTION_TOOL = {
     "type": "function", "name": "lookup_weather", "description": "Current weather of a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
@@ -329,6 +332,9 @@ DERIVED_EXPECT: dict[tuple[str, str], tuple[str, str]] = {
 def _fixup(tool: str, args: dict) -> dict:
     """Makes a derived call whole where one option needs another."""
     if tool == "responses_create":
+        for t in args.get("tools") or []:
+            if isinstance(t, dict) and t.get("type") == "connector":
+                t["id"] = CONNECTOR_ID  # the one the operator allows here
         rf = args.get("response_format")
         if isinstance(rf, dict):
             if "json_schema" in rf:
@@ -475,7 +481,7 @@ def judge(req: dict) -> tuple[list[tuple[str, sdk.Rejection]], list[str]]:
             problems.append(f"body is not a JSON object: {req.get('body', '')[:200]!r}")
             return rejections, problems
         if route == "create":
-            rejections += sdk.validate_all(sdk.create_params(body), body)
+            rejections += sdk.tolerate_differences(body, sdk.validate_all(sdk.create_params(body), body))
         else:
             rejections += sdk.validate_all((sdk.SEARCH_PARAMS, sdk.SEARCH_CLIENT), body)
             if body.get("search_recency_filter") and (body.get("search_after_date_filter")
@@ -519,6 +525,7 @@ class Driver:
             "PERPLEXITY_TOOLS": "all",
             "PERPLEXITY_MAX_OUTPUT_CHARS": "1000",
             "PERPLEXITY_MAX_RETRIES": "1",
+            "PERPLEXITY_ALLOWED_CONNECTORS": CONNECTOR_ID,
         })
         self.scenario: dict | None = None
         self.seen = 0
@@ -691,6 +698,18 @@ def report(drv: Driver, tally: Tally) -> dict:
                 distinct[(layer, _norm(r.path), r.msg)].append(o.name)
             for p in problems:
                 distinct[("request", "", p)].append(o.name)
+    # The same bodies through the Node SDK's types.
+    batch = node_sdk.Batch()
+    for o in drv.outcomes:
+        for i, req in enumerate(o.requests):
+            route = route_of(req)
+            if route in ("create", "search") and isinstance(req.get("body_json"), dict):
+                batch.add(route, req["body_json"], f"request {req['method']} {req['path']} <- {o.name}"
+                          + (f" [{i + 1}]" if len(o.requests) > 1 else ""))
+    batch.report(tally, "request bodies")
+    for d in sdk.REQUEST_DIFFERENCES:
+        tally.check(f"request difference used: {d.key}", d.used > 0,
+                    "stale: no recorded body needed it (remove it, or the spread lost the field)")
     refused_expected = sum(1 for _, e, _ in drv.refusals if e in ("refused", "any"))
     print()
     print(f"requests judged: {sum(counts.values())} ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")

@@ -57,6 +57,11 @@ if ! "$VENV/bin/python" -c "$want_versions" 2>/dev/null; then
 fi
 
 # --- binaries ----------------------------------------------------------------------------
+# The Node SDK's types (tests/contract/node: @perplexity-ai/perplexity_ai and typescript,
+# exact versions from its lock file; npm ci only when the lock changed).
+bash "$REPO/tests/npm-ci.sh" "$HERE/node" \
+  || { echo "run.sh: npm ci in tests/contract/node failed"; echo "0 passed, 1 failed"; exit 1; }
+
 echo "building perplexity-agent and fake-perplexity (debug${CARGO_TARGET_DIR:+, CARGO_TARGET_DIR=$CARGO_TARGET_DIR})"
 ( cd "$REPO" && cargo build -q -p perplexity-agent -p fake-perplexity ) \
   || { echo "run.sh: cargo build failed"; echo "0 passed, 1 failed"; exit 1; }

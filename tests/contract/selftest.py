@@ -85,6 +85,7 @@ def run(tally: Tally) -> None:
     tally.check("selftest SSE parser flags non-JSON data", any(f.problem for f in frames) and len(frames) == 2,
                 json.dumps([f.__dict__ for f in frames], default=str))
     run_judge(tally)
+    run_node(tally)
 
 
 def run_judge(tally: Tally) -> None:
@@ -120,3 +121,42 @@ def run_judge(tally: Tally) -> None:
     rejections, problems = pb.judge(ok_req)
     tally.check("selftest judge passes an official create body", not rejections and not problems,
                 f"{problems} {[str(r) for _, r in rejections]}")
+
+
+def run_node(tally: Tally) -> None:
+    """The Node SDK's checker bites: planted fields and wrong types fail, good shapes pass,
+    and each verdict lands on its own entry."""
+    import node_sdk
+    why = node_sdk.problem()
+    if why:
+        tally.check("selftest node SDK installed", False, why)
+        return
+    with_new_fields = {**GOOD_BODY, "temperature": 0.2, "top_p": 0.9,
+                       "profile": {"type": "custom", "id": "p", "version": "1"},
+                       "tools": [{"type": "connector", "id": "c", "server_label": "drive"}]}
+    cases = [
+        ("accepts an official create body", "create", GOOD_BODY, None),
+        ("accepts temperature, top_p, profile and a connector", "create", with_new_fields, None),
+        ("rejects a planted top-level field", "create", {**GOOD_BODY, "planted": 1}, "planted"),
+        ("rejects input_image.detail", "create", DETAIL_BODY, "detail"),
+        ("rejects a planted connector field", "create",
+         {"input": "q", "tools": [{"type": "connector", "id": "c", "server_label": "d", "server_url": "https://x"}]},
+         "server_url"),
+        ("rejects profile.type other than custom", "create",
+         {"input": "q", "profile": {"type": "saved", "id": "p"}}, "saved"),
+        ("accepts a search body", "search", {"query": "q", "max_results": 3}, None),
+        ("rejects a planted search field", "search", {"query": "q", "planted": True}, "planted"),
+        ("accepts a fake-like answer", "retrieve", FAKE_LIKE, None),
+        ("rejects an answer with a string created_at", "retrieve", {**FAKE_LIKE, "created_at": "soon"}, "created_at"),
+        ("rejects an answer without its id", "retrieve", {k: v for k, v in FAKE_LIKE.items() if k != "id"}, "id"),
+        ("accepts an answer with a field the SDK lacks", "retrieve", {**FAKE_LIKE, "new_field": 1}, None),
+    ]
+    batch = node_sdk.Batch()
+    for _, kind, body, _ in cases:
+        batch.add(kind, body, "")
+    results, unplaced = batch.judge()
+    for (what, _, _, must), errors in zip(cases, results):
+        text = " ".join(errors)
+        ok = (not errors) if must is None else (must in text)
+        tally.check(f"selftest node SDK {what}", ok, text or "nothing flagged")
+    tally.check("selftest node SDK places every diagnostic", not unplaced, " ".join(unplaced))

@@ -334,3 +334,76 @@ fn two_servers_share_one_store() {
         "each server reads the other's snapshots"
     );
 }
+
+#[test]
+fn sampling_a_profile_and_an_allowed_connector_reach_the_api() {
+    // The fake runs strict (unknown fields are a 400, as live), so acceptance is the
+    // check that these are fields the API has.
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 0, "answer": "ok"}));
+    let mut env = env_for(&fake);
+    env.push((
+        "PERPLEXITY_ALLOWED_CONNECTORS".into(),
+        "conn_drive, conn_mail".into(),
+    ));
+    let mut s = Server::start(&env);
+    let connector = json!({"type": "connector", "id": "conn_drive", "server_label": "drive",
+                           "allowed_tools": ["search_files"], "server_description": "The team drive"});
+    let r = s.request(&call(
+        1,
+        "responses_create",
+        json!({"input": "q", "temperature": 0.2, "top_p": 0.9,
+               "profile": {"type": "custom", "id": "research-v2", "version": "3"},
+               "tools": [connector]}),
+    ));
+    let (text, is_error) = tool_text(&r);
+    assert!(!is_error, "{text}");
+    let sent = &agent_creates(&fake)[0];
+    assert_eq!(
+        (sent["temperature"].clone(), sent["top_p"].clone()),
+        (json!(0.2), json!(0.9))
+    );
+    assert_eq!(
+        sent["profile"],
+        json!({"type": "custom", "id": "research-v2", "version": "3"})
+    );
+    assert_eq!(sent["tools"], json!([connector]));
+}
+
+#[test]
+fn a_connector_is_sent_only_when_the_operator_allows_it() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 0}));
+    for allowed in [None, Some("conn_mail")] {
+        let mut env = env_for(&fake);
+        if let Some(ids) = allowed {
+            env.push(("PERPLEXITY_ALLOWED_CONNECTORS".into(), ids.into()));
+        }
+        let mut s = Server::start(&env);
+        let r = s.request(&call(
+            1,
+            "responses_create",
+            json!({"input": "q", "tools": [{"type": "connector", "id": "conn_drive", "server_label": "drive"}]}),
+        ));
+        let (text, is_error) = tool_text(&r);
+        assert!(
+            is_error
+                && text.contains("Connector 'conn_drive' is not allowed on this server")
+                && text.contains("PERPLEXITY_ALLOWED_CONNECTORS"),
+            "{allowed:?}: {text}"
+        );
+    }
+    assert!(
+        fake.requests().is_empty(),
+        "a refused connector reached the API"
+    );
+    // A malformed list stops the server at start, naming the variable.
+    let mut env = env_for(&fake);
+    env.push((
+        "PERPLEXITY_ALLOWED_CONNECTORS".into(),
+        "ok, not an id".into(),
+    ));
+    let (_, stderr, code) = run_cli(&["serve"], &env);
+    assert!(
+        code != 0 && stderr.contains("PERPLEXITY_ALLOWED_CONNECTORS"),
+        "{stderr}"
+    );
+}

@@ -1,7 +1,9 @@
 //! Strict create bodies: the live API rejects fields its request types do not have
 //! (HTTP 400 `unknown field "X"`). This checks a `POST /v1/agent` body against the
 //! request types of the official SDK (`perplexityai` 0.46.1: `response_create_params`,
-//! `input_item_param`, `function_tool_param`), at every depth the fake understands, plus
+//! `input_item_param`, `function_tool_param`; plus `temperature`, `top_p`, `profile` and
+//! the `connector` tool, which its generated client layer and the Node SDK 0.38.5 have,
+//! tests/contract/README.md), at every depth the fake understands, plus
 //! a few value checks (`reasoning.effort`, `response_format.type`, `max_steps`).
 //! Values of other types, and objects of a `type` the fake does not know, pass.
 
@@ -25,12 +27,24 @@ const TOP: &[&str] = &[
     "models",
     "preset",
     "previous_response_id",
+    "profile",
     "reasoning",
     "response_format",
     "skills",
     "store",
     "stream",
+    "temperature",
     "tools",
+    "top_p",
+];
+const PROFILE: &[&str] = &["id", "type", "version"];
+const CONNECTOR: &[&str] = &[
+    "type",
+    "id",
+    "server_label",
+    "allowed_tools",
+    "server_description",
+    "require_approval",
 ];
 const REASONING: &[&str] = &["effort"];
 const EFFORTS: &[&str] = &["minimal", "low", "medium", "high", "xhigh"];
@@ -135,6 +149,9 @@ pub(crate) fn check_create(body: &Map<String, Value>) -> Result<(), Invalid> {
             format!("must be an integer between 1 and 100, got {v}"),
         ));
     }
+    if let Some(p) = object(body, "profile") {
+        keys(p, PROFILE)?;
+    }
     if let Some(r) = object(body, "reasoning") {
         keys(r, REASONING)?;
         if let Some(e) = present(r, "effort")
@@ -184,6 +201,7 @@ pub(crate) fn check_create(body: &Map<String, Value>) -> Result<(), Invalid> {
             Some("people_search" | "finance_search" | "sandbox") => keys(tool, TYPE_ONLY)?,
             Some("function") => keys(tool, FUNCTION)?,
             Some("mcp") => keys(tool, MCP)?,
+            Some("connector") => keys(tool, CONNECTOR)?,
             _ => {}
         }
     }
@@ -232,8 +250,11 @@ mod tests {
             "reasoning": {"effort": "xhigh"},
             "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"x": {"detail": 1}}, "strict": true, "description": "d"}},
             "skills": [{"type": "builtin", "name": "office"}, {"type": "inline", "name": "n", "description": "d", "instructions": "i"}],
-            "store": false, "stream": true,
+            "store": false, "stream": true, "temperature": 0.2, "top_p": 0.9,
+            "profile": {"id": "p1", "type": "custom", "version": "3"},
             "tools": [
+                {"type": "connector", "id": "c1", "server_label": "drive", "allowed_tools": ["search"],
+                 "server_description": "d", "require_approval": "never"},
                 {"type": "web_search", "filters": {"search_domain_filter": ["a.org"], "search_recency_filter": "week",
                  "search_after_date_filter": "1/1/2026", "search_before_date_filter": "2/1/2026",
                  "last_updated_after_filter": "1/1/2026", "last_updated_before_filter": "2/1/2026"},
@@ -254,7 +275,15 @@ mod tests {
     #[test]
     fn unknown_fields_are_named() {
         for (body, field) in [
-            (json!({"input": "q", "temperature": 1}), "temperature"),
+            (json!({"input": "q", "seed": 1}), "seed"),
+            (
+                json!({"input": "q", "profile": {"id": "p", "type": "custom", "v": 1}}),
+                "v",
+            ),
+            (
+                json!({"input": "q", "tools": [{"type": "connector", "id": "c", "server_label": "l", "url": "https://x"}]}),
+                "url",
+            ),
             (
                 json!({"input": "q", "reasoning": {"effort": "low", "budget": 1}}),
                 "budget",

@@ -391,7 +391,10 @@ fn strict_error(field: &str) -> Value {
 fn strict_fields_refuse_what_the_sdk_does_not_know() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 20}));
     for (body, field) in [
-        (json!({"input": "q", "temperature": 0.2}), "temperature"),
+        (
+            json!({"input": "q", "frequency_penalty": 0.2}),
+            "frequency_penalty",
+        ),
         (
             json!({"input": [{"type": "message", "role": "user", "content": [
                 {"type": "input_image", "image_url": "https://a.org/x.png", "detail": "auto"}]}]}),
@@ -464,7 +467,7 @@ fn strict_fields_refuse_what_the_sdk_does_not_know() {
     fake.set_scenario(json!({"duration_ms": 20, "strict_fields": false}));
     let r = create_with(
         &fake,
-        json!({"input": "q", "temperature": 0.2, "max_steps": 500}),
+        json!({"input": "q", "frequency_penalty": 0.2, "max_steps": 500}),
     );
     assert_eq!(r.status, 200);
     assert_eq!(fake.runs().len(), 2);

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use super::super::args::{Args, Fields};
 use crate::perplexity::agent::{FullRun, RECENCY_VALUES};
 
-pub const CREATE_ARGS: [&str; 17] = [
+pub const CREATE_ARGS: [&str; 20] = [
     "input",
     "model",
     "models",
@@ -21,6 +21,9 @@ pub const CREATE_ARGS: [&str; 17] = [
     "max_output_tokens",
     "previous_response_id",
     "language_preference",
+    "temperature",
+    "top_p",
+    "profile",
     "store",
     "wait",
     "functions",
@@ -55,13 +58,24 @@ pub const ROLES: [&str; 4] = ["user", "assistant", "system", "developer"];
 pub const EFFORTS: [&str; 5] = ["minimal", "low", "medium", "high", "xhigh"];
 /// `response_format.type`: the API knows only `json_schema` (text is the default).
 pub const FORMAT_TYPES: [&str; 1] = ["json_schema"];
-pub const TOOL_TYPES: [&str; 5] = [
+pub const TOOL_TYPES: [&str; 6] = [
     "web_search",
     "fetch_url",
     "finance_search",
     "people_search",
     "function",
+    "connector",
 ];
+/// `temperature` and `top_p` (the Node SDK's `ResponsesRequestInput` types them as
+/// bare numbers; the API's documented ranges are these).
+pub const MAX_TEMPERATURE: f64 = 2.0;
+pub const MAX_TOP_P: f64 = 1.0;
+/// A saved profile's id and version, and a connector's id (ours: bounded names).
+pub const MAX_PROFILE_CHARS: usize = 128;
+pub const MAX_CONNECTOR_ID_CHARS: usize = 128;
+/// A connector's `server_label` (the name its tools are shown under) and its tools.
+pub const MAX_LABEL_CHARS: usize = 64;
+pub const MAX_CONNECTOR_TOOLS: usize = 64;
 /// The API's `max_steps` bound.
 pub const MAX_STEPS: i64 = 100;
 pub const CONTEXT_SIZES: [&str; 3] = ["low", "medium", "high"];
@@ -122,7 +136,14 @@ pub fn input_schema() -> Value {
             "description":{"type":"string","maxLength":MAX_DESCRIPTION_CHARS},
             "parameters":{"type":"object","description":"A JSON Schema, at most 65536 characters serialized."},
             "strict":{"type":"boolean","default":true}},
-         "required":["type","name"],"additionalProperties":false}]});
+         "required":["type","name"],"additionalProperties":false},
+        {"type":"object","properties":{"type":{"const":"connector"},
+            "id":{"type":"string","pattern":"^[A-Za-z0-9._:-]{1,128}$","description":"A connector configured on the Perplexity account of this server's API key; the operator must allow it (PERPLEXITY_ALLOWED_CONNECTORS)."},
+            "server_label":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,64}$"},
+            "allowed_tools":{"type":"array","items":fname,"minItems":1,"maxItems":MAX_CONNECTOR_TOOLS},
+            "server_description":{"type":"string","maxLength":MAX_DESCRIPTION_CHARS}},
+         "required":["type","id","server_label"],"additionalProperties":false}]});
+    let profile_name = json!({"type":"string","pattern":"^[A-Za-z0-9._:-]{1,128}$"});
     json!({"type":"object",
         "properties":{
             "input":{"description":"A question (text), or a list of input items: messages (text and image parts), function_call items and function_call_output items.",
@@ -148,6 +169,11 @@ pub fn input_schema() -> Value {
             "max_output_tokens":tokens,
             "previous_response_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,256}$","description":"Continue from this completed response (e.g. with function_call_output items as input)."},
             "language_preference":{"type":"string","pattern":"^[a-z]{2}$"},
+            "temperature":{"type":"number","minimum":0,"maximum":MAX_TEMPERATURE,"description":"Sampling temperature; lower is more deterministic."},
+            "top_p":{"type":"number","minimum":0,"maximum":MAX_TOP_P,"description":"Nucleus sampling: the probability mass the model samples from."},
+            "profile":{"type":"object","properties":{"type":{"const":"custom"},"id":profile_name,"version":profile_name},
+                "required":["type","id"],"additionalProperties":false,
+                "description":"A saved configuration (profile) of the Perplexity account, by id and optionally version."},
             "store":{"type":"boolean","default":true,"description":"false: neither Perplexity nor this server keeps the response; it can then only be awaited within this call."},
             "wait":{"type":"boolean","default":true,"description":"Wait for the answer. false: get the response_id at once, to collect with responses_retrieve."},
             "functions":{"type":"array","items":{"type":"string","pattern":"^mcp__[A-Za-z0-9_-]+$"},"minItems":1,"maxItems":MAX_TOOLS,"description":"Gateway tools (mcp__<server>__<tool>) the operator lets the agent call, offered to it as functions."},
@@ -278,6 +304,21 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
             )?;
         body.insert("language_preference".into(), json!(code));
     }
+    for (key, max) in [("temperature", MAX_TEMPERATURE), ("top_p", MAX_TOP_P)] {
+        if let Some(n) = top.number(key, 0.0, max)? {
+            body.insert(key.into(), json!(n));
+        }
+    }
+    if let Some(v) = top.get("profile") {
+        let f = Fields::of("profile", v, &["type", "id", "version"])?;
+        f.required("type", f.choice("type", &["custom"])?)?;
+        let mut profile =
+            json!({"type": "custom", "id": bounded_name(&f, "id", MAX_PROFILE_CHARS)?});
+        if f.get("version").is_some() {
+            profile["version"] = json!(bounded_name(&f, "version", MAX_PROFILE_CHARS)?);
+        }
+        body.insert("profile".into(), profile);
+    }
     if let Some(previous) = top.get("previous_response_id") {
         let id = previous
             .as_str()
@@ -369,6 +410,32 @@ fn model_id<'a>(top: &Fields<'_>, key: &str, v: &'a Value) -> Result<&'a str, St
             format!(
                 "{} must be a provider/model id of at most {MAX_MODEL_CHARS} characters (letters, digits and . _ : / -), e.g. openai/gpt-5.5 (list them with: perplexity-agent models).",
                 top.name(key)
+            )
+        })
+}
+
+/// 1 to `max` letters, digits, `_` or `-` (function, tool and label names).
+fn is_word(name: &str, max: usize) -> bool {
+    (1..=max).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A name of the caller's Perplexity account (a profile, a connector): 1 to `max` of
+/// letters, digits and `. _ : -`.
+fn bounded_name<'a>(f: &Fields<'a>, key: &str, max: usize) -> Result<&'a str, String> {
+    f.required(key, f.get(key))?
+        .as_str()
+        .filter(|n| {
+            (1..=max).contains(&n.len())
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+        })
+        .ok_or_else(|| {
+            format!(
+                "{} must be 1 to {max} letters, digits and . _ : -.",
+                f.name(key)
             )
         })
 }
@@ -540,11 +607,7 @@ fn image_url<'a>(name: &str, v: &'a Value) -> Result<&'a str, String> {
 fn function_name<'a>(f: &Fields<'a>, key: &str) -> Result<&'a str, String> {
     f.get(key)
         .and_then(Value::as_str)
-        .filter(|n| {
-            (1..=MAX_FUNCTION_NAME_CHARS).contains(&n.len())
-                && n.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        })
+        .filter(|n| is_word(n, MAX_FUNCTION_NAME_CHARS))
         .ok_or_else(|| {
             format!(
                 "{} must be 1 to {MAX_FUNCTION_NAME_CHARS} letters, digits, _ or -.",
@@ -672,6 +735,56 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
         kind @ ("finance_search" | "people_search") => {
             Fields::of(path, tool, &["type"])?;
             Ok(json!({ "type": kind }))
+        }
+        // Whether this server lets its callers use the connector is the operator's
+        // call, checked after validation (`Tools::with_connectors`).
+        "connector" => {
+            let f = Fields::of(
+                path,
+                tool,
+                &[
+                    "type",
+                    "id",
+                    "server_label",
+                    "allowed_tools",
+                    "server_description",
+                ],
+            )?;
+            let mut out = json!({
+                "type": "connector",
+                "id": bounded_name(&f, "id", MAX_CONNECTOR_ID_CHARS)?,
+            });
+            let label = f.required("server_label", f.get("server_label"))?;
+            let label = label
+                .as_str()
+                .filter(|l| is_word(l, MAX_LABEL_CHARS))
+                .ok_or_else(|| {
+                    format!(
+                        "{} must be 1 to {MAX_LABEL_CHARS} letters, digits, _ or -.",
+                        f.name("server_label")
+                    )
+                })?;
+            out["server_label"] = json!(label);
+            if let Some(tools) = f.list("allowed_tools", 1, MAX_CONNECTOR_TOOLS)? {
+                let names = tools
+                    .iter()
+                    .map(|t| {
+                        t.as_str()
+                            .filter(|n| is_word(n, MAX_FUNCTION_NAME_CHARS))
+                            .ok_or_else(|| {
+                                format!(
+                                    "{} lists tool names (1 to {MAX_FUNCTION_NAME_CHARS} letters, digits, _ or -).",
+                                    f.name("allowed_tools")
+                                )
+                            })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                out["allowed_tools"] = json!(names);
+            }
+            if let Some(d) = f.text("server_description", 1, MAX_DESCRIPTION_CHARS)? {
+                out["server_description"] = json!(d);
+            }
+            Ok(out)
         }
         _ => {
             let f = Fields::of(

@@ -61,6 +61,9 @@ fn the_full_surface_is_rebuilt_from_validated_values() {
         "response_format": {"type": "json_schema", "json_schema": {"name": "summary", "schema": {"type": "object"}}},
         "previous_response_id": "resp_abc",
         "language_preference": "de",
+        "temperature": 0.3,
+        "top_p": 0.95,
+        "profile": {"type": "custom", "id": "research-v2", "version": "7"},
         "store": true,
         "wait": false
     });
@@ -88,6 +91,23 @@ fn the_full_surface_is_rebuilt_from_validated_values() {
     assert_eq!(b["background"], true);
     assert!(b.get("store").is_none() && b.get("wait").is_none());
     assert_eq!(b["previous_response_id"], "resp_abc");
+    assert_eq!(
+        (b["temperature"].clone(), b["top_p"].clone()),
+        (json!(0.3), json!(0.95))
+    );
+    assert_eq!(
+        b["profile"],
+        json!({"type": "custom", "id": "research-v2", "version": "7"})
+    );
+    let connector = body(
+        json!({"input": "q", "tools": [{"type": "connector", "id": "conn_1",
+        "server_label": "drive", "allowed_tools": ["search_files"], "server_description": "Team drive"}]}),
+    );
+    assert_eq!(
+        connector["tools"][0],
+        json!({"type": "connector", "id": "conn_1", "server_label": "drive",
+               "allowed_tools": ["search_files"], "server_description": "Team drive"})
+    );
 }
 
 #[test]
@@ -245,11 +265,68 @@ fn every_bound_is_enforced() {
         (
             // Perplexity's remote-MCP and sandbox tools are never offered (SECURITY.md).
             json!({"input": "q", "tools": [{"type": "mcp", "server_label": "x", "server_url": "https://mcp.example/"}]}),
-            "'tools[0].type' must be one of: web_search, fetch_url, finance_search, people_search, function.",
+            "'tools[0].type' must be one of: web_search, fetch_url, finance_search, people_search, function, connector.",
         ),
         (
             json!({"input": "q", "tools": [{"type": "sandbox"}]}),
             "'tools[0].type' must be one of",
+        ),
+        (
+            json!({"input": "q", "temperature": 2.5}),
+            "'temperature' must be a number from 0 to 2.",
+        ),
+        (
+            json!({"input": "q", "temperature": -0.1}),
+            "'temperature' must be a number from 0 to 2.",
+        ),
+        (
+            json!({"input": "q", "temperature": "hot"}),
+            "'temperature' must be a number",
+        ),
+        (
+            json!({"input": "q", "top_p": 1.01}),
+            "'top_p' must be a number from 0 to 1.",
+        ),
+        (
+            json!({"input": "q", "profile": {"id": "p"}}),
+            "'profile.type' is required.",
+        ),
+        (
+            json!({"input": "q", "profile": {"type": "saved", "id": "p"}}),
+            "'profile.type' must be one of: custom.",
+        ),
+        (
+            json!({"input": "q", "profile": {"type": "custom", "id": "a b"}}),
+            "'profile.id' must be 1 to 128 letters",
+        ),
+        (
+            json!({"input": "q", "profile": {"type": "custom", "id": "p", "version": long(129)}}),
+            "'profile.version' must be 1 to 128 letters",
+        ),
+        (
+            json!({"input": "q", "profile": {"type": "custom", "id": "p", "owner": "x"}}),
+            "In 'profile': Unknown argument(s): owner.",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "connector", "server_label": "drive"}]}),
+            "'tools[0].id' is required.",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "connector", "id": "c", "server_label": "my drive"}]}),
+            "'tools[0].server_label' must be 1 to 64 letters",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "connector", "id": "c", "server_label": "d", "allowed_tools": []}]}),
+            "'tools[0].allowed_tools' must be an array of 1 to 64 entries.",
+        ),
+        (
+            json!({"input": "q", "tools": [{"type": "connector", "id": "c", "server_label": "d", "allowed_tools": ["a/b"]}]}),
+            "'tools[0].allowed_tools' lists tool names",
+        ),
+        (
+            // A connector names an account integration, never a URL or headers.
+            json!({"input": "q", "tools": [{"type": "connector", "id": "c", "server_label": "d", "server_url": "https://x/"}]}),
+            "In 'tools[0]': Unknown argument(s): server_url.",
         ),
         (
             json!({"input": "q", "response_format": {"type": "json_object"}}),
