@@ -146,6 +146,70 @@ fn derived_hex(parts: &[&[u8]]) -> String {
         .collect()
 }
 
+/// A call's place in a distributed trace (W3C Trace Context): the caller's `traceparent`
+/// (from `_meta`, per the MCP trace-context convention, or the HTTP header), or — without
+/// one — a trace of its own named by the call's id. Parsed strictly: a malformed header is
+/// ignored, as the recommendation says, never echoed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trace {
+    /// 32 lowercase hex digits, not all zero.
+    pub trace_id: String,
+    /// The caller's span (16 hex digits), when the trace came from the caller.
+    pub parent_id: Option<String>,
+    /// The caller's flags (`01` = sampled); ours are `01`: the audit log records it.
+    pub flags: String,
+}
+
+impl Trace {
+    /// A `traceparent` value: `VV-TRACEID-PARENTID-FLAGS`. Version `00` must be exactly
+    /// that; a later version may carry more after a `-` (ignored); `ff` is invalid.
+    pub fn parse(header: &str) -> Option<Trace> {
+        let header = header.trim();
+        let hex = |s: &str, n: usize| {
+            s.len() == n
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        let version = header.get(..2)?;
+        if !hex(version, 2) || version == "ff" {
+            return None;
+        }
+        let head = header.get(..55)?;
+        let rest = &header[55..];
+        if (version == "00" && !rest.is_empty()) || (!rest.is_empty() && !rest.starts_with('-')) {
+            return None;
+        }
+        let mut parts = head.split('-');
+        let (_, trace_id, parent_id, flags) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let zero = |s: &str| s.bytes().all(|b| b == b'0');
+        (hex(trace_id, 32)
+            && hex(parent_id, 16)
+            && hex(flags, 2)
+            && !zero(trace_id)
+            && !zero(parent_id))
+        .then(|| Trace {
+            trace_id: trace_id.to_owned(),
+            parent_id: Some(parent_id.to_owned()),
+            flags: flags.to_owned(),
+        })
+    }
+
+    /// A trace of the call's own, named by its 128-bit id (32 hex digits).
+    pub fn of_call(call_id: &str) -> Trace {
+        Trace {
+            trace_id: call_id.to_owned(),
+            parent_id: None,
+            flags: "01".to_owned(),
+        }
+    }
+
+    /// The `traceparent` this call sends on: the trace, with `span_id` (ours) as parent.
+    pub fn header(&self, span_id: &str) -> String {
+        format!("00-{}-{span_id}-{}", self.trace_id, self.flags)
+    }
+}
+
 /// What a finished call reports besides its output.
 #[derive(Debug, Default, Clone)]
 pub struct CallFacts {
@@ -396,6 +460,40 @@ pub struct Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traceparents_are_parsed_strictly() {
+        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let trace = Trace::parse(good).unwrap();
+        assert_eq!(trace.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(trace.parent_id.as_deref(), Some("00f067aa0ba902b7"));
+        assert_eq!(
+            trace.header("1111111111111111"),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01"
+        );
+        // A later version may append fields; its first four are read.
+        assert!(Trace::parse(&format!("01{}-extra", &good[2..])).is_some());
+        for bad in [
+            "",
+            "garbage",
+            &format!("{good}-extra"),   // 00 has exactly four
+            &good.replace("-01", "-1"), // short flags
+            &good.to_uppercase(),       // lowercase hex only
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01", // zero trace id
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", // zero parent
+            &format!("ff{}", &good[2..]), // version ff
+            &good.replace('-', "_"),
+            &format!("01{}x", &good[2..]), // more without a dash
+        ] {
+            assert_eq!(Trace::parse(bad), None, "{bad:?}");
+        }
+        let own = Trace::of_call("0123456789abcdef0123456789abcdef");
+        assert_eq!(own.parent_id, None);
+        assert!(
+            own.header("aaaaaaaaaaaaaaaa")
+                .starts_with("00-0123456789abcdef0123456789abcdef-")
+        );
+    }
 
     /// A front end that renames some arguments and one issuer.
     struct Flags;

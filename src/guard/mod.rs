@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::call::{CallFacts, Caller, FrontEnd, Refusal, ToolOutput};
+use crate::call::{CallFacts, Caller, FrontEnd, Refusal, ToolOutput, Trace};
 use crate::random::secure_hex;
 use audit::{AuditLog, sha256_hex, sorted};
 use metrics::{Metrics, Outcome};
@@ -69,6 +69,9 @@ pub struct Pass {
     front_end: FrontEnd,
     caller: Caller,
     started: Instant,
+    /// The call's trace, and its own span in it (what it sends on as `traceparent`).
+    trace: Trace,
+    span_id: String,
 }
 
 /// Who a call is charged to: its caller, and the caller's own bucket when it has one
@@ -78,6 +81,8 @@ pub struct Charge<'a> {
     pub front_end: FrontEnd,
     pub caller: &'a Caller,
     pub bucket: Option<&'a TokenBucket>,
+    /// The caller's trace context, when it sent one.
+    pub trace: Option<&'a Trace>,
 }
 
 impl<'a> Charge<'a> {
@@ -88,7 +93,13 @@ impl<'a> Charge<'a> {
             front_end,
             caller,
             bucket: None,
+            trace: None,
         }
+    }
+
+    /// The same charge, in the caller's trace.
+    pub fn in_trace(self, trace: Option<&'a Trace>) -> Charge<'a> {
+        Charge { trace, ..self }
     }
 }
 
@@ -158,7 +169,18 @@ impl Guard {
             return Err(Refusal::RateLimited { retry_after: wait });
         }
         self.metrics.started_call();
-        self.write("tool_call", at, tool, &call_id, fields(params, "ok"));
+        // Without the caller's trace, the call's id names one (so the audit record, the
+        // log and Perplexity's request still share an id).
+        let trace = who
+            .trace
+            .cloned()
+            .unwrap_or_else(|| Trace::of_call(&call_id));
+        let mut f = fields(params, "ok");
+        f.insert("trace_id".into(), json!(trace.trace_id));
+        if let Some(parent) = &trace.parent_id {
+            f.insert("trace_parent_id".into(), json!(parent));
+        }
+        self.write("tool_call", at, tool, &call_id, f);
         Ok(Pass {
             guard: self.clone(),
             call_id,
@@ -166,6 +188,8 @@ impl Guard {
             front_end: who.front_end,
             caller: who.caller.clone(),
             started: Instant::now(),
+            trace,
+            span_id: secure_hex::<8>(),
         })
     }
 
@@ -237,6 +261,7 @@ impl Guard {
         if let Some(task) = task_id {
             f.insert("task_id".into(), json!(task));
         }
+        f.insert("trace_id".into(), json!(pass.trace.trace_id));
         self.write(
             "tool_abandoned",
             (pass.front_end, &pass.caller),
@@ -256,6 +281,16 @@ impl Pass {
     /// Whom the call is for.
     pub fn caller(&self) -> &Caller {
         &self.caller
+    }
+
+    /// The call's trace id (the caller's, or the call's own).
+    pub fn trace_id(&self) -> &str {
+        &self.trace.trace_id
+    }
+
+    /// What the call's upstream requests carry as `traceparent`: its trace, its span.
+    pub fn traceparent(&self) -> String {
+        self.trace.header(&self.span_id)
     }
 
     /// Closes the call's audit pair. `output` is the full result (hashed before any cut);
@@ -284,6 +319,7 @@ impl Pass {
         if let Some(task) = &facts.task_id {
             f.insert("task_id".into(), json!(task));
         }
+        f.insert("trace_id".into(), json!(self.trace.trace_id));
         if let Some(allowed) = &facts.fetch_allow_private {
             f.insert("fetch_allow_private".into(), json!(allowed));
         }

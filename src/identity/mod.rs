@@ -47,6 +47,7 @@ impl Identity {
             front_end,
             caller: &self.caller,
             bucket: self.access.bucket.as_deref(),
+            trace: None,
         }
     }
 }

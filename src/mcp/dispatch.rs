@@ -74,6 +74,9 @@ pub struct CallJob {
     pub task: Option<TaskMode>,
     /// Who asked: the call runs as, and its state belongs to, this caller.
     pub who: Identity,
+    /// The caller's W3C trace context (`_meta.traceparent`, or over HTTP the header);
+    /// boxed, as most calls have none.
+    pub trace: Option<Box<crate::call::Trace>>,
 }
 
 /// A `tasks/get`, `tasks/update` or `tasks/cancel` request.
@@ -426,6 +429,7 @@ impl Dispatcher {
                     reply: ReplyAs::Resource { uri },
                     task: None,
                     who: who.clone(),
+                    trace: trace_of(&params),
                 }));
             }
             ("prompts/list", _) => prompts::list(),
@@ -570,6 +574,7 @@ impl Dispatcher {
             reply: ReplyAs::ToolResult,
             task,
             who: who.clone(),
+            trace: trace_of(&params),
         })
     }
 
@@ -585,6 +590,16 @@ impl Dispatcher {
             },
         }
     }
+}
+
+/// `_meta.traceparent` (the MCP trace-context convention), when it is a valid one; a
+/// malformed value is ignored, as W3C Trace Context says, and the call starts a trace.
+fn trace_of(params: &Map<String, Value>) -> Option<Box<crate::call::Trace>> {
+    super::era::request_meta(params)
+        .and_then(|m| m.get("traceparent"))
+        .and_then(Value::as_str)
+        .and_then(crate::call::Trace::parse)
+        .map(Box::new)
 }
 
 enum Handled {

@@ -44,7 +44,12 @@ impl Dispatcher {
             None => slots,
         };
         self.tools()
-            .accept(job.who.charge(front_end), &job.tool, &job.arguments, slots)
+            .accept(
+                job.who.charge(front_end).in_trace(job.trace.as_deref()),
+                &job.tool,
+                &job.arguments,
+                slots,
+            )
             .map_err(|refusal| self.call_reply(job, &refusal.output()))
     }
 

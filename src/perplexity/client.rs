@@ -336,6 +336,11 @@ impl PerplexityClient {
             if let Some(authorization) = authorization {
                 builder = builder.header(AUTHORIZATION, authorization);
             }
+            // The call's trace (W3C Trace Context), so Perplexity's side of a run can be
+            // found from the caller's trace id; it names ids only, never content.
+            if let Some(traceparent) = super::trace::current() {
+                builder = builder.header("traceparent", traceparent);
+            }
             builder = match request.body {
                 Some(body) => builder
                     .header(CONTENT_TYPE, "application/json")

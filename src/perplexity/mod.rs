@@ -25,6 +25,7 @@ pub mod key;
 pub mod models;
 pub mod search;
 pub mod stream;
+pub mod trace;
 pub mod wait;
 
 pub use client::PerplexityClient;

@@ -412,6 +412,13 @@ impl Tools {
             }
         })
         .catch_unwind();
+        // Every upstream request of the call carries its trace, and every log line the
+        // call writes names the trace id.
+        let span = tracing::info_span!("call", trace_id = %pass.trace_id());
+        let run = tracing::Instrument::instrument(
+            crate::perplexity::trace::scope(pass.traceparent(), run),
+            span,
+        );
         let ran = {
             tokio::pin!(run);
             let finished = tokio::select! {

@@ -502,3 +502,83 @@ fn a_panicking_handler_is_contained_for_every_front_end() {
     assert_eq!(results[0]["tool"], results[1]["tool"]);
     assert_eq!(results[1]["front_end"], "cli");
 }
+
+/// The agent's requests to Perplexity, with their `traceparent` headers.
+fn upstream_traceparents(fake: &FakePerplexity) -> Vec<String> {
+    fake.requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/v1/agent"))
+        .map(|r| r.headers.get("traceparent").cloned().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn a_callers_trace_reaches_the_audit_log_and_perplexity() {
+    let theirs = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 300}));
+    let audit = temp_path("trace");
+    let mut env = env_for(&fake);
+    env.push((
+        "PERPLEXITY_AUDIT_LOG_PATH".into(),
+        audit.display().to_string(),
+    ));
+    let mut s = Server::start(&env);
+    // With the caller's trace (the MCP convention: _meta.traceparent).
+    let mut traced = call(1, "perplexity_agent", json!({"query": "q"}));
+    traced["params"]["_meta"] = json!({"traceparent": theirs});
+    let r = s.request(&traced);
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let sent = upstream_traceparents(&fake);
+    assert!(!sent.is_empty(), "the create: {sent:?}");
+    let ours_span = &sent[0][36..52];
+    for header in &sent {
+        assert!(
+            header.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-") && header.ends_with("-01"),
+            "{header}"
+        );
+        assert_eq!(
+            &header[36..52],
+            ours_span,
+            "one span for the call's requests"
+        );
+    }
+    assert_ne!(
+        ours_span, "00f067aa0ba902b7",
+        "our own span, the caller's as its parent"
+    );
+    // Without one (or with a malformed one), the call's id is the trace.
+    let before = fake.requests().len();
+    let mut junk = call(2, "perplexity_agent", json!({"query": "q"}));
+    junk["params"]["_meta"] = json!({"traceparent": "00-not-a-trace-01"});
+    assert_eq!(s.request(&junk)["result"]["isError"], false);
+    let own = fake.requests()[before]
+        .headers
+        .get("traceparent")
+        .cloned()
+        .unwrap_or_default();
+    s.close_stdin();
+    s.wait_exit(Duration::from_secs(10));
+
+    let recs = audit_records(&audit);
+    let of = |event: &str, n: usize| {
+        recs.iter()
+            .filter(|r| r["event"] == event)
+            .nth(n)
+            .unwrap()
+            .clone()
+    };
+    let (call1, done1) = (of("tool_call", 0), of("tool_result", 0));
+    assert_eq!(call1["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(call1["trace_parent_id"], "00f067aa0ba902b7");
+    assert_eq!(done1["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    let call2 = of("tool_call", 1);
+    let call_id = call2["call_id"].as_str().unwrap();
+    assert_eq!(call2["trace_id"], call_id, "the call's id names its trace");
+    assert!(call2.get("trace_parent_id").is_none());
+    assert!(own.starts_with(&format!("00-{call_id}-")), "{own}");
+    let text = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        !text.contains("not-a-trace"),
+        "a malformed traceparent is not echoed"
+    );
+}

@@ -873,3 +873,38 @@ fn healthcheck_says_whether_the_local_server_answers() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("loopback"), "{err}");
 }
+
+#[test]
+fn a_traceparent_header_is_the_calls_trace() {
+    let theirs = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 0}));
+    let mut env = env_for(&fake);
+    env.extend(http_env(&[]));
+    let h = Http::start(&env);
+    let headers = [
+        ("MCP-Protocol-Version", V_MODERN),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "perplexity_agent"),
+        ("traceparent", theirs),
+    ];
+    let r = h.post(
+        &modern_call(1, "perplexity_agent", json!({"query": "q"})),
+        &headers,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let create = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "POST" && r.path == "/v1/agent")
+        .expect("a create");
+    let sent = create
+        .headers
+        .get("traceparent")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        sent.starts_with("00-0af7651916cd43dd8448eb211c80319c-")
+            && !sent.contains("b7ad6b7169203331"),
+        "{sent}"
+    );
+}

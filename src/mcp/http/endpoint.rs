@@ -186,6 +186,20 @@ fn route(
             return Routed::Answered(StatusCode::ACCEPTED.into_response());
         }
     };
+    // W3C Trace Context may come as the HTTP header; the call reads it where MCP puts it
+    // (`_meta.traceparent`), and one in the body wins.
+    let mut params = params;
+    if matches!(method.as_str(), "tools/call" | "resources/read")
+        && let Some(traceparent) = header(headers, "traceparent")
+    {
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.entry("traceparent")
+                .or_insert(Value::String(traceparent));
+        }
+    }
     // A tool outside an OAuth token's scopes is refused at the HTTP layer, as RFC 6750
     // has it (403 insufficient_scope), before any of the call's work.
     let tool = match method.as_str() {

@@ -1,0 +1,20 @@
+//! The W3C `traceparent` a call's requests to Perplexity carry: set once around the
+//! call's work by the tools' pipeline, read by the client for every request of that call
+//! (create, polls, cancel, search), so no function between them takes it as an argument.
+//! A request outside any call (the CLI's `models`) carries none.
+
+use std::future::Future;
+
+tokio::task_local! {
+    static TRACEPARENT: String;
+}
+
+/// Runs `work` with `traceparent` on every upstream request it makes (on this task).
+pub async fn scope<F: Future>(traceparent: String, work: F) -> F::Output {
+    TRACEPARENT.scope(traceparent, work).await
+}
+
+/// The traceparent of the call being served, if any.
+pub(crate) fn current() -> Option<String> {
+    TRACEPARENT.try_with(Clone::clone).ok()
+}
