@@ -609,11 +609,7 @@ fn connectors_from(raw: Option<&str>) -> Result<Vec<String>, ConfigError> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
     {
-        let ok = id.len() <= 128
-            && id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
-        if !ok {
+        if !crate::tools::is_connector_id(id) {
             return Err(ConfigError {
                 variable: "PERPLEXITY_ALLOWED_CONNECTORS",
                 problem: format!(

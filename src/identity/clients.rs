@@ -612,8 +612,6 @@ fn without_hex(text: &str) -> String {
 
 // ---- what the server authenticates against ----
 
-/// The identities of one loaded file, by token digest.
-///
 /// The clients file's directory (made, 0700, if missing) and its file name.
 fn place(path: &Path) -> Result<(&Path, &std::ffi::OsStr), String> {
     let shown = path.display();
@@ -640,6 +638,8 @@ pub struct EditLock {
     _held: std::fs::File,
 }
 
+/// The identities of one loaded file, by token digest.
+///
 /// Looked up in a `HashMap` by the SHA-256 of the presented token: what the lookup's
 /// timing can reveal is at most a prefix of a digest that matched, and a digest prefix
 /// gives no way to build a token that has it, so no byte of any token leaks.

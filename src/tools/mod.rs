@@ -35,6 +35,7 @@ use crate::store::StoreHandle;
 use args::Args;
 pub use catalogue::ToolSelection;
 pub use pipeline::{Admitted, CallContext, Done, Outcome, RunIds, UNEXPECTED_FAILURE, Validated};
+pub use responses::request::is_connector_id;
 
 /// A JSON schema literal as the object rmcp's `Tool` holds. Every schema here is written
 /// as an object literal, so anything else is a programming error caught by every test.

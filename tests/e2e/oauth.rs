@@ -38,19 +38,16 @@ fn node_or_skip(test: &str) -> bool {
     present
 }
 
-/// tests/oidc/node_modules from the lock file, once per test binary.
+/// tests/oidc/node_modules from the lock file, once per test binary (tests/npm-ci.sh:
+/// `npm ci` only when missing or the lock changed, as `.ci/run` does it).
 fn oidc_packages() {
     static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
     let result = INSTALLED.get_or_init(|| {
-        let marker = format!("{OIDC_DIR}/node_modules/oauth2-mock-server/package.json");
-        if std::path::Path::new(&marker).exists() {
-            return Ok(());
-        }
-        let out = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(OIDC_DIR)
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/npm-ci.sh");
+        let out = Command::new("bash")
+            .args([script, OIDC_DIR])
             .output()
-            .map_err(|e| format!("npm: {e}"))?;
+            .map_err(|e| format!("bash: {e}"))?;
         if out.status.success() {
             Ok(())
         } else {
@@ -58,7 +55,9 @@ fn oidc_packages() {
         }
     });
     if let Err(why) = result {
-        panic!("`npm ci` in tests/oidc failed (run it by hand?): {why}");
+        panic!(
+            "installing tests/oidc's packages failed (run `bash tests/npm-ci.sh tests/oidc`?): {why}"
+        );
     }
 }
 

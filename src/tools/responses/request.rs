@@ -422,16 +422,26 @@ fn is_word(name: &str, max: usize) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// A name of the caller's Perplexity account (a profile, a connector): 1 to `max` of
+/// A name on the API key's Perplexity account (a profile, a connector): 1 to `max` of
 /// letters, digits and `. _ : -`.
+pub fn is_account_name(name: &str, max: usize) -> bool {
+    (1..=max).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+}
+
+/// A connector id as `responses_create` accepts it (and `PERPLEXITY_ALLOWED_CONNECTORS`
+/// must name it: an id no call could send would be allowed for nothing).
+pub fn is_connector_id(id: &str) -> bool {
+    is_account_name(id, MAX_CONNECTOR_ID_CHARS)
+}
+
+/// [`is_account_name`] at `key`, required.
 fn bounded_name<'a>(f: &Fields<'a>, key: &str, max: usize) -> Result<&'a str, String> {
     f.required(key, f.get(key))?
         .as_str()
-        .filter(|n| {
-            (1..=max).contains(&n.len())
-                && n.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
-        })
+        .filter(|n| is_account_name(n, max))
         .ok_or_else(|| {
             format!(
                 "{} must be 1 to {max} letters, digits and . _ : -.",
@@ -737,7 +747,7 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
             Ok(json!({ "type": kind }))
         }
         // Whether this server lets its callers use the connector is the operator's
-        // call, checked after validation (`Tools::with_connectors`).
+        // call, checked after validation (`Tools::with_connectors_checked`).
         "connector" => {
             let f = Fields::of(
                 path,
