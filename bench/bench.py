@@ -537,13 +537,22 @@ def main() -> int:
         unavailable: dict[str, tuple[str, str]] = {}
         skip = set(filter(None, a.skip.split(",")))
 
+        # The peers have no rate limit: measure ours with a bucket the runs cannot drain,
+        # and a store of its own (every billable call writes its spend ledger row).
+        ours_env = {"PERPLEXITY_API_BASE": fake.base, "PERPLEXITY_RATE_BURST": "100000",
+                    "PERPLEXITY_RATE_PER_MINUTE": "1000000",
+                    "PERPLEXITY_STORE_PATH": os.path.join(tmp, "ours.sqlite")}
         ours = Contender(
             "ours", "perplexity-agent (ours, Rust)", [a.ours], [a.ours],
-            # The peers have no rate limit: measure ours with a bucket the runs cannot drain.
-            base_env({"PERPLEXITY_API_BASE": fake.base, "PERPLEXITY_RATE_BURST": "100000",
-                      "PERPLEXITY_RATE_PER_MINUTE": "1000000"}),
-            "perplexity_agent", {"query": "x"})
+            base_env(ours_env), "perplexity_agent", {"query": "x"})
         contenders.append(ours)
+        # The same with a daily budget it cannot spend: each call then also reads the
+        # ledger and holds its estimate under the admission lock (spend/mod.rs).
+        contenders.append(Contender(
+            "ours-budget", "perplexity-agent with PERPLEXITY_BUDGET_DAILY set", [a.ours], [a.ours],
+            base_env({**ours_env, "PERPLEXITY_BUDGET_DAILY": "1000000",
+                      "PERPLEXITY_STORE_PATH": os.path.join(tmp, "budget.sqlite")}),
+            "perplexity_agent", {"query": "x"}))
 
         py_label = "perplexity-agent-mcp 0.4.0 (PyPI, Python)"
         if "py" in skip:

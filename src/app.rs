@@ -34,11 +34,13 @@ impl Services {
             &config.guard,
             crate::perplexity::key::secrets_to_scrub,
         )?);
+        let store = Arc::new(StoreHandle::new(config.store.clone()));
         let parts = Parts {
             client,
             fetcher: Arc::new(Fetcher::new(config.fetch.clone(), Arc::new(SystemResolver))),
             guard: guard.clone(),
-            store: Arc::new(StoreHandle::new(config.store.clone())),
+            store: store.clone(),
+            spend: Arc::new(crate::spend::Spend::new(config.spend.clone(), store)),
         };
         let wait = Duration::from_secs(config.wait_seconds);
         let tools = Tools::new(&config.tools, wait, parts).with_connectors(&config.connectors);

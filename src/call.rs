@@ -210,6 +210,20 @@ impl Trace {
     }
 }
 
+/// Spending caps in millionths of the API's currency (a named client's `budget_daily` and
+/// `budget_monthly`, or the server's `PERPLEXITY_BUDGET_*`); `None` is no cap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Budget {
+    pub daily: Option<i64>,
+    pub monthly: Option<i64>,
+}
+
+impl Budget {
+    pub fn is_set(&self) -> bool {
+        self.daily.is_some() || self.monthly.is_some()
+    }
+}
+
 /// What a finished call reports besides its output.
 #[derive(Debug, Default, Clone)]
 pub struct CallFacts {
@@ -222,6 +236,8 @@ pub struct CallFacts {
     pub fetch_allow_private: Option<String>,
     /// The MCP task the call became, if it did.
     pub task_id: Option<String>,
+    /// Refused after admission, before any upstream request (`budget`).
+    pub refused: Option<&'static str>,
 }
 
 /// A tool result: always exactly one text block, and `isError` always present; tools

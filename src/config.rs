@@ -48,6 +48,9 @@ pub struct Config {
     /// `PERPLEXITY_ALLOWED_CONNECTORS`: the connectors of the API key's Perplexity account
     /// that `responses_create` callers may use (none by default).
     pub connectors: Vec<String>,
+    /// Budgets and the spend ledger's retention (`PERPLEXITY_BUDGET_*`,
+    /// `PERPLEXITY_LEDGER_RETENTION_DAYS`).
+    pub spend: crate::spend::SpendConfig,
 }
 
 /// A setting that cannot be used. The process refuses to start rather than guess,
@@ -209,6 +212,7 @@ impl Config {
                 max_chars: 80_000,
             },
             connectors: connectors_from(env("PERPLEXITY_ALLOWED_CONNECTORS").as_deref())?,
+            spend: spend_config(&env)?,
             file_servers: match config_file(&env) {
                 None => Vec::new(),
                 Some(path) => crate::gateway::load_file(&path, &gateway, &|name: &str| env(name))
@@ -234,6 +238,45 @@ impl Config {
             store,
         })
     }
+}
+
+/// `PERPLEXITY_BUDGET_DAILY`/`_MONTHLY` (amounts such as `5.00`; unset or empty = no
+/// cap), `PERPLEXITY_BUDGET_TZ` (an IANA zone; UTC by default) and
+/// `PERPLEXITY_LEDGER_RETENTION_DAYS`.
+fn spend_config(
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<crate::spend::SpendConfig, ConfigError> {
+    let amount = |variable: &'static str| -> Result<Option<i64>, ConfigError> {
+        match env(variable).filter(|v| !v.trim().is_empty()) {
+            None => Ok(None),
+            Some(v) => crate::spend::parse_amount(&v)
+                .map(Some)
+                .map_err(|problem| ConfigError { variable, problem }),
+        }
+    };
+    let zone = match env("PERPLEXITY_BUDGET_TZ").filter(|v| !v.trim().is_empty()) {
+        None => crate::spend::BudgetZone::default(),
+        Some(name) => {
+            crate::spend::BudgetZone::named(name.trim()).map_err(|problem| ConfigError {
+                variable: "PERPLEXITY_BUDGET_TZ",
+                problem,
+            })?
+        }
+    };
+    Ok(crate::spend::SpendConfig {
+        budget: crate::call::Budget {
+            daily: amount("PERPLEXITY_BUDGET_DAILY")?,
+            monthly: amount("PERPLEXITY_BUDGET_MONTHLY")?,
+        },
+        zone,
+        retention_days: bounded_int(
+            "PERPLEXITY_LEDGER_RETENTION_DAYS",
+            env("PERPLEXITY_LEDGER_RETENTION_DAYS").as_deref(),
+            u64::from(crate::spend::DEFAULT_RETENTION_DAYS),
+            1,
+            36_500,
+        )? as u32,
+    })
 }
 
 /// The wait budget `W`, read from `PERPLEXITY_AGENT_WAIT_SECONDS`: unset, empty,

@@ -23,6 +23,8 @@ const FLOORS: &[(&str, &[&str])] = &[
     // Controls and stores.
     ("guard", &["call", "files", "random"]),
     ("store", &["files", "random"]),
+    // What calls cost: the ledger (in the store) and the budgets.
+    ("spend", &["call", "perplexity", "store"]),
     // Egress.
     ("fetch", &["net", "text"]),
     ("perplexity", &["net", "text"]),
@@ -43,6 +45,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "guard",
             "perplexity",
             "random",
+            "spend",
             "store",
             "text",
         ],
@@ -50,18 +53,22 @@ const FLOORS: &[(&str, &[&str])] = &[
     // Who may call the HTTP server: named clients, OAuth token subjects.
     (
         "identity",
-        &["call", "files", "guard", "net", "random", "text", "tools"],
+        &[
+            "call", "files", "guard", "net", "random", "spend", "text", "tools",
+        ],
     ),
     // Reads the environment and hands each module its own config type.
     (
         "config",
         &[
+            "call",
             "fetch",
             "gateway",
             "guard",
             "identity",
             "net",
             "perplexity",
+            "spend",
             "store",
             "tools",
         ],
@@ -97,6 +104,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "identity",
             "mcp",
             "perplexity",
+            "spend",
             "store",
             "tools",
         ],

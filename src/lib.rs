@@ -45,6 +45,7 @@ pub mod net;
 pub mod perplexity;
 pub mod random;
 pub mod signals;
+pub mod spend;
 pub mod store;
 pub mod text;
 pub mod tools;

@@ -12,6 +12,7 @@ pub mod healthcheck;
 mod install;
 pub mod output;
 mod team;
+mod usage;
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -67,6 +68,8 @@ pub enum Command {
     /// Downstream MCP servers whose tools this server offers (the gateway).
     #[command(subcommand)]
     Gateway(gateway::GatewayCommand),
+    /// What the research cost: the spend ledger, by caller, tool, day or model.
+    Usage(usage::UsageArgs),
     /// Named clients of `serve --http`: each with its own token, tools and rate.
     #[command(subcommand)]
     Clients(team::ClientsCommand),
@@ -285,6 +288,7 @@ pub async fn run(command: Command, config: Config) -> Ended {
         Command::Healthcheck(args) => healthcheck::run(&args),
         Command::Doctor(args) => doctor::run(args, &config).await,
         Command::Tasks(args) => tasks_command(args, &tools).await,
+        Command::Usage(args) => usage::run(args, &tools).await,
         Command::Tui => match crate::tui::run(&config).await {
             Ok(()) => Ok(Exit::Success),
             Err(e) => Err(CliError::config(&e)),
@@ -458,6 +462,11 @@ async fn call(
             output,
             ..
         }) => Err(CliError::failed(output.text)),
+        Some(Done {
+            outcome: Outcome::OverBudget,
+            output,
+            ..
+        }) => Err(CliError::new(output::Exit::OverBudget, output.text)),
         Some(done) => render(done.outcome, done.full).unwrap_or_else(|| Err(unexpected())),
         None => {
             let json = progress.as_ref().is_some_and(|p| p.json());

@@ -44,6 +44,8 @@ pub enum Exit {
     Usage = 2,
     StillRunning = 3,
     Config = 4,
+    /// A budget refused the call before anything was sent to Perplexity.
+    OverBudget = 5,
     /// The shell's code for a process ended by SIGINT (128 + 2).
     Interrupted = 130,
 }

@@ -62,8 +62,18 @@ pub struct AddArgs {
     /// Calls it may make at once before the rate applies (default: the rate, at most 10).
     #[arg(long, value_name = "N", requires = "rate_per_minute", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_RATE)))]
     pub rate_burst: Option<u32>,
+    /// Its own daily spending cap, in the API's currency (e.g. 5.00), beside the server's.
+    #[arg(long, value_name = "AMOUNT", value_parser = amount)]
+    pub budget_daily: Option<i64>,
+    /// Its own monthly spending cap, in the API's currency.
+    #[arg(long, value_name = "AMOUNT", value_parser = amount)]
+    pub budget_monthly: Option<i64>,
     #[command(flatten)]
     pub file: FileArg,
+}
+
+fn amount(text: &str) -> Result<i64, String> {
+    crate::spend::money::parse(text)
 }
 
 #[derive(Debug, Args)]
@@ -99,6 +109,10 @@ pub fn run(command: ClientsCommand) -> Ended {
                     args.tools.as_deref(),
                     args.rate_per_minute,
                     args.rate_burst,
+                    crate::call::Budget {
+                        daily: args.budget_daily,
+                        monthly: args.budget_monthly,
+                    },
                 )
                 .map_err(CliError::usage)?;
             save(&file, &path)?;
@@ -171,6 +185,8 @@ fn list(file: &ClientsFile, json: bool, path: &std::path::Path) -> Ended {
                     "tools": c.tools,
                     "rate_per_minute": c.rate_per_minute,
                     "rate_burst": c.rate_burst,
+                    "budget_daily": c.budget.daily.map(crate::spend::money::as_f64),
+                    "budget_monthly": c.budget.monthly.map(crate::spend::money::as_f64),
                     "created": c.created,
                 }))
                 .collect::<Vec<_>>()
@@ -191,8 +207,18 @@ fn list(file: &ClientsFile, json: bool, path: &std::path::Path) -> Ended {
             Some((per_minute, burst)) => format!("{per_minute}/min, burst {burst}"),
             None => "the server's".to_owned(),
         };
+        let cap = |v: Option<i64>| v.map_or_else(|| "-".to_owned(), crate::spend::money::format);
+        let budget = if c.budget.is_set() {
+            format!(
+                "\tbudget: {} a day, {} a month",
+                cap(c.budget.daily),
+                cap(c.budget.monthly)
+            )
+        } else {
+            String::new()
+        };
         text.push_str(&format!(
-            "{}\ttools: {tools}\trate: {rate}\tcreated: {}\n",
+            "{}\ttools: {tools}\trate: {rate}{budget}\tcreated: {}\n",
             c.name, c.created
         ));
     }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::call::{CallFacts, Caller, FrontEnd, Refusal, ToolOutput, Trace};
+use crate::call::{Budget, CallFacts, Caller, FrontEnd, Refusal, ToolOutput, Trace};
 use crate::random::secure_hex;
 use audit::{AuditLog, sha256_hex, sorted};
 use metrics::{Metrics, Outcome};
@@ -72,6 +72,7 @@ pub struct Pass {
     /// The call's trace, and its own span in it (what it sends on as `traceparent`).
     trace: Trace,
     span_id: String,
+    budget: Budget,
 }
 
 /// Who a call is charged to: its caller, and the caller's own bucket when it has one
@@ -83,6 +84,8 @@ pub struct Charge<'a> {
     pub bucket: Option<&'a TokenBucket>,
     /// The caller's trace context, when it sent one.
     pub trace: Option<&'a Trace>,
+    /// The caller's own spending caps (carried to the tools, which settle spend).
+    pub budget: Budget,
 }
 
 impl<'a> Charge<'a> {
@@ -94,6 +97,7 @@ impl<'a> Charge<'a> {
             caller,
             bucket: None,
             trace: None,
+            budget: Budget::default(),
         }
     }
 
@@ -190,6 +194,7 @@ impl Guard {
             started: Instant::now(),
             trace,
             span_id: secure_hex::<8>(),
+            budget: who.budget,
         })
     }
 
@@ -279,6 +284,11 @@ impl Pass {
     }
 
     /// Whom the call is for.
+    /// The caller's own spending caps.
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
     pub fn caller(&self) -> &Caller {
         &self.caller
     }
@@ -318,6 +328,9 @@ impl Pass {
         }
         if let Some(task) = &facts.task_id {
             f.insert("task_id".into(), json!(task));
+        }
+        if let Some(reason) = facts.refused {
+            f.insert("refused".into(), json!(reason));
         }
         f.insert("trace_id".into(), json!(self.trace.trace_id));
         if let Some(allowed) = &facts.fetch_allow_private {

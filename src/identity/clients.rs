@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 use toml::Spanned;
 
 use super::{Access, Allowed, Identity, bucket};
-use crate::call::Caller;
+use crate::call::{Budget, Caller};
+use crate::spend::money;
 
 /// What every written file starts with.
 const HEADER: &str = "# Managed by `perplexity-agent clients`; holds token hashes, never tokens.\n";
@@ -44,6 +45,8 @@ pub struct ClientEntry {
     pub tools: Option<String>,
     pub rate_per_minute: Option<u32>,
     pub rate_burst: Option<u32>,
+    /// Its own spending caps, in millionths of the API's currency.
+    pub budget: Budget,
     /// RFC 3339 in UTC; part of the client's caller key (see [`Caller::client`]).
     pub created: String,
     pub(crate) token_sha256: [u8; 32],
@@ -64,6 +67,7 @@ impl fmt::Debug for ClientEntry {
             .field("tools", &self.tools)
             .field("rate_per_minute", &self.rate_per_minute)
             .field("rate_burst", &self.rate_burst)
+            .field("budget", &self.budget)
             .field("created", &self.created)
             .finish_non_exhaustive()
     }
@@ -133,6 +137,8 @@ struct RawClient {
     tools: Option<Spanned<String>>,
     rate_per_minute: Option<Spanned<i64>>,
     rate_burst: Option<Spanned<i64>>,
+    budget_daily: Option<Spanned<toml::Value>>,
+    budget_monthly: Option<Spanned<toml::Value>>,
     created: Spanned<String>,
 }
 
@@ -149,7 +155,7 @@ struct NameOnly {
 }
 
 /// How to mend a line the parser refused (the message says what is wrong with it).
-const FIX: &str = "correct that line (each [[client]] holds name, token_sha256, created, and optionally tools and rate_per_minute with rate_burst), or remove the client and add it again with `perplexity-agent clients add`";
+const FIX: &str = "correct that line (each [[client]] holds name, token_sha256, created, and optionally tools, rate_per_minute with rate_burst, budget_daily and budget_monthly), or remove the client and add it again with `perplexity-agent clients add`";
 
 impl ClientsFile {
     /// Reads and checks the file; a missing one is an error (the server's start).
@@ -246,6 +252,27 @@ impl ClientsFile {
                     at(span, true)
                 ));
             }
+            let amount = |field: &Option<Spanned<toml::Value>>, key: &str| {
+                let Some(value) = field else { return Ok(None) };
+                let parsed = match value.get_ref() {
+                    toml::Value::Integer(n) => u32::try_from(*n)
+                        .ok()
+                        .map(|n| i64::from(n) * money::PER_UNIT),
+                    toml::Value::Float(f) => money::from_f64(*f),
+                    toml::Value::String(t) => money::parse(t).ok(),
+                    _ => None,
+                };
+                parsed.map(Some).ok_or_else(|| {
+                    format!(
+                        "{}: {key} must be a non-negative amount in the API's currency, such as 5.00",
+                        at(value.span(), true)
+                    )
+                })
+            };
+            let budget = Budget {
+                daily: amount(&raw.budget_daily, "budget_daily")?,
+                monthly: amount(&raw.budget_monthly, "budget_monthly")?,
+            };
             let created = raw.created.get_ref().clone();
             check_created(&created)
                 .map_err(|e| format!("{}: {e}", at(raw.created.span(), true)))?;
@@ -254,6 +281,7 @@ impl ClientsFile {
                 tools,
                 rate_per_minute,
                 rate_burst,
+                budget,
                 created,
                 token_sha256,
             });
@@ -326,6 +354,7 @@ impl ClientsFile {
         tools: Option<&str>,
         rate_per_minute: Option<u32>,
         rate_burst: Option<u32>,
+        budget: Budget,
     ) -> Result<Token, String> {
         check_name(name)?;
         if self
@@ -354,6 +383,7 @@ impl ClientsFile {
             tools,
             rate_per_minute,
             rate_burst,
+            budget,
             // Microseconds: a client removed and added again under the same name (one
             // script, one second) must still get a new caller key, so none of the old
             // client's state.
@@ -429,6 +459,12 @@ impl ClientsFile {
                 out.push_str(&format!(
                     "rate_per_minute = {per_minute}\nrate_burst = {burst}\n"
                 ));
+            }
+            if let Some(daily) = c.budget.daily {
+                out.push_str(&format!("budget_daily = {}\n", money::format(daily)));
+            }
+            if let Some(monthly) = c.budget.monthly {
+                out.push_str(&format!("budget_monthly = {}\n", money::format(monthly)));
             }
             out.push_str(&format!("created = {}\n", toml_string(&c.created)));
         }
@@ -697,16 +733,21 @@ impl ClientSet {
             let kept = previous
                 .and_then(|p| p.by_name.get(&entry.name))
                 .filter(|k| k.created == entry.created && k.rate == rate);
+            let budget = entry.budget;
             let access = match kept {
-                Some(kept) if kept.access.tools == tools => kept.access.clone(),
-                // Same rate, new tools: the same bucket, spent as it was.
+                Some(kept) if kept.access.tools == tools && kept.access.budget == budget => {
+                    kept.access.clone()
+                }
+                // Same rate, new tools or budget: the same bucket, spent as it was.
                 Some(kept) => Arc::new(Access {
                     tools,
                     bucket: kept.access.bucket.clone(),
+                    budget,
                 }),
                 None => Arc::new(Access {
                     tools,
                     bucket: rate.map(|(per_minute, burst)| Arc::new(bucket(per_minute, burst))),
+                    budget,
                 }),
             };
             let identity = Identity {
@@ -1073,7 +1114,13 @@ mod tests {
     fn add_rotate_remove() {
         let mut file = ClientsFile::default();
         let token = file
-            .add("ci-bot", Some("search, fetch"), Some(30), None)
+            .add(
+                "ci-bot",
+                Some("search, fetch"),
+                Some(30),
+                None,
+                Budget::default(),
+            )
             .unwrap();
         assert!(token.expose().starts_with("pa_") && token.expose().len() == 67);
         assert!(!format!("{token:?}").contains(token.expose()));
@@ -1087,16 +1134,34 @@ mod tests {
         );
         assert!(humantime::parse_rfc3339(&bot.created).is_ok());
         assert!(
-            file.add("CI-BOT", None, None, None)
+            file.add("CI-BOT", None, None, None, Budget::default())
                 .unwrap_err()
                 .contains("exists already")
         );
-        assert!(file.add("bad name", None, None, None).is_err());
-        assert!(file.add("t", Some("nonsense"), None, None).is_err());
-        assert!(file.add("t", Some(" "), None, None).is_err());
-        assert!(file.add("t", None, Some(0), Some(1)).is_err());
-        assert!(file.add("t", None, Some(1), Some(MAX_RATE + 1)).is_err());
-        assert!(file.add("t", None, None, Some(1)).is_err());
+        assert!(
+            file.add("bad name", None, None, None, Budget::default())
+                .is_err()
+        );
+        assert!(
+            file.add("t", Some("nonsense"), None, None, Budget::default())
+                .is_err()
+        );
+        assert!(
+            file.add("t", Some(" "), None, None, Budget::default())
+                .is_err()
+        );
+        assert!(
+            file.add("t", None, Some(0), Some(1), Budget::default())
+                .is_err()
+        );
+        assert!(
+            file.add("t", None, Some(1), Some(MAX_RATE + 1), Budget::default())
+                .is_err()
+        );
+        assert!(
+            file.add("t", None, None, Some(1), Budget::default())
+                .is_err()
+        );
         assert_eq!(file.clients.len(), 1, "nothing added by a refusal");
 
         let rotated = file.rotate("ci-bot").unwrap();
@@ -1120,10 +1185,46 @@ mod tests {
     }
 
     #[test]
+    fn budgets_round_trip_and_bad_amounts_name_their_line() {
+        let mut file = ClientsFile::default();
+        let budget = Budget {
+            daily: Some(2_500_000),
+            monthly: Some(40_000_000),
+        };
+        file.add("capped", None, None, None, budget).unwrap();
+        let text = file.render();
+        assert!(
+            text.contains("budget_daily = 2.50\nbudget_monthly = 40.00\n"),
+            "{text}"
+        );
+        let back = ClientsFile::parse(&text, "f").unwrap();
+        assert_eq!(back.clients[0].budget, budget);
+        // Integers, floats and decimal strings are amounts; anything else names its line.
+        let base = text.replace("budget_daily = 2.50\nbudget_monthly = 40.00\n", "");
+        for (value, micros) in [("3", 3_000_000), ("0.05", 50_000), ("\"1.25\"", 1_250_000)] {
+            let t = base.replace("created", &format!("budget_daily = {value}\ncreated"));
+            let parsed = ClientsFile::parse(&t, "f").unwrap();
+            assert_eq!(parsed.clients[0].budget.daily, Some(micros), "{value}");
+        }
+        for bad in ["-1", "true", "\"lots\"", "-0.5"] {
+            let t = base.replace("created", &format!("budget_monthly = {bad}\ncreated"));
+            let e = ClientsFile::parse(&t, "f").unwrap_err();
+            assert!(
+                e.contains("budget_monthly must be a non-negative amount"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn find_gives_the_identity_of_a_token() {
         let mut file = ClientsFile::default();
-        let a = file.add("alice", None, None, None).unwrap();
-        let b = file.add("bot", Some("search"), Some(60), Some(2)).unwrap();
+        let a = file
+            .add("alice", None, None, None, Budget::default())
+            .unwrap();
+        let b = file
+            .add("bot", Some("search"), Some(60), Some(2), Budget::default())
+            .unwrap();
         let set = ClientSet::from_file(&file).unwrap();
         assert_eq!(set.len(), 2);
         let alice = set.find(&a.sha256()).unwrap();
@@ -1142,9 +1243,12 @@ mod tests {
     #[test]
     fn a_reload_keeps_the_buckets_of_unchanged_clients() {
         let mut file = ClientsFile::default();
-        file.add("bot", None, Some(1), Some(2)).unwrap();
-        file.add("other", None, Some(1), Some(2)).unwrap();
-        file.add("third", None, Some(1), Some(2)).unwrap();
+        file.add("bot", None, Some(1), Some(2), Budget::default())
+            .unwrap();
+        file.add("other", None, Some(1), Some(2), Budget::default())
+            .unwrap();
+        file.add("third", None, Some(1), Some(2), Budget::default())
+            .unwrap();
         let set = ClientSet::from_file(&file).unwrap();
         let spend = |set: &ClientSet, file: &ClientsFile, name: &str| {
             let entry = file.clients.iter().find(|c| c.name == name).unwrap();
@@ -1186,8 +1290,8 @@ mod tests {
     #[test]
     fn a_set_built_in_code_is_checked_too() {
         let mut file = ClientsFile::default();
-        file.add("a", None, None, None).unwrap();
-        file.add("b", None, None, None).unwrap();
+        file.add("a", None, None, None, Budget::default()).unwrap();
+        file.add("b", None, None, None, Budget::default()).unwrap();
         file.clients[1].token_sha256 = file.clients[0].token_sha256;
         assert!(ClientSet::from_file(&file).is_err());
         file.clients[1].token_sha256 = [7; 32];
@@ -1220,7 +1324,7 @@ mod tests {
                 .contains("does not exist")
         );
         let mut file = ClientsFile::default();
-        file.add("a", None, None, None).unwrap();
+        file.add("a", None, None, None, Budget::default()).unwrap();
         file.save(&path).unwrap();
         assert_eq!(crate::files::mode(&path), Some(0o600));
         assert_eq!(crate::files::mode(&dir.join("sub")), Some(0o700));
@@ -1260,12 +1364,12 @@ mod tests {
                 .contains("names no client")
         );
         let mut file = ClientsFile::default();
-        let a = file.add("a", None, None, None).unwrap();
+        let a = file.add("a", None, None, None, Budget::default()).unwrap();
         file.save(&path).unwrap();
         let clients = Clients::open(path.clone()).unwrap();
         assert!(!clients.changed());
         let before = clients.current();
-        let b = file.add("b", None, None, None).unwrap();
+        let b = file.add("b", None, None, None, Budget::default()).unwrap();
         file.save(&path).unwrap();
         assert!(clients.changed(), "a rename is a change");
         assert_eq!(clients.reload_now().unwrap(), 2);

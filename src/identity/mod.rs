@@ -48,6 +48,7 @@ impl Identity {
             caller: &self.caller,
             bucket: self.access.bucket.as_deref(),
             trace: None,
+            budget: self.access.budget,
         }
     }
 }
@@ -86,6 +87,8 @@ pub struct Access {
     /// Its own rate, charged beside the server's (a named client's `rate_per_minute`, an
     /// OAuth subject's `PERPLEXITY_OAUTH_RATE_PER_MINUTE`); shared by its requests.
     pub bucket: Option<Arc<TokenBucket>>,
+    /// Its own spending caps (a named client's `budget_daily`/`budget_monthly`).
+    pub budget: crate::call::Budget,
 }
 
 impl Access {

@@ -739,6 +739,7 @@ pub fn access_for(scopes: &[String]) -> crate::identity::Access {
     crate::identity::Access {
         tools: Some(allowed),
         bucket: None,
+        budget: crate::call::Budget::default(),
     }
 }
 

@@ -236,7 +236,13 @@ impl PerplexityClient {
         let path = run_path(id, "");
         let request = Request::new(Method::GET, &path, Expect::Object);
         match self.send(&request, deadline).await? {
-            Success::Object(map) => Ok(RunSnapshot::new(Value::Object(map))),
+            Success::Object(map) => {
+                let run = RunSnapshot::new(Value::Object(map));
+                if run.is_settled() {
+                    super::meter::run_settled(run.raw());
+                }
+                Ok(run)
+            }
             _ => Err(ApiError::InvalidJson(200)),
         }
     }

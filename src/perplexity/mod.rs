@@ -22,6 +22,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod key;
+pub mod meter;
 pub mod models;
 pub mod search;
 pub mod stream;

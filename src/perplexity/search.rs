@@ -80,7 +80,11 @@ impl PerplexityClient {
         let body = serde_json::to_vec(query).map_err(|_| ApiError::ClientSetup)?;
         let request = Request::new(Method::POST, SEARCH_PATH, Expect::Object).body(&body);
         match self.send(&request, deadline).await? {
-            Success::Object(map) => Ok(read_results(&map, query.max_results as usize)),
+            Success::Object(map) => {
+                let results = read_results(&map, query.max_results as usize);
+                super::meter::search_billed();
+                Ok(results)
+            }
             _ => Err(ApiError::InvalidJson(200)),
         }
     }

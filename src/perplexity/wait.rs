@@ -272,6 +272,7 @@ pub async fn create_and_wait(
             // A foreground create (`background: false`) answers the finished run.
             let run = RunSnapshot::new(Value::Object(map));
             if run.is_settled() {
+                super::meter::run_settled(run.raw());
                 return Ok((id, Waited::Terminal(run)));
             }
             // The polls fetch the run afresh; this copy would only be held through them.
@@ -398,6 +399,7 @@ impl Follower<'_> {
                         Ok(Success::Object(map)) => {
                             let run = RunSnapshot::new(Value::Object(map));
                             if run.is_settled() {
+                                super::meter::run_settled(run.raw());
                                 return Ok((id, Waited::Terminal(run)));
                             }
                             drop(run);
@@ -436,6 +438,7 @@ impl Follower<'_> {
             && run.is_settled()
             && run.raw().get("output").is_some_and(Value::is_array)
         {
+            super::meter::run_settled(run.raw());
             return Ok(Some((id, Waited::Terminal(run))));
         }
         // The official `response.failed` carries only `error`: the failure is in the
@@ -448,6 +451,7 @@ impl Follower<'_> {
             let run = RunSnapshot::new(serde_json::json!({
                 "id": id, "object": "response", "status": "failed", "output": [], "error": error,
             }));
+            super::meter::run_settled(run.raw());
             return Ok(Some((id, Waited::Terminal(run))));
         }
         // The event does not carry the finished run (or was a stream-level `error`):

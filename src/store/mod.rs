@@ -15,11 +15,13 @@
 
 mod gateway;
 mod handle;
+mod ledger;
 mod schema;
 mod tasks;
 
 pub use gateway::Saved;
 pub use handle::StoreHandle;
+pub use ledger::{LedgerRow, SpentTotals, Tokens};
 pub use tasks::{MAX_TASKS, TaskRecord, TaskUpdate};
 
 /// Run bindings kept: a run older than the newest 100,000 is long expired upstream.

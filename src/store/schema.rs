@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     // 1: snapshots; spaces, tabs and history for the terminal workspace.
     "CREATE TABLE snapshots (
          seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -59,6 +59,29 @@ const MIGRATIONS: [&str; 5] = [
          run_id TEXT NOT NULL UNIQUE,
          caller TEXT NOT NULL,
          created_ms INTEGER NOT NULL);",
+    // 6: the spend ledger: one row per billable upstream request (a run's final state,
+    // a search request), keyed by what makes a repeated report the same row.
+    "CREATE TABLE ledger (
+         seq INTEGER PRIMARY KEY AUTOINCREMENT,
+         request TEXT NOT NULL UNIQUE,
+         at_ms INTEGER NOT NULL,
+         caller TEXT NOT NULL,
+         caller_name TEXT NOT NULL,
+         front_end TEXT NOT NULL,
+         tool TEXT NOT NULL,
+         task_id TEXT,
+         model TEXT,
+         input_tokens INTEGER,
+         output_tokens INTEGER,
+         reasoning_tokens INTEGER,
+         citation_tokens INTEGER,
+         search_queries INTEGER,
+         costs TEXT,
+         total_micros INTEGER NOT NULL,
+         currency TEXT NOT NULL,
+         estimated INTEGER NOT NULL);
+     CREATE INDEX ledger_by_time ON ledger (at_ms, total_micros);
+     CREATE INDEX ledger_by_caller ON ledger (caller, at_ms, total_micros);",
 ];
 
 /// Several processes may open one store at once (two MCP servers, the TUI): the version

@@ -72,7 +72,7 @@ pub fn metrics_definition(name: &'static str) -> rmcp::model::Tool {
         "required":["calls","errors","validation_rejections","rate_limit_rejections","abandoned","latency_ms"]});
     Tool::new(
         name,
-        "Counters of this server since it started: calls, errors, validation and rate-limit rejections and abandoned calls per tool, latency percentiles (ms), upstream retries, whether the circuit breaker is pausing Perplexity requests, calls in flight and uptime. Use it to diagnose slowness or refusals; it costs no Perplexity request.",
+        "Counters of this server since it started: calls, errors, validation and rate-limit rejections and abandoned calls per tool, latency percentiles (ms), upstream retries, whether the circuit breaker is pausing Perplexity requests, calls in flight, uptime, and spend today and this month (your own; every caller's for the server's operator). Use it to diagnose slowness or refusals; it costs no Perplexity request.",
         schema_object(json!({"type":"object","additionalProperties":false})),
     )
     .with_title("Server Metrics")
@@ -87,7 +87,19 @@ pub fn metrics_definition(name: &'static str) -> rmcp::model::Tool {
                 "in_flight":{"type":"integer","minimum":0},
                 "completed":{"type":"integer","minimum":0},
                 "failed":{"type":"integer","minimum":0},
-                "cancelled":{"type":"integer","minimum":0}}}},
+                "cancelled":{"type":"integer","minimum":0}}},
+            "spend":{"type":"object","properties":{
+                "currency":{"type":"string"},
+                "time_zone":{"type":"string"},
+                "today":{"type":"number"},
+                "this_month":{"type":"number"},
+                "budget_daily":{"type":["number","null"]},
+                "budget_monthly":{"type":["number","null"]},
+                "callers":{"type":"array","items":{"type":"object","properties":{
+                    "caller":{"type":"string"},
+                    "today":{"type":"number"},
+                    "this_month":{"type":"number"}},
+                    "required":["caller","today","this_month"]}}}}},
         "required":["uptime_seconds","calls_in_flight","upstream_retries","upstream_circuit_open","tools"]})))
     .with_annotations(
         ToolAnnotations::new()
@@ -98,8 +110,12 @@ pub fn metrics_definition(name: &'static str) -> rmcp::model::Tool {
     )
 }
 
-/// The snapshot as a result: structured content, and the same JSON as text.
-pub fn render(snapshot: Value) -> ToolOutput {
+/// The snapshot as a result: structured content, and the same JSON as text. `spend` is
+/// left out when the ledger cannot be read (the counters still answer).
+pub fn render(mut snapshot: Value, spend: Option<Value>) -> ToolOutput {
+    if let (Some(spend), Some(map)) = (spend, snapshot.as_object_mut()) {
+        map.insert("spend".to_owned(), spend);
+    }
     ToolOutput {
         text: snapshot.to_string(),
         structured: Some(snapshot),

@@ -31,6 +31,7 @@ use crate::fetch::Fetcher;
 use crate::gateway::Gateway;
 use crate::guard::Guard;
 use crate::perplexity::PerplexityClient;
+use crate::spend::Spend;
 use crate::store::StoreHandle;
 use args::Args;
 pub use catalogue::ToolSelection;
@@ -88,6 +89,35 @@ impl Call {
         }
     }
 
+    /// What a call that starts billable work reserves of a budget (`None`: it starts
+    /// none — it reads results, fetches pages, answers locally — and no budget refuses it).
+    fn budget_estimate(&self) -> Option<crate::spend::money::Micros> {
+        use crate::spend::prices::{SEARCH_REQUEST, preset_estimate};
+        match self {
+            Call::Lifecycle(research::LifecycleCall::Agent(_)) | Call::Create(_) => {
+                Some(self.per_run_estimate())
+            }
+            Call::Search(_) => Some(SEARCH_REQUEST),
+            Call::Deep(call) => {
+                let runs = 1 + i64::from(call.model_decomposition);
+                Some(runs * preset_estimate(None) + call.subquestions.len() as i64 * SEARCH_REQUEST)
+            }
+            _ => None,
+        }
+    }
+
+    /// What a run of this call costs when the API reports no cost: its preset's estimate.
+    fn per_run_estimate(&self) -> crate::spend::money::Micros {
+        let preset = match self {
+            Call::Lifecycle(research::LifecycleCall::Agent(request)) => {
+                Some(request.preset.as_str())
+            }
+            Call::Create(call) => call.body.0.get("preset").and_then(Value::as_str),
+            _ => None,
+        };
+        crate::spend::prices::preset_estimate(preset)
+    }
+
     /// The answer for a run the caller may not name: what Perplexity's "no such run"
     /// (HTTP 404) gives, so another caller's run and an id that never existed cannot be
     /// told apart.
@@ -133,6 +163,8 @@ pub struct Tools {
     obligations: Obligations,
     /// Whose run is whose (`owners.rs`).
     run_owners: Arc<owners::RunOwners>,
+    /// The ledger and the budgets.
+    spend: Arc<Spend>,
 }
 
 /// The services tool calls use, each built once by the composition root (`app.rs`).
@@ -141,6 +173,7 @@ pub struct Parts {
     pub fetcher: Arc<Fetcher>,
     pub guard: Arc<Guard>,
     pub store: Arc<StoreHandle>,
+    pub spend: Arc<Spend>,
 }
 
 impl Tools {
@@ -159,6 +192,7 @@ impl Tools {
             fetcher,
             guard,
             store,
+            spend,
         } = parts;
         let obligations = Obligations::default();
         Tools {
@@ -167,6 +201,7 @@ impl Tools {
             guard,
             run_owners: Arc::new(owners::RunOwners::new(store.clone(), obligations.clone())),
             store,
+            spend,
             gateway: None,
             connectors: Arc::from([]),
             wait,
@@ -226,6 +261,11 @@ impl Tools {
     /// The local store, shared with the front ends that show it (the TUI).
     pub fn store(&self) -> &Arc<StoreHandle> {
         &self.store
+    }
+
+    /// The spend ledger and budgets (the TUI shows today's spend).
+    pub fn spend(&self) -> &Arc<Spend> {
+        &self.spend
     }
 
     /// The Perplexity client the tools call through.

@@ -20,7 +20,9 @@ use super::{
 use crate::call::{ArgError, CallFacts, Caller, Refusal, Slot, Slots, ToolOutput};
 use crate::drain::CREATE_ANSWER_GRACE;
 use crate::guard::{Charge, Pass, injection};
+use crate::perplexity::meter::{Meter, Metered};
 use crate::perplexity::wait::{ProgressSink, RunIdSink};
+use crate::spend::Billing;
 
 /// Text shown when a handler fails in a way we did not foresee. The details go to
 /// stderr (tool name and kind only: a message could carry secrets).
@@ -273,6 +275,23 @@ impl Tools {
             Some(id) => !self.run_owners.visible(id, &caller).await,
             None => false,
         };
+        // Budgets, before any upstream request: a call that would start billable work
+        // holds its estimate (spend/mod.rs), or is refused here.
+        let billing = Billing {
+            caller: &caller,
+            own: pass.budget(),
+            front_end: pass.front_end(),
+            tool: &tool,
+        };
+        let hold = match call.budget_estimate().filter(|_| !hidden) {
+            None => None,
+            Some(estimate) => match self.spend.reserve(&billing, estimate).await {
+                Ok(hold) => Some(hold),
+                Err(refusal) => return Some(over_budget(pass, refusal, ctx)),
+            },
+        };
+        let per_run = call.per_run_estimate();
+        let meter = Arc::new(Meter::default());
         let run = AssertUnwindSafe(async {
             // Debug builds only: lets the black-box tests prove the containment below for
             // every front end (a release binary has no such switch).
@@ -396,10 +415,13 @@ impl Tools {
                     (output, facts)
                 }
                 Call::Metrics => (
-                    admin::render(self.guard.metrics(crate::guard::metrics::Upstream {
-                        retries: self.client.retries(),
-                        circuit_open: self.client.circuit_open(),
-                    })),
+                    admin::render(
+                        self.guard.metrics(crate::guard::metrics::Upstream {
+                            retries: self.client.retries(),
+                            circuit_open: self.client.circuit_open(),
+                        }),
+                        self.spend.summary(&caller).await.ok(),
+                    ),
                     CallFacts::default(),
                 ),
                 Call::Retrieve { key, offset } => {
@@ -415,8 +437,12 @@ impl Tools {
         // Every upstream request of the call carries its trace, and every log line the
         // call writes names the trace id.
         let span = tracing::info_span!("call", trace_id = %pass.trace_id());
+        // And everything it is billed for is metered for the ledger.
         let run = tracing::Instrument::instrument(
-            crate::perplexity::trace::scope(pass.traceparent(), run),
+            crate::perplexity::meter::scope(
+                meter.clone(),
+                crate::perplexity::trace::scope(pass.traceparent(), run),
+            ),
             span,
         );
         let ran = {
@@ -440,12 +466,17 @@ impl Tools {
             Some(ran) => ran,
             None => {
                 let task = ctx.task_id.get().map(String::as_str);
+                let metered = meter.take();
+                let running = unsettled(&ctx.run_ids.snapshot(), &metered);
+                self.spend
+                    .settle(&billing, hold, metered, per_run, task, running.as_deref())
+                    .await;
                 self.guard.abandoned(pass, &ctx.run_ids.snapshot(), task);
                 return None;
             }
         };
         let mut panicked = false;
-        let (output, mut facts) = match ran {
+        let (mut output, mut facts) = match ran {
             Ok(done) => done,
             Err(_) => {
                 tracing::error!(tool = %tool, kind = "panic", "tool failed unexpectedly");
@@ -455,6 +486,23 @@ impl Tools {
             }
         };
         facts.task_id = ctx.task_id.get().cloned();
+        let metered = meter.take();
+        let running = unsettled(&ctx.run_ids.snapshot(), &metered);
+        let warning = self
+            .spend
+            .settle(
+                &billing,
+                hold,
+                metered,
+                per_run,
+                facts.task_id.as_deref(),
+                running.as_deref(),
+            )
+            .await;
+        if let Some(warning) = warning.filter(|_| !output.is_error) {
+            output.text.push_str("\n\n");
+            output.text.push_str(&warning);
+        }
         let mut shown = output.clone();
         let truncated = self.guard.budget(&mut shown, &caller);
         pass.finish(&output, &facts, truncated);
@@ -464,6 +512,31 @@ impl Tools {
             outcome: typed,
             panicked,
         })
+    }
+}
+
+/// A run the call started and did not see end: it keeps the call's budget hold.
+fn unsettled(run_ids: &[String], metered: &[Metered]) -> Option<String> {
+    run_ids
+        .iter()
+        .find(|id| !metered.iter().any(|m| &m.key == *id))
+        .cloned()
+}
+
+/// The call a budget refused after admission: audited as refused (`budget`), nothing sent.
+fn over_budget(pass: Pass, text: String, ctx: &CallContext) -> Done {
+    let output = ToolOutput::error(text);
+    let facts = CallFacts {
+        refused: Some("budget"),
+        task_id: ctx.task_id.get().cloned(),
+        ..CallFacts::default()
+    };
+    pass.finish(&output, &facts, false);
+    Done {
+        full: output.clone(),
+        output,
+        outcome: Outcome::OverBudget,
+        panicked: false,
     }
 }
 
@@ -509,6 +582,8 @@ pub enum Outcome {
     },
     /// Tools whose output is their only rendering (and a contained panic).
     Output,
+    /// A budget refused the call before any upstream request (the CLI exits 5).
+    OverBudget,
 }
 
 /// A call whose arguments passed validation.

@@ -102,6 +102,8 @@ pub enum Update {
         why: String,
     },
     Tokens(u32),
+    /// What this user's calls cost today (the ledger), in millionths.
+    Spent(i64),
     /// What the running work is doing (counts only, never page content).
     Progress(String),
 }
@@ -117,6 +119,8 @@ pub struct App {
     pub page_scroll: usize,
     pub space: String,
     pub tokens: u32,
+    /// Today's spend, once the ledger has been read.
+    pub spent_today: Option<i64>,
     pub in_flight: usize,
     pub tasks: Vec<TaskInfo>,
     /// The latest progress line of running work.
@@ -144,6 +148,7 @@ impl App {
             page_scroll: 0,
             space: space.to_owned(),
             tokens,
+            spent_today: None,
             in_flight: 0,
             tasks: Vec::new(),
             progress: None,
@@ -383,6 +388,7 @@ impl App {
                 self.push(Entry::new(Kind::Alert, format!("Task {id} stopped: {why}")));
             }
             Update::Tokens(n) => self.tokens = n,
+            Update::Spent(n) => self.spent_today = Some(n),
         }
     }
 

@@ -80,6 +80,7 @@ pub async fn run(config: &Config) -> Result<(), String> {
     // The first frame goes out before anything slow (the store, the network) starts.
     draw(&mut screen, &app)?;
     worker.switch_space(DEFAULT_SPACE, false);
+    worker.refresh_spend();
 
     let mut events = EventStream::new();
     let mut tick = tokio::time::interval(TICK);

@@ -566,8 +566,12 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
 /// The status line within `width` columns: the hints go first when it is too long, then
 /// the space name is shortened (in whole words where it can be).
 fn status_text(app: &App, width: usize) -> String {
+    let spent = app
+        .spent_today
+        .map(|n| format!(" │ today {} USD", crate::spend::money::format(n)))
+        .unwrap_or_default();
     let counts = format!(
-        "tokens {} │ running {} │ tasks {}",
+        "tokens {} │ running {} │ tasks {}{spent}",
         app.tokens,
         app.in_flight,
         app.tasks.len()

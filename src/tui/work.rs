@@ -97,6 +97,11 @@ impl Worker {
         self.tools.guard().tokens()
     }
 
+    /// Reads today's spend from the ledger for the status line (off the draw loop).
+    pub fn refresh_spend(&self) {
+        refresh_spend(&self.tools, &self.tx);
+    }
+
     /// On quit: monitors stop, every call's wait ends (a create on the wire is waited for
     /// until Perplexity names its run), the history and audit writes finish. Returns the
     /// runs left going upstream, for the way out to name.
@@ -406,6 +411,7 @@ impl Worker {
             }
             let _ = tx.send(Update::Busy(-1));
             let _ = tx.send(Update::Tokens(tools.guard().tokens()));
+            refresh_spend(&tools, &tx);
             if let (Some((kind, question, answer)), Some(id)) = (record, space_id(&space)) {
                 let _ = store
                     .with(move |s| {
@@ -889,6 +895,17 @@ fn fingerprint(kind: TaskKind, called: &Called) -> String {
             .and_then(|tab| tab.text)
             .unwrap_or_default(),
     }
+}
+
+/// Today's spend of the local user, sent as an update when the ledger answers (a store
+/// that cannot be read leaves the status line without it).
+fn refresh_spend(tools: &Arc<Tools>, tx: &tokio::sync::mpsc::UnboundedSender<Update>) {
+    let (tools, tx) = (tools.clone(), tx.clone());
+    tokio::spawn(async move {
+        if let Ok(n) = tools.spend().today(&crate::call::Caller::local()).await {
+            let _ = tx.send(Update::Spent(n));
+        }
+    });
 }
 
 #[cfg(test)]

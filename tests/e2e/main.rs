@@ -55,6 +55,8 @@ mod search;
 mod secrets;
 /// What shutdown guarantees: whole replies for slow readers, tasks' creates, cut calls.
 mod shutdown;
+/// What calls cost: the ledger, budgets, `usage`.
+mod spend;
 /// Resources, prompts and completions in both eras.
 mod surfaces;
 /// MCP tasks (2026-07-28 extension): handles, polling, cancel, restart, caller binding.

@@ -34,7 +34,7 @@ pub fn tasks_request(id: i64, method: &str, task_id: &str) -> Value {
 }
 
 /// Polls `tasks/get` until the task leaves `working`.
-fn poll(s: &mut Server, task_id: &str, first_id: i64) -> Value {
+pub fn poll(s: &mut Server, task_id: &str, first_id: i64) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut id = first_id;
     loop {

@@ -404,14 +404,20 @@ impl Run {
         if !self.pages.is_empty() {
             details.insert("fetch_url".into(), json!({"invocation": self.pages.len()}));
         }
-        json!({
+        let mut usage = json!({
             "input_tokens": 120, "output_tokens": 45, "total_tokens": 165,
             "tool_calls_details": details,
-            "cost": {
-                "currency": "USD", "input_cost": 0.0006, "output_cost": 0.0027,
-                "tool_calls_cost": 0.009, "total_cost": 0.0123
-            }
-        })
+        });
+        if let Some(total) = self.scenario.cost {
+            // The components keep the default run's proportions of its total.
+            let part = |share: f64| (total * share * 1e6).round() / 1e6;
+            usage["cost"] = json!({
+                "currency": "USD", "input_cost": part(0.0006 / 0.0123),
+                "output_cost": part(0.0027 / 0.0123), "tool_calls_cost": part(0.009 / 0.0123),
+                "total_cost": total
+            });
+        }
+        usage
     }
 
     fn message_id(&self) -> String {

@@ -61,6 +61,8 @@ pub(crate) struct Scenario {
     pub strict_fields: bool,
     /// The status a GET shows between an accepted cancel and `cancelled`.
     pub cancelling_status: String,
+    /// `usage.cost.total_cost` of a finished run; `None` = `usage` without `cost`.
+    pub cost: Option<f64>,
 }
 
 /// `running_output`: what a GET of a running run shows.
@@ -128,6 +130,7 @@ impl Default for Scenario {
             models: None,
             strict_fields: true,
             cancelling_status: "in_progress".to_owned(),
+            cost: Some(0.0123),
         }
     }
 }
@@ -263,6 +266,22 @@ impl Scenario {
                 }
                 "strict_fields" => s.strict_fields = boolean(key, v)?,
                 "cancelling_status" => s.cancelling_status = string(key, v)?,
+                "cost" => {
+                    s.cost = match v {
+                        Value::String(t) if t == "unreported" => None,
+                        Value::Number(n) => match n.as_f64() {
+                            Some(c) if c >= 0.0 && c.is_finite() => Some(c),
+                            _ => return Err(format!("`{key}` must be a non-negative number")),
+                        },
+                        other => {
+                            return Err(type_err(
+                                key,
+                                "a non-negative number or \"unreported\"",
+                                other,
+                            ));
+                        }
+                    }
+                }
                 _ => return Err(unknown_field(key)),
             }
         }
@@ -309,6 +328,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "models",
     "strict_fields",
     "cancelling_status",
+    "cost",
 ];
 
 const FUNCTION_CALL_FIELDS: &[&str] = &["name", "arguments", "call_id"];

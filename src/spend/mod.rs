@@ -1,0 +1,580 @@
+//! Spend you can see and cap: the ledger of what each caller's calls cost (one row per
+//! billable upstream request, in the store) and the budgets that stop new billable calls
+//! once a day's or month's money is gone.
+//!
+//! - A budgeted call is admitted in one step under one lock: what the ledger says was
+//!   spent, plus what calls still running hold, plus this call's estimate, must fit. So
+//!   30 concurrent calls with room for 10 admit 10 — a check and a later charge would
+//!   admit all 30 (a runaway agent is exactly that burst).
+//! - The hold is settled with the reported cost when the call ends; a run handed back
+//!   unfinished keeps its hold until its cost is learned (or a day passes), so a budget
+//!   is overshot by at most what the runs in flight cost above their estimates.
+//! - The ledger is read for every budgeted admission, so spend made by another process
+//!   on the same store (the CLI beside the server) counts at once, and a restart loses
+//!   nothing.
+//! - A ledger that cannot be read refuses budgeted calls (fail closed: an unreadable
+//!   ledger must not mean unlimited spending); without a budget it only costs the row.
+//! - A repeated report of one run (a second collect, a collect after a restart) is one
+//!   row: the ledger is keyed by run id.
+//!
+//! Touches: the store. No network.
+
+pub mod money;
+pub mod prices;
+pub mod window;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::call::{Budget, Caller, FrontEnd};
+use crate::perplexity::meter::{Metered, MeteredKind};
+use crate::store::{LedgerRow, SpentTotals, StoreError, StoreHandle, Tokens};
+use money::Micros;
+pub use money::parse as parse_amount;
+pub use window::BudgetZone;
+
+/// `PERPLEXITY_LEDGER_RETENTION_DAYS` when unset.
+pub const DEFAULT_RETENTION_DAYS: u32 = 400;
+/// A run handed back unfinished stops holding budget after this long (runs expire).
+const PENDING_HOLD: Duration = Duration::from_secs(24 * 3600);
+/// Holds of unfinished runs kept at most (the oldest go first).
+const MAX_PENDING: usize = 10_000;
+/// The share of a budget at which results carry a warning.
+const WARN_AT_PERCENT: i64 = 80;
+/// The currency Perplexity bills in; rows keep what the API reported.
+const CURRENCY: &str = "USD";
+
+/// The server's budgets and how spend is kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpendConfig {
+    /// `PERPLEXITY_BUDGET_DAILY` / `_MONTHLY`: everyone's calls together.
+    pub budget: Budget,
+    /// `PERPLEXITY_BUDGET_TZ`.
+    pub zone: BudgetZone,
+    /// `PERPLEXITY_LEDGER_RETENTION_DAYS`.
+    pub retention_days: u32,
+}
+
+impl Default for SpendConfig {
+    fn default() -> Self {
+        SpendConfig {
+            budget: Budget::default(),
+            zone: BudgetZone::default(),
+            retention_days: DEFAULT_RETENTION_DAYS,
+        }
+    }
+}
+
+/// Who a billable call is for, as its ledger rows name it.
+pub struct Billing<'a> {
+    pub caller: &'a Caller,
+    /// The caller's own budget (a named client's `budget_daily`/`budget_monthly`).
+    pub own: Budget,
+    pub front_end: FrontEnd,
+    pub tool: &'a str,
+}
+
+/// Budget held by an admitted call until it is settled.
+#[must_use = "settle the hold with what the call cost"]
+pub struct Hold(u64);
+
+struct Held {
+    caller: String,
+    micros: Micros,
+    /// Set once the call ended with this run still going: settled by its collect.
+    run: Option<String>,
+    since: Instant,
+}
+
+pub struct Spend {
+    config: SpendConfig,
+    store: Arc<StoreHandle>,
+    /// Budgeted admissions, one at a time: the read of the ledger and the hold are one step.
+    admission: tokio::sync::Mutex<()>,
+    held: std::sync::Mutex<HashMap<u64, Held>>,
+    next: AtomicU64,
+    /// The ledger's write failures are logged once, not per call.
+    warned: AtomicBool,
+}
+
+/// One budget against what was spent.
+struct Limit<'a> {
+    /// `this server's daily budget`, `the daily budget of client 'ci'`.
+    name: String,
+    limit: Micros,
+    spent: Micros,
+    held: Micros,
+    resets: &'a str,
+    period: &'static str,
+    /// The amounts may be told: a caller's own, or the server's to an operator. The
+    /// server's budget is shared, and its amounts would tell a client what the others
+    /// spend.
+    disclose: bool,
+}
+
+impl Spend {
+    pub fn new(config: SpendConfig, store: Arc<StoreHandle>) -> Self {
+        Spend {
+            config,
+            store,
+            admission: tokio::sync::Mutex::new(()),
+            held: std::sync::Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            warned: AtomicBool::new(false),
+        }
+    }
+
+    pub fn config(&self) -> &SpendConfig {
+        &self.config
+    }
+
+    fn applies(&self, own: &Budget) -> bool {
+        self.config.budget.is_set() || own.is_set()
+    }
+
+    /// Admits a billable call that may cost `estimate`, or says which budget has no
+    /// room. Without any budget nothing is read or waited for: the hold only remembers
+    /// the estimate, which prices the call's runs if they report no cost.
+    pub async fn reserve(&self, who: &Billing<'_>, estimate: Micros) -> Result<Hold, String> {
+        if !self.applies(&who.own) {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            prune(&mut held);
+            return Ok(self.hold(&mut held, who, estimate));
+        }
+        let _one_at_a_time = self.admission.lock().await;
+        let now = now_ms();
+        let windows = self.config.zone.windows(now);
+        let spent = self.totals(who.caller, &windows).await.map_err(|e| {
+            format!(
+                "A budget is set, and the spend ledger cannot be read, so no billable call is admitted: {e}"
+            )
+        })?;
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        prune(&mut held);
+        let (held_all, held_mine) = held.values().fold((0, 0), |(all, mine), h| {
+            let mine = mine
+                + if h.caller == who.caller.key() {
+                    h.micros
+                } else {
+                    0
+                };
+            (all + h.micros, mine)
+        });
+        for limit in self.limits(who, &spent, &windows, held_all, held_mine) {
+            if limit.spent + limit.held + estimate > limit.limit {
+                return Err(limit.refusal(who.tool, estimate));
+            }
+        }
+        Ok(self.hold(&mut held, who, estimate))
+    }
+
+    fn hold(&self, held: &mut HashMap<u64, Held>, who: &Billing<'_>, estimate: Micros) -> Hold {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        held.insert(
+            id,
+            Held {
+                caller: who.caller.key().to_owned(),
+                micros: estimate,
+                run: None,
+                since: Instant::now(),
+            },
+        );
+        Hold(id)
+    }
+
+    /// Records what a call's requests were billed for and gives back its hold (kept for
+    /// `running`, a run it handed back unfinished). `per_run` prices a run that reported
+    /// no cost. Returns the warning a result carries once a budget is 80 % spent.
+    pub async fn settle(
+        &self,
+        who: &Billing<'_>,
+        hold: Option<Hold>,
+        metered: Vec<Metered>,
+        per_run: Micros,
+        task_id: Option<&str>,
+        running: Option<&str>,
+    ) -> Option<String> {
+        let settled: Vec<String> = metered.iter().map(|m| m.key.clone()).collect();
+        // A run handed back earlier is priced, if it reports no cost, by the estimate
+        // of the call that started it (its preset), not of the call that collected it.
+        let started_at: HashMap<String, Micros> = {
+            let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            held.values()
+                .filter_map(|h| Some((h.run.clone()?, h.micros)))
+                .filter(|(run, _)| settled.contains(run))
+                .collect()
+        };
+        let rows: Vec<LedgerRow> = metered
+            .into_iter()
+            .map(|m| {
+                let per_run = started_at.get(&m.key).copied().unwrap_or(per_run);
+                row(who, m, per_run, task_id)
+            })
+            .collect();
+        if !rows.is_empty() {
+            let retention = self.config.retention_days;
+            match self
+                .store
+                .with(move |s| s.record_spend(&rows, retention))
+                .await
+            {
+                Ok(_) => {}
+                Err(StoreError::NotConfigured) => {}
+                Err(e) => {
+                    if !self.warned.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            "the spend ledger could not be written ({e}); spend is not being recorded"
+                        );
+                    }
+                }
+            }
+        }
+        {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            // A run this call learned the end of was held by the call that started it.
+            held.retain(|_, h| {
+                h.run
+                    .as_deref()
+                    .is_none_or(|r| !settled.iter().any(|s| s == r))
+            });
+            if let Some(Hold(id)) = hold {
+                match running {
+                    Some(run) => {
+                        if let Some(h) = held.get_mut(&id) {
+                            h.run = Some(run.to_owned());
+                        }
+                    }
+                    None => {
+                        held.remove(&id);
+                    }
+                }
+            }
+        }
+        if !self.applies(&who.own) {
+            return None;
+        }
+        let windows = self.config.zone.windows(now_ms());
+        let spent = self.totals(who.caller, &windows).await.ok()?;
+        self.limits(who, &spent, &windows, 0, 0)
+            .into_iter()
+            .filter(|l| l.limit > 0 && l.spent * 100 >= l.limit * WARN_AT_PERCENT)
+            .max_by_key(|l| l.spent * 100 / l.limit.max(1))
+            .map(|l| l.warning())
+    }
+
+    async fn totals(
+        &self,
+        caller: &Caller,
+        windows: &window::Windows,
+    ) -> Result<SpentTotals, StoreError> {
+        let (day, month, key) = (
+            windows.day_start_ms,
+            windows.month_start_ms,
+            caller.key().to_owned(),
+        );
+        self.store
+            .with(move |s| s.spent_totals(day, month, &key))
+            .await
+    }
+
+    fn limits<'w>(
+        &self,
+        who: &Billing<'_>,
+        spent: &SpentTotals,
+        windows: &'w window::Windows,
+        held_all: Micros,
+        held_mine: Micros,
+    ) -> Vec<Limit<'w>> {
+        let mine = format!("the {{}} budget of {}", describe(who.caller));
+        let server = "this server's {} budget".to_owned();
+        let mut out = Vec::new();
+        let operator = who.caller.is_operator();
+        let mut add = |name: &str, limit: Option<Micros>, spent, held, period, resets, disclose| {
+            if let Some(limit) = limit {
+                out.push(Limit {
+                    name: name.replace("{}", period),
+                    limit,
+                    spent,
+                    held,
+                    resets,
+                    period,
+                    disclose,
+                });
+            }
+        };
+        let (day, month) = (&windows.day_resets, &windows.month_resets);
+        add(
+            &mine,
+            who.own.daily,
+            spent.caller_day,
+            held_mine,
+            "daily",
+            day,
+            true,
+        );
+        add(
+            &mine,
+            who.own.monthly,
+            spent.caller_month,
+            held_mine,
+            "monthly",
+            month,
+            true,
+        );
+        let global = self.config.budget;
+        add(
+            &server,
+            global.daily,
+            spent.all_day,
+            held_all,
+            "daily",
+            day,
+            operator,
+        );
+        add(
+            &server,
+            global.monthly,
+            spent.all_month,
+            held_all,
+            "monthly",
+            month,
+            operator,
+        );
+        out
+    }
+
+    /// Spend today and this month, per caller: every caller for an operator, only its
+    /// own for anyone else (another caller's spend is another caller's state).
+    pub async fn summary(&self, caller: &Caller) -> Result<Value, StoreError> {
+        let windows = self.config.zone.windows(now_ms());
+        let (day, month) = (windows.day_start_ms, windows.month_start_ms);
+        let (today, this_month) = self
+            .store
+            .with(move |s| Ok((s.spent_by_caller(day)?, s.spent_by_caller(month)?)))
+            .await?;
+        let visible = |key: &str| caller.is_operator() || key == caller.key();
+        let callers: Vec<Value> = this_month
+            .iter()
+            .filter(|(key, _, _)| visible(key))
+            .map(|(key, name, month)| {
+                let day = today.iter().find(|(k, _, _)| k == key).map_or(0, |t| t.2);
+                json!({"caller": name, "today": money::as_f64(day), "this_month": money::as_f64(*month)})
+            })
+            .collect();
+        let mut out = json!({
+            "currency": CURRENCY,
+            "time_zone": self.config.zone.name(),
+            "callers": callers,
+        });
+        if caller.is_operator() {
+            let sum =
+                |rows: &[(String, String, i64)]| money::as_f64(rows.iter().map(|r| r.2).sum());
+            out["today"] = json!(sum(&today));
+            out["this_month"] = json!(sum(&this_month));
+            out["budget_daily"] = json!(self.config.budget.daily.map(money::as_f64));
+            out["budget_monthly"] = json!(self.config.budget.monthly.map(money::as_f64));
+        }
+        Ok(out)
+    }
+
+    /// What `caller` spent today (the terminal workspace's status line).
+    pub async fn today(&self, caller: &Caller) -> Result<Micros, StoreError> {
+        let windows = self.config.zone.windows(now_ms());
+        Ok(self.totals(caller, &windows).await?.caller_day)
+    }
+}
+
+/// How `usage` groups the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grouping {
+    Caller,
+    Tool,
+    Day,
+    Model,
+}
+
+/// One line of `usage`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub key: String,
+    pub requests: u64,
+    /// Of those, priced by us (the API reported no cost).
+    pub estimated: u64,
+    pub total: Micros,
+}
+
+impl Spend {
+    /// The ledger since `since_ms`, grouped (days in the budget zone), in first-seen order
+    /// for days and largest first otherwise.
+    pub async fn usage(&self, since_ms: i64, by: Grouping) -> Result<Vec<Group>, StoreError> {
+        let rows = self.store.with(move |s| s.ledger_since(since_ms)).await?;
+        let mut groups: Vec<Group> = Vec::new();
+        for r in rows {
+            let key = match by {
+                Grouping::Caller => r.caller_name.clone(),
+                Grouping::Tool => r.tool.clone(),
+                Grouping::Day => self.config.zone.day_of(r.at_ms),
+                Grouping::Model => {
+                    r.model
+                        .clone()
+                        .unwrap_or_else(|| match r.request.starts_with("search:") {
+                            true => "(search api)".to_owned(),
+                            false => "(not reported)".to_owned(),
+                        })
+                }
+            };
+            let at = match groups.iter().position(|g| g.key == key) {
+                Some(at) => at,
+                None => {
+                    groups.push(Group {
+                        key,
+                        requests: 0,
+                        estimated: 0,
+                        total: 0,
+                    });
+                    groups.len() - 1
+                }
+            };
+            let g = &mut groups[at];
+            g.requests += 1;
+            g.estimated += u64::from(r.estimated);
+            g.total = g.total.saturating_add(r.total_micros);
+        }
+        if by != Grouping::Day {
+            groups.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.key.cmp(&b.key)));
+        }
+        Ok(groups)
+    }
+}
+
+impl Limit<'_> {
+    fn refusal(&self, tool: &str, estimate: Micros) -> String {
+        if !self.disclose {
+            return format!(
+                "Refused before any request to Perplexity: {} has no room for this {tool} call. It resets at {}. Calls that only read results (perplexity_agent_result, responses_retrieve, retrieve) and fetch_url still work.",
+                capitalised(&self.name),
+                self.resets,
+            );
+        }
+        let held = if self.held > 0 {
+            format!(
+                ", and {} {CURRENCY} is held by calls still running",
+                money::format(self.held)
+            )
+        } else {
+            String::new()
+        };
+        let when = if self.period == "daily" {
+            "today"
+        } else {
+            "this month"
+        };
+        format!(
+            "Refused before any request to Perplexity: {} ({} {CURRENCY}) has no room for this {tool} call (about {} {CURRENCY}). Spent {when}: {} {CURRENCY}{held}. It resets at {}. Calls that only read results (perplexity_agent_result, responses_retrieve, retrieve) and fetch_url still work.",
+            capitalised(&self.name),
+            money::format(self.limit),
+            money::format(estimate),
+            money::format(self.spent),
+            self.resets,
+        )
+    }
+
+    fn warning(&self) -> String {
+        if !self.disclose {
+            return format!(
+                "Budget: {}% of {} is spent; it resets at {}.",
+                self.spent * 100 / self.limit.max(1),
+                self.name,
+                self.resets
+            );
+        }
+        format!(
+            "Budget: {}% of {} is spent ({} of {} {CURRENCY}); it resets at {}.",
+            self.spent * 100 / self.limit.max(1),
+            self.name,
+            money::format(self.spent),
+            money::format(self.limit),
+            self.resets,
+        )
+    }
+}
+
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
+}
+
+/// How a refusal names the caller whose budget it is.
+fn describe(caller: &Caller) -> String {
+    match caller.issuer() {
+        Some(_) => format!("token subject '{}'", caller.name()),
+        None => format!("client '{}'", caller.name()),
+    }
+}
+
+fn row(who: &Billing<'_>, m: Metered, per_run: Micros, task_id: Option<&str>) -> LedgerRow {
+    let base = LedgerRow {
+        request: m.key,
+        at_ms: now_ms(),
+        caller: who.caller.key().to_owned(),
+        caller_name: who.caller.name().to_owned(),
+        front_end: who.front_end.as_str().to_owned(),
+        tool: who.tool.to_owned(),
+        task_id: task_id.map(str::to_owned),
+        model: m.model.clone(),
+        tokens: Tokens::default(),
+        costs: None,
+        total_micros: prices::SEARCH_REQUEST,
+        currency: CURRENCY.to_owned(),
+        estimated: true,
+    };
+    match m.kind {
+        MeteredKind::Search => LedgerRow {
+            tokens: Tokens {
+                search_queries: Some(1),
+                ..Tokens::default()
+            },
+            ..base
+        },
+        MeteredKind::Run => {
+            let cost = prices::run_cost(m.usage.as_ref(), m.model.as_deref(), per_run);
+            LedgerRow {
+                tokens: cost.tokens,
+                costs: cost.costs.map(|c| c.to_string()),
+                total_micros: cost.total,
+                currency: cost.currency,
+                estimated: cost.estimated,
+                ..base
+            }
+        }
+    }
+}
+
+/// Unfinished runs stop holding budget after a day; at most [`MAX_PENDING`] are kept.
+fn prune(held: &mut HashMap<u64, Held>) {
+    held.retain(|_, h| h.run.is_none() || h.since.elapsed() < PENDING_HOLD);
+    let pending = held.values().filter(|h| h.run.is_some()).count();
+    if pending > MAX_PENDING {
+        let mut oldest: Vec<(u64, Instant)> = held
+            .iter()
+            .filter(|(_, h)| h.run.is_some())
+            .map(|(id, h)| (*id, h.since))
+            .collect();
+        oldest.sort_by_key(|(_, since)| *since);
+        for (id, _) in oldest.into_iter().take(pending - MAX_PENDING) {
+            held.remove(&id);
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
