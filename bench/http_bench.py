@@ -17,7 +17,8 @@ load generator). Two phases, in one run, against one loopback fake-perplexity:
      ours-jwt-es256, ours-jwt-rs256
                   as ours, an OAuth access token (PERPLEXITY_OAUTH_ISSUER) signed ES256 /
                   RS256 by a real OpenID provider (tests/oidc, oauth2-mock-server; with
-                  --oidc DIR), its key cached after the first request.
+                  --oidc DIR), its key cached after the first request;
+     ours-metrics as ours, with PERPLEXITY_METRICS=on (then /metrics is scraped and timed).
    The server's CPU time (/proc/PID/stat), the load generator's (os.times of reaped children) and the whole
    machine's (/proc/stat) are recorded for each run, so the share taken by other work on
    this shared machine is visible.
@@ -241,7 +242,8 @@ class Server:
     """One HTTP MCP server process (ours or the node peer)."""
 
     def __init__(self, kind: str, a, fake: Fake, tmp: str, tag: str,
-                 auth: str = "token", provider: Provider | None = None, alg: str = ""):
+                 auth: str = "token", provider: Provider | None = None, alg: str = "",
+                 extra: dict | None = None):
         """`auth` (ours only): `token` (PERPLEXITY_HTTP_AUTH_TOKEN), `clients` (a clients
         file of one client) or `oauth` (tokens from `provider`, signed `alg`)."""
         self.kind = kind
@@ -275,6 +277,7 @@ class Server:
                 "PERPLEXITY_RATE_BURST": str(a.rate_burst),
                 "PERPLEXITY_RATE_PER_MINUTE": str(a.rate_per_minute),
                 "PERPLEXITY_HTTP_MAX_IN_FLIGHT": str(a.max_in_flight),
+                **(extra or {}),
             })
             self.argv = [a.ours, "serve", "--http", "--bind", bind]
             self.p = spawn(self.argv, env, self.stderr_path)
@@ -345,8 +348,10 @@ def throughput_spec(key: str, srv: Server) -> dict:
 
 
 # The stateless tools/list of `ours`, under each way of authenticating: (auth, alg).
+# `ours-metrics`: the single token with PERPLEXITY_METRICS=on (what recording costs).
 AUTH_CONTENDERS = {"ours": ("token", ""), "ours-clients": ("clients", ""),
-                   "ours-jwt-es256": ("oauth", "ES256"), "ours-jwt-rs256": ("oauth", "RS256")}
+                   "ours-jwt-es256": ("oauth", "ES256"), "ours-jwt-rs256": ("oauth", "RS256"),
+                   "ours-metrics": ("token", "")}
 
 
 def burst_spec(kind: str, srv: Server) -> dict:
@@ -559,8 +564,27 @@ def machine_info() -> dict:
     return info
 
 
+def time_scrapes(srv: "Server", n: int = 50) -> dict:
+    """`GET /metrics` of a server after its load (loopback, no token): n scrapes, timed
+    one at a time from the client's side, and what the exposition holds."""
+    url = f"http://127.0.0.1:{srv.port}/metrics"
+    times, body = [], b""
+    for _ in range(n):
+        t0 = time.perf_counter()
+        status, _, body = http("GET", url)
+        times.append((time.perf_counter() - t0) * 1000)
+        if status != 200:
+            raise BenchError(f"/metrics answered {status}")
+    text = body.decode()
+    series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+    times.sort()
+    return {"scrapes": n, "p50_ms": round(statistics.median(times), 3),
+            "p99_ms": round(times[min(n - 1, int(n * 0.99))], 3), "series": series,
+            "bytes": len(body)}
+
+
 def render(a, info, tp: dict, tp_specs: dict, tp_rss: dict, mem: dict, unavailable: dict,
-           node_version: str | None) -> str:
+           node_version: str | None, scrape: dict | None = None) -> str:
     L = []
     L.append("# Streamable HTTP benchmark\n")
     L.append(f"- date: {info['date']}; CPU: {info['cpu']} × {info['nproc']}; "
@@ -619,14 +643,20 @@ def render(a, info, tp: dict, tp_specs: dict, tp_rss: dict, mem: dict, unavailab
     auth_keys = [k for k in list(AUTH_CONTENDERS)[1:] if k in summary]
     if "ours" in summary and auth_keys:
         s = summary["ours"]
-        L.append("Authentication, each against `ours` (the single token) in the same run: the "
-                 "extra server CPU per request is what finding the caller costs.\n")
+        L.append("Each against `ours` (the single token) in the same run: for the other ways "
+                 "to authenticate, the extra server CPU per request is what finding the caller "
+                 "costs; for `ours-metrics` (PERPLEXITY_METRICS=on), what recording the "
+                 "metrics costs.\n")
         for k in auth_keys:
             o = summary[k]
             L.append(f"- {k}: req/s {o['rps'] / s['rps']:.2f}× of ours, p99 "
                      f"{fmt_ms(o['p99'])} vs {fmt_ms(s['p99'])}, CPU per request "
                      f"{o['cpu_req'] - s['cpu_req']:+.1f} µs")
         L.append("")
+    if scrape:
+        L.append(f"`GET /metrics` of ours-metrics after its runs: {scrape['series']} series, "
+                 f"{scrape['bytes']:,} bytes, p50 {scrape['p50_ms']} ms, p99 {scrape['p99_ms']} ms "
+                 f"over {scrape['scrapes']} scrapes (one at a time, client side).\n")
     L.append("Peak RSS of the throughput servers after all runs (VmHWM): " + ", ".join(
         f"{k}: {fmt_mib(v)}" for k, v in tp_rss.items()) + "\n")
 
@@ -740,6 +770,7 @@ def main() -> int:
     tp_specs: dict[str, str] = {}
     tp_rss: dict[str, float | None] = {}
     mem: dict[str, dict] = {}
+    scrape: dict = {}
     try:
         fake = Fake(a.fake, tmp)
         print(f"[http] fake-perplexity at {fake.base}", file=sys.stderr)
@@ -753,6 +784,9 @@ def main() -> int:
             if not a.skip_auth:
                 servers["ours-clients"] = Server("ours", a, fake, tmp, "clients", auth="clients")
                 contenders.append(("ours-clients", servers["ours-clients"]))
+                servers["ours-metrics"] = Server("ours", a, fake, tmp, "metrics",
+                                                 extra={"PERPLEXITY_METRICS": "on"})
+                contenders.append(("ours-metrics", servers["ours-metrics"]))
                 if a.oidc:
                     provider = Provider(a, tmp, "http://127.0.0.1:1/unused")
                     for key in ("ours-jwt-es256", "ours-jwt-rs256"):
@@ -783,6 +817,9 @@ def main() -> int:
                           + (f", errors {res['non_2xx']}/{res['bad_body']}/{res['errors']}: "
                              f"{res['first_error']}" if res["first_error"] else ""),
                           file=sys.stderr)
+            if "ours-metrics" in servers:
+                scrape.update(time_scrapes(servers["ours-metrics"]))
+                print(f"[http] /metrics: {scrape}", file=sys.stderr)
             for key, srv in servers.items():
                 tp_rss[key] = status_kib(srv.pid, "VmHWM")
                 srv.stop()
@@ -805,7 +842,7 @@ def main() -> int:
                     print(f"[http]   {kind} memory failed: {e}", file=sys.stderr)
             for kind, why in unavailable.items():
                 mem.setdefault(kind, {"error": why})
-        report = render(a, info, tp, tp_specs, tp_rss, mem, unavailable, node_version)
+        report = render(a, info, tp, tp_specs, tp_rss, mem, unavailable, node_version, scrape)
         print(report)
         if a.out:
             os.makedirs(a.out, exist_ok=True)
@@ -814,7 +851,8 @@ def main() -> int:
             with open(os.path.join(a.out, "http-results.json"), "w") as f:
                 json.dump({"args": vars(a), "machine": info, "throughput": tp,
                            "throughput_sent": tp_specs, "throughput_hwm_kib": tp_rss,
-                           "memory": mem, "unavailable": unavailable}, f, indent=1)
+                           "memory": mem, "unavailable": unavailable, "scrape": scrape},
+                          f, indent=1)
         return 0
     except BenchError as e:
         print(f"[http] failed: {e}", file=sys.stderr)

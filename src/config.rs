@@ -384,6 +384,15 @@ pub struct HttpConfig {
     /// How long a client may take to send a request's headers, or its body, or to send
     /// anything at all on an idle keep-alive connection.
     pub read_timeout: Duration,
+    /// `GET /metrics` (`PERPLEXITY_METRICS=on`); `None`: there is no such route.
+    pub metrics: Option<MetricsAccess>,
+}
+
+/// Who may scrape `/metrics`.
+#[derive(Clone)]
+pub struct MetricsAccess {
+    /// SHA-256 of `PERPLEXITY_METRICS_TOKEN`; `None`: loopback peers only.
+    pub token: Option<[u8; 32]>,
 }
 
 impl fmt::Debug for HttpConfig {
@@ -484,7 +493,46 @@ impl HttpConfig {
                 1,
                 3600,
             )?),
+            metrics: metrics_access(&env)?,
         })
+    }
+}
+
+/// `PERPLEXITY_METRICS` (`on`/`off`, default off) and `PERPLEXITY_METRICS_TOKEN`.
+fn metrics_access(
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<MetricsAccess>, ConfigError> {
+    let on = match env("PERPLEXITY_METRICS")
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("" | "off" | "false" | "0") => false,
+        Some("on" | "true" | "1") => true,
+        Some(other) => {
+            return Err(ConfigError {
+                variable: "PERPLEXITY_METRICS",
+                problem: format!("{other:?} is neither on nor off"),
+            });
+        }
+    };
+    let token = env("PERPLEXITY_METRICS_TOKEN").filter(|t| !t.trim().is_empty());
+    match (on, token) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err(ConfigError {
+            variable: "PERPLEXITY_METRICS_TOKEN",
+            problem: "is set but PERPLEXITY_METRICS is not on: set PERPLEXITY_METRICS=on to serve /metrics".to_owned(),
+        }),
+        (true, None) => Ok(Some(MetricsAccess { token: None })),
+        (true, Some(token)) if token.chars().count() < MIN_HTTP_TOKEN_CHARS => Err(ConfigError {
+            variable: "PERPLEXITY_METRICS_TOKEN",
+            problem: format!("is shorter than {MIN_HTTP_TOKEN_CHARS} characters; generate one with `openssl rand -hex 32`"),
+        }),
+        (true, Some(token)) => {
+            use sha2::Digest;
+            let token = secrecy::SecretString::from(token);
+            let digest: [u8; 32] = sha2::Sha256::digest(secrecy::ExposeSecret::expose_secret(&token).as_bytes()).into();
+            Ok(Some(MetricsAccess { token: Some(digest) }))
+        }
     }
 }
 

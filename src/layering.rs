@@ -19,15 +19,17 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("random", &[]),
     ("net", &[]),
     ("signals", &[]),
+    // Prometheus metrics: the names, and a helper per event (off unless exported).
+    ("telemetry", &[]),
     ("text", &[]),
     // Controls and stores.
-    ("guard", &["call", "files", "random"]),
+    ("guard", &["call", "files", "random", "telemetry"]),
     ("store", &["files", "random"]),
     // What calls cost: the ledger (in the store) and the budgets.
-    ("spend", &["call", "perplexity", "store"]),
+    ("spend", &["call", "perplexity", "store", "telemetry"]),
     // Egress.
     ("fetch", &["net", "text"]),
-    ("perplexity", &["net", "text"]),
+    ("perplexity", &["net", "telemetry", "text"]),
     // The tools, and the gateway that offers other servers' tools beside them.
     (
         "gateway",
@@ -47,6 +49,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "random",
             "spend",
             "store",
+            "telemetry",
             "text",
         ],
     ),
@@ -87,6 +90,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "random",
             "signals",
             "store",
+            "telemetry",
             "text",
             "tools",
         ],

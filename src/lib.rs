@@ -47,6 +47,7 @@ pub mod random;
 pub mod signals;
 pub mod spend;
 pub mod store;
+pub mod telemetry;
 pub mod text;
 pub mod tools;
 pub mod tui;

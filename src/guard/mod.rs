@@ -24,6 +24,7 @@ use serde_json::{Map, Value, json};
 
 use crate::call::{Budget, CallFacts, Caller, FrontEnd, Refusal, ToolOutput, Trace};
 use crate::random::secure_hex;
+use crate::telemetry;
 use audit::{AuditLog, sha256_hex, sorted};
 use metrics::{Metrics, Outcome};
 use offload::Offload;
@@ -129,6 +130,8 @@ impl Guard {
     /// Records a call whose input was rejected (it costs no token).
     pub fn rejected(&self, who: Charge<'_>, tool: &str, params: &Value, output: &ToolOutput) {
         self.metrics.ended(tool, Outcome::Rejected, None);
+        let ending = telemetry::Ending::Refused(telemetry::Refusal::Validation);
+        telemetry::call_ended(tool, who.front_end.as_str(), ending, None);
         let call_id = new_call_id();
         let (front_end, caller) = (who.front_end, who.caller);
         self.write(
@@ -170,6 +173,8 @@ impl Guard {
             f.insert("retry_after_ms".into(), json!(wait.as_millis() as u64));
             self.write("rate_limited", at, tool, &call_id, f);
             self.metrics.ended(tool, Outcome::RateLimited, None);
+            let ending = telemetry::Ending::Refused(telemetry::Refusal::Rate);
+            telemetry::call_ended(tool, who.front_end.as_str(), ending, None);
             return Err(Refusal::RateLimited { retry_after: wait });
         }
         self.metrics.started_call();
@@ -257,6 +262,12 @@ impl Guard {
     pub fn abandoned(&self, pass: Pass, run_ids: &[String], task_id: Option<&str>) {
         self.metrics
             .ended(&pass.tool, Outcome::Abandoned, Some(pass.started.elapsed()));
+        telemetry::call_ended(
+            &pass.tool,
+            pass.front_end.as_str(),
+            telemetry::Ending::Abandoned,
+            Some(pass.started.elapsed()),
+        );
         let mut f = Map::new();
         f.insert("duration_ms".into(), json!(elapsed_ms(pass.started)));
         f.insert("abandoned".into(), json!(true));
@@ -314,6 +325,13 @@ impl Pass {
         self.guard
             .metrics
             .ended(&self.tool, outcome, Some(self.started.elapsed()));
+        let ending = match (facts.refused, output.is_error) {
+            (Some(_), _) => telemetry::Ending::Refused(telemetry::Refusal::Budget),
+            (None, true) => telemetry::Ending::Error,
+            (None, false) => telemetry::Ending::Ok,
+        };
+        let took = Some(self.started.elapsed());
+        telemetry::call_ended(&self.tool, self.front_end.as_str(), ending, took);
         let mut f = Map::new();
         f.insert("validation".into(), json!("ok"));
         f.insert("is_error".into(), json!(output.is_error));

@@ -525,6 +525,7 @@ impl Dispatcher {
             ));
         };
         if let Some(refused) = who.refusal(&tool) {
+            crate::telemetry::refused(crate::telemetry::Refusal::Scope);
             return Err(RpcError::new(code::INVALID_PARAMS, refused));
         }
         let arguments = match params.remove("arguments") {

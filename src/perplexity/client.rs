@@ -114,6 +114,17 @@ impl<'a> Request<'a> {
         self.body = Some(body);
         self
     }
+
+    /// What the request is, as a metrics label (fixed words, never the path's run id).
+    fn endpoint(&self) -> &'static str {
+        match (&self.method, self.path) {
+            (_, p) if p.ends_with("/cancel") => "cancel",
+            (_, p) if p.ends_with("/search") => "search",
+            (_, p) if p.ends_with("/models") => "models",
+            (&Method::POST, _) => "create",
+            _ => "retrieve",
+        }
+    }
 }
 
 pub(crate) enum Success {
@@ -254,7 +265,16 @@ impl PerplexityClient {
         let mut attempt = 1;
         loop {
             let timeout = self.attempt_timeout(deadline);
-            let failure = match self.attempt(request, timeout).await {
+            let started = Instant::now();
+            let attempted = self.attempt(request, timeout).await;
+            let sent = match &attempted {
+                Ok(_) => Some(Some(200)),
+                Err(failure) => failure.error.sent_status(),
+            };
+            if let Some(status) = sent {
+                crate::telemetry::upstream(request.endpoint(), status, started.elapsed());
+            }
+            let failure = match attempted {
                 Ok(success) => return Ok(success),
                 Err(failure) => failure,
             };
@@ -294,6 +314,7 @@ impl PerplexityClient {
             }
             tokio::time::sleep(pause).await;
             self.retries.fetch_add(1, Ordering::Relaxed);
+            crate::telemetry::retried();
             attempt += 1;
         }
     }

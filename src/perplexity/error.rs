@@ -59,6 +59,24 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// For metrics: `None` when nothing was sent (no key, an open circuit), `Some(None)`
+    /// when no answer came, else the answer's status.
+    pub fn sent_status(&self) -> Option<Option<u16>> {
+        match self {
+            ApiError::MissingKey
+            | ApiError::UnsendableKey
+            | ApiError::ClientSetup
+            | ApiError::CircuitOpen { .. } => None,
+            ApiError::Redirect(code) | ApiError::InvalidJson(code) => Some(Some(*code)),
+            ApiError::Status { code, .. } => Some(Some(*code)),
+            ApiError::TooLarge(_) => Some(Some(200)),
+            ApiError::Network(_) => Some(None),
+            ApiError::AttemptsExhausted { last, .. } | ApiError::DeadlineExceeded(last) => {
+                last.sent_status()
+            }
+        }
+    }
+
     /// 429/500/502/503/504 and network failures are worth another attempt; nothing else
     /// (a redirect, an oversized or invalid body, a 4xx) would go differently next time.
     pub fn is_retryable(&self) -> bool {

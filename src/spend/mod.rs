@@ -217,13 +217,30 @@ impl Spend {
             .collect();
         if !rows.is_empty() {
             let retention = self.config.retention_days;
+            // The metric counts each row once, as the ledger does (a second report of a run
+            // is not new); OAuth subjects share one label (the caller label is bounded).
+            let label = match who.caller.issuer() {
+                Some(_) => "oauth".to_owned(),
+                None => who.caller.name().to_owned(),
+            };
+            let costs: Vec<i64> = rows.iter().map(|r| r.total_micros).collect();
             match self
                 .store
                 .with(move |s| s.record_spend(&rows, retention))
                 .await
             {
-                Ok(_) => {}
-                Err(StoreError::NotConfigured) => {}
+                Ok(new) => {
+                    for (micros, _) in costs.iter().zip(new).filter(|(_, new)| *new) {
+                        crate::telemetry::spent(&label, who.tool, *micros);
+                    }
+                }
+                // Without a ledger nothing tells a repeated report from a new one: the
+                // metric counts every one (said in docs/http.md).
+                Err(StoreError::NotConfigured) => {
+                    for micros in &costs {
+                        crate::telemetry::spent(&label, who.tool, *micros);
+                    }
+                }
                 Err(e) => {
                     if !self.warned.swap(true, Ordering::Relaxed) {
                         tracing::warn!(

@@ -241,7 +241,9 @@ impl Tools {
         slots: Option<&Slots>,
     ) -> Result<Admitted, Refusal> {
         let validated = self.validate(who, name, args)?;
-        let slot = slots.map(Slots::take).transpose()?;
+        let slot = slots.map(Slots::take).transpose().inspect_err(|_| {
+            crate::telemetry::refused(crate::telemetry::Refusal::Busy);
+        })?;
         self.admit(who, validated, slot)
     }
 

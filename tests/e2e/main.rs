@@ -45,6 +45,8 @@ mod http_abuse;
 mod install;
 /// The three lifecycle tools: bodies, waits, progress, reference texts.
 mod lifecycle;
+/// `GET /metrics`: its access rules, promtool and a real Prometheus.
+mod metrics;
 /// OAuth 2.1 access tokens from a real OpenID provider: refusals, scopes, key rotation.
 mod oauth;
 /// `responses_create` / `responses_retrieve` and function calls.

@@ -113,7 +113,7 @@ pub async fn serve(
         };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!(kind = ?e.kind(), "cannot accept a connection");
@@ -123,8 +123,19 @@ pub async fn serve(
             },
             () = stop.cancelled() => break,
         };
+        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        // The peer address rides on each request: `/metrics` without a token answers
+        // loopback peers only.
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            app.clone(),
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                request
+            },
+        ));
         let stop = stop.clone();
         let header_timeout = limits.header_timeout;
         let stream = Stamped {
@@ -132,6 +143,7 @@ pub async fn serve(
             progress: progress.clone(),
         };
         tokio::spawn(async move {
+            crate::telemetry::connection(1.0);
             let mut builder = http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
@@ -145,6 +157,7 @@ pub async fn serve(
                     let _ = conn.await;
                 }
             }
+            crate::telemetry::connection(-1.0);
             drop(permit);
         });
     }

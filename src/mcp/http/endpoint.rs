@@ -208,6 +208,7 @@ fn route(
         _ => None,
     };
     if let Some(refused) = tool.and_then(|tool| endpoint.auth.insufficient_scope(&who, tool)) {
+        crate::telemetry::refused(crate::telemetry::Refusal::Scope);
         return Routed::Answered(refused);
     }
     let has_version_meta =

@@ -58,6 +58,9 @@ pub trait Handler: Send + Sync + 'static {
     fn header_params(&self, _tool: &str) -> Vec<(String, String)> {
         Vec::new()
     }
+
+    /// Sets the gauges read at scrape time (`/metrics`): what only the handler knows.
+    fn observe(&self) {}
 }
 
 /// The `x-mcp-header` parameters declared in a tool's `inputSchema`.

@@ -86,11 +86,23 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
         stopping: CancellationToken::new(),
     });
     let metadata = auth.verifier().map(|v| Arc::new(v.metadata().to_string()));
-    let app = router(
-        endpoint.clone(),
-        Arc::new(Policy::new(&config, auth, longest)),
-        metadata,
-    );
+    if config.metrics.is_some()
+        && let Err(problem) = crate::telemetry::install()
+    {
+        eprintln!("perplexity-agent: {problem}");
+        return 4;
+    }
+    let policy = Arc::new(Policy::new(&config, auth, longest));
+    let mut app = router(endpoint.clone(), policy.clone(), metadata);
+    if let Some(access) = config.metrics.clone() {
+        let endpoint = endpoint.clone();
+        app = app.route(
+            "/metrics",
+            get(move |request: axum::extract::Request| {
+                scrape(endpoint.clone(), policy.clone(), access.clone(), request)
+            }),
+        );
+    }
 
     crate::signals::watch(stop.clone());
     let limits = accept::Limits {
@@ -125,6 +137,30 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
         }
     }
     0
+}
+
+/// `GET /metrics`: the Prometheus text exposition, to whoever `policy::metrics_refused`
+/// lets through; the gauges only the handler knows are read now.
+async fn scrape(
+    endpoint: Arc<Endpoint>,
+    policy: Arc<Policy>,
+    access: crate::config::MetricsAccess,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    if let Some(refused) = policy::metrics_refused(&policy, &request, &access) {
+        return refused;
+    }
+    endpoint.handler.observe();
+    crate::telemetry::sessions(endpoint.sessions.len());
+    let text = crate::telemetry::render().unwrap_or_default();
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }
 
 fn router(endpoint: Arc<Endpoint>, policy: Arc<Policy>, metadata: Option<Arc<String>>) -> Router {

@@ -445,6 +445,53 @@ async fn authenticate(policy: &Policy, headers: &HeaderMap) -> Result<Identity, 
     Err(unauthorized("Bearer realm=\"perplexity-agent\""))
 }
 
+/// Who may read `GET /metrics`: the head bound and the Host/Origin rules of `/mcp` (a
+/// page rebinding a name to loopback must not read the counters), then the metrics token
+/// when one is set — constant-time, as the callers' tokens — else only a loopback peer
+/// (the counters name callers and their spend: not for the network without a token).
+pub fn metrics_refused(
+    policy: &Policy,
+    request: &Request,
+    access: &crate::config::MetricsAccess,
+) -> Option<Response> {
+    if let Some(refused) = head_refused(request.headers()) {
+        return Some(refused);
+    }
+    if let Some(refused) = check_host_and_origin(policy, request) {
+        return Some(refused);
+    }
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    scraper_refused(request.headers(), peer, access)
+}
+
+/// The token, or else the peer's address, of a scrape.
+fn scraper_refused(
+    headers: &HeaderMap,
+    peer: Option<std::net::IpAddr>,
+    access: &crate::config::MetricsAccess,
+) -> Option<Response> {
+    match &access.token {
+        Some(expected) => {
+            let presented = bearer(headers).map(digest_of);
+            let ok = presented.is_some_and(|d| bool::from(d.ct_eq(expected)));
+            (!ok).then(|| unauthorized("Bearer realm=\"metrics\""))
+        }
+        None => {
+            // `::ffff:127.0.0.1` is loopback too (a dual-stack listener's IPv4 peer).
+            let peer = peer.map(|ip| ip.to_canonical());
+            (!peer.is_some_and(|ip| ip.is_loopback())).then(|| {
+                closing(plain(
+                    StatusCode::FORBIDDEN,
+                    "Metrics are served to loopback peers only; set PERPLEXITY_METRICS_TOKEN to scrape from elsewhere.",
+                ))
+            })
+        }
+    }
+}
+
 fn unauthorized(challenge: &str) -> Response {
     let mut response = closing(plain(
         StatusCode::UNAUTHORIZED,
@@ -577,6 +624,43 @@ mod tests {
             ("authorization", &format!("Bearer {token}")),
         ]);
         assert!(!matches(&twice), "exactly one header");
+    }
+
+    #[test]
+    fn scrapers_need_the_metrics_token_or_a_loopback_address() {
+        use crate::config::MetricsAccess;
+        let open = MetricsAccess { token: None };
+        let refused = |h: &HeaderMap, peer: Option<&str>, a: &MetricsAccess| {
+            scraper_refused(h, peer.map(|p| p.parse().unwrap()), a).map(|r| r.status())
+        };
+        let none = HeaderMap::new();
+        for ok in ["127.0.0.1", "127.9.9.9", "::1", "::ffff:127.0.0.1"] {
+            assert_eq!(refused(&none, Some(ok), &open), None, "{ok}");
+        }
+        for far in ["10.0.0.1", "192.168.1.5", "::ffff:10.0.0.1", "fe80::1"] {
+            assert_eq!(
+                refused(&none, Some(far), &open),
+                Some(StatusCode::FORBIDDEN),
+                "{far}"
+            );
+        }
+        assert_eq!(refused(&none, None, &open), Some(StatusCode::FORBIDDEN));
+        let token = "m".repeat(40);
+        let guarded = MetricsAccess {
+            token: Some(digest_of(token.as_bytes())),
+        };
+        let right = headers(&[("authorization", &format!("Bearer {token}"))]);
+        let wrong = headers(&[("authorization", "Bearer mmmm")]);
+        // With a token, the address does not matter either way.
+        assert_eq!(refused(&right, Some("10.0.0.1"), &guarded), None);
+        assert_eq!(
+            refused(&wrong, Some("127.0.0.1"), &guarded),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            refused(&none, Some("127.0.0.1"), &guarded),
+            Some(StatusCode::UNAUTHORIZED)
+        );
     }
 
     #[test]

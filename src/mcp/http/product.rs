@@ -15,6 +15,20 @@ pub struct Product {
 }
 
 impl Handler for Product {
+    fn observe(&self) {
+        let tools = self.dispatcher.tools();
+        let client = tools.client();
+        let snapshot = tools.guard().metrics(crate::guard::metrics::Upstream {
+            retries: client.retries(),
+            circuit_open: client.circuit_open(),
+        });
+        crate::telemetry::gauges(
+            client.circuit_open(),
+            snapshot["calls_in_flight"].as_i64().unwrap_or(0),
+            snapshot["tasks"]["in_flight"].as_i64().unwrap_or(0),
+        );
+    }
+
     fn streams(&self, request: &Incoming) -> bool {
         // A task subscription is a stream of notifications by nature.
         request.method == "subscriptions/listen"

@@ -38,6 +38,11 @@ struct Session {
 }
 
 impl Sessions {
+    /// Sessions alive now (the `/metrics` gauge).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
     /// A new session id: 128 bits from the OS CSPRNG, lowercase hex (visible ASCII).
     pub fn create(&self, owner: &str) -> String {
         let id = secure_hex::<16>();

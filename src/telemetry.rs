@@ -1,0 +1,218 @@
+//! Prometheus metrics: one list of names, one helper per event, fed from wherever the
+//! event happens (the guard, the Perplexity client, the spend ledger, the HTTP accept
+//! loop) through the `metrics` facade and rendered by `GET /metrics` in the Prometheus
+//! text format (`metrics-exporter-prometheus`, which `promtool check metrics` accepts).
+//!
+//! - Off unless `PERPLEXITY_METRICS=on`: without an installed recorder every helper is a
+//!   no-op, so a server that does not export pays nothing.
+//! - No label carries a secret, a query, a URL or an unbounded value: tools are the
+//!   catalogue's and the operator's gateway's; callers are named clients (bounded by the
+//!   clients file), `default` or `local`, and every OAuth subject is counted under one
+//!   `oauth` label (a provider could mint subjects without end); upstream endpoints and
+//!   status classes are fixed words.
+//!
+//! Touches: nothing outside the process.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+const BUILD_INFO: &str = "perplexity_agent_build_info";
+const CALLS: &str = "perplexity_agent_calls_total";
+const REFUSALS: &str = "perplexity_agent_refusals_total";
+const CALL_SECONDS: &str = "perplexity_agent_call_duration_seconds";
+const UPSTREAM: &str = "perplexity_agent_upstream_requests_total";
+const UPSTREAM_SECONDS: &str = "perplexity_agent_upstream_request_duration_seconds";
+const RETRIES: &str = "perplexity_agent_upstream_retries_total";
+const CIRCUIT: &str = "perplexity_agent_upstream_circuit_open";
+const CALLS_IN_FLIGHT: &str = "perplexity_agent_calls_in_flight";
+const TASKS_IN_FLIGHT: &str = "perplexity_agent_tasks_in_flight";
+const CONNECTIONS: &str = "perplexity_agent_http_connections";
+const SESSIONS: &str = "perplexity_agent_http_sessions";
+const SPEND: &str = "perplexity_agent_spend_microdollars_total";
+
+/// Seconds: a tools/list answers in microseconds, a research call takes minutes.
+const BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0,
+];
+
+static EXPORTER: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process's recorder (once; later calls return the same handle).
+pub fn install() -> Result<&'static PrometheusHandle, String> {
+    if let Some(handle) = EXPORTER.get() {
+        return Ok(handle);
+    }
+    let recorder = PrometheusBuilder::new()
+        .set_buckets(BUCKETS)
+        .map_err(|e| format!("metrics: {e}"))?
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder)
+        .map_err(|_| "metrics: a recorder is installed already".to_owned())?;
+    describe();
+    gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    Ok(EXPORTER.get_or_init(|| handle))
+}
+
+/// The exposition, or `None` when metrics are off.
+pub fn render() -> Option<String> {
+    let handle = EXPORTER.get()?;
+    handle.run_upkeep();
+    Some(handle.render())
+}
+
+fn describe() {
+    describe_gauge!(
+        BUILD_INFO,
+        "Always 1; the version label says which build answers."
+    );
+    describe_counter!(
+        CALLS,
+        "Tool calls that ended, by tool, front end and outcome (ok, error, refused, abandoned)."
+    );
+    describe_counter!(
+        REFUSALS,
+        "Tool calls refused before any upstream request, by reason (validation, rate, busy, budget, scope)."
+    );
+    describe_histogram!(
+        CALL_SECONDS,
+        Unit::Seconds,
+        "Time from admission to result, per tool."
+    );
+    describe_counter!(
+        UPSTREAM,
+        "Requests to Perplexity, by endpoint and status class (2xx, 4xx, 5xx, error for no answer)."
+    );
+    describe_histogram!(
+        UPSTREAM_SECONDS,
+        Unit::Seconds,
+        "Time of one request to Perplexity (one attempt), per endpoint."
+    );
+    describe_counter!(RETRIES, "Requests to Perplexity that were retried.");
+    describe_gauge!(
+        CIRCUIT,
+        "1 while the circuit breaker holds requests to Perplexity back."
+    );
+    describe_gauge!(CALLS_IN_FLIGHT, "Tool calls running now.");
+    describe_gauge!(TASKS_IN_FLIGHT, "MCP tasks running in this process now.");
+    describe_gauge!(CONNECTIONS, "Open HTTP connections.");
+    describe_gauge!(SESSIONS, "Legacy (2025-11-25) HTTP sessions alive.");
+    describe_counter!(
+        SPEND,
+        "What billable requests cost, in millionths of the API's currency (USD), by caller and tool: reported by Perplexity or estimated."
+    );
+}
+
+/// How a call ended, for [`call_ended`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Ok,
+    Error,
+    Refused(Refusal),
+    Abandoned,
+}
+
+/// Why a call was refused before any upstream request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    Validation,
+    Rate,
+    Busy,
+    Budget,
+    Scope,
+}
+
+impl Refusal {
+    fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Validation => "validation",
+            Refusal::Rate => "rate",
+            Refusal::Busy => "busy",
+            Refusal::Budget => "budget",
+            Refusal::Scope => "scope",
+        }
+    }
+}
+
+/// A call ended (`took`: from admission, for those that were admitted).
+pub fn call_ended(tool: &str, front_end: &'static str, ending: Ending, took: Option<Duration>) {
+    if EXPORTER.get().is_none() {
+        return;
+    }
+    let outcome = match ending {
+        Ending::Ok => "ok",
+        Ending::Error => "error",
+        Ending::Abandoned => "abandoned",
+        Ending::Refused(why) => {
+            counter!(REFUSALS, "reason" => why.as_str()).increment(1);
+            "refused"
+        }
+    };
+    counter!(CALLS, "tool" => tool.to_owned(), "front_end" => front_end, "outcome" => outcome)
+        .increment(1);
+    if let Some(took) = took {
+        histogram!(CALL_SECONDS, "tool" => tool.to_owned()).record(took.as_secs_f64());
+    }
+}
+
+/// A refusal that never reached the guard (a busy connection, a token's scope).
+pub fn refused(why: Refusal) {
+    if EXPORTER.get().is_some() {
+        counter!(REFUSALS, "reason" => why.as_str()).increment(1);
+    }
+}
+
+/// One attempt at a request to Perplexity: `status` `None` when no answer came.
+pub fn upstream(endpoint: &'static str, status: Option<u16>, took: Duration) {
+    if EXPORTER.get().is_none() {
+        return;
+    }
+    let class = match status {
+        Some(200..=299) => "2xx",
+        Some(300..=399) => "3xx",
+        Some(400..=499) => "4xx",
+        Some(500..=599) => "5xx",
+        Some(_) => "other",
+        None => "error",
+    };
+    counter!(UPSTREAM, "endpoint" => endpoint, "status" => class).increment(1);
+    histogram!(UPSTREAM_SECONDS, "endpoint" => endpoint).record(took.as_secs_f64());
+}
+
+pub fn retried() {
+    if EXPORTER.get().is_some() {
+        counter!(RETRIES).increment(1);
+    }
+}
+
+/// The state read at scrape time.
+pub fn gauges(circuit_open: bool, calls: i64, tasks: i64) {
+    gauge!(CIRCUIT).set(f64::from(u8::from(circuit_open)));
+    gauge!(CALLS_IN_FLIGHT).set(calls as f64);
+    gauge!(TASKS_IN_FLIGHT).set(tasks as f64);
+}
+
+/// Legacy HTTP sessions alive, read at scrape time.
+pub fn sessions(alive: usize) {
+    gauge!(SESSIONS).set(alive as f64);
+}
+
+/// An HTTP connection opened (+1) or closed (-1).
+pub fn connection(delta: f64) {
+    if EXPORTER.get().is_some() {
+        gauge!(CONNECTIONS).increment(delta);
+    }
+}
+
+/// A billable request's cost, in millionths. `caller` is already a bounded label.
+pub fn spent(caller: &str, tool: &str, micros: i64) {
+    if EXPORTER.get().is_some() && micros > 0 {
+        counter!(SPEND, "caller" => caller.to_owned(), "tool" => tool.to_owned())
+            .increment(micros as u64);
+    }
+}

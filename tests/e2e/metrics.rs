@@ -1,0 +1,225 @@
+//! `GET /metrics`, black-box: off unless asked; the metrics token (or, without one, a
+//! loopback peer) and the Host rule of `/mcp` in front of it; the exposition accepted by
+//! Debian's `promtool check metrics` and scraped by a real Prometheus server started here
+//! on loopback; counters that move with the calls; no secret or query in any label.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::common::*;
+use crate::http::{Http, TOKEN, http_env};
+
+const METRICS_TOKEN: &str = "metrics-token-0123456789abcdef0123456789";
+
+/// Whether a Prometheus binary is here; CI installs Debian's, so there a missing one is a
+/// failure, not a skip.
+fn have(tool: &str, test: &str) -> bool {
+    let present = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !present && std::env::var_os("CI").is_some() {
+        panic!("{test}: {tool} is not installed, and CI must run the metrics tests");
+    }
+    if !present {
+        eprintln!("{test}: skipped ({tool} not installed; apt-get install prometheus)");
+    }
+    present
+}
+
+fn scrape(h: &Http, token: Option<&str>) -> crate::http::Reply {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+    h.send("GET", "/metrics", &headers, b"")
+}
+
+fn server(fake: &FakePerplexity, extra: &[(&str, &str)]) -> Http {
+    let mut env = env_for(fake);
+    env.extend(http_env(extra));
+    Http::start(&env)
+}
+
+#[test]
+fn metrics_are_off_unless_asked_and_a_token_without_them_is_refused() {
+    let fake = FakePerplexity::start();
+    let h = server(&fake, &[]);
+    assert_eq!(scrape(&h, None).status, 404);
+    let mut env = env_for(&fake);
+    env.extend(http_env(&[("PERPLEXITY_METRICS_TOKEN", METRICS_TOKEN)]));
+    let (_, err, code) = run_cli(&["serve", "--http", "--bind", "127.0.0.1:0"], &env);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("PERPLEXITY_METRICS=on"), "{err}");
+    assert!(!err.contains(METRICS_TOKEN));
+}
+
+#[test]
+fn a_scrape_needs_its_token_moves_with_the_calls_and_passes_promtool() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "cost": 0.03}));
+    let h = server(
+        &fake,
+        &[
+            ("PERPLEXITY_METRICS", "on"),
+            ("PERPLEXITY_METRICS_TOKEN", METRICS_TOKEN),
+        ],
+    );
+    // The caller's token is not the metrics token, nor is nothing, nor a foreign Host.
+    assert_eq!(scrape(&h, None).status, 401);
+    assert_eq!(scrape(&h, Some(TOKEN)).status, 401);
+    let rebound = h.send(
+        "GET",
+        "/metrics",
+        &[
+            ("Host", "evil.example"),
+            ("Authorization", &format!("Bearer {METRICS_TOKEN}")),
+        ],
+        b"",
+    );
+    assert_eq!(rebound.status, 403);
+
+    let query = "a question nobody should see in a label";
+    let ok = h.modern(&modern_call(1, "perplexity_agent", json!({"query": query})));
+    assert_eq!(ok.status, 200);
+    let bad = h.modern(&modern_call(
+        2,
+        "perplexity_agent",
+        json!({"query": query, "nope": 1}),
+    ));
+    assert_eq!(bad.status, 200);
+    let reply = scrape(&h, Some(METRICS_TOKEN));
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(
+        reply
+            .header("content-type")
+            .unwrap_or_default()
+            .starts_with("text/plain")
+    );
+    let text = reply.text();
+    for line in [
+        r#"perplexity_agent_calls_total{tool="perplexity_agent",front_end="mcp-http",outcome="ok"} 1"#,
+        r#"perplexity_agent_calls_total{tool="perplexity_agent",front_end="mcp-http",outcome="refused"} 1"#,
+        r#"perplexity_agent_refusals_total{reason="validation"} 1"#,
+        r#"perplexity_agent_spend_microdollars_total{caller="default",tool="perplexity_agent"} 30000"#,
+        r#"perplexity_agent_upstream_circuit_open 0"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line} in:\n{text}");
+    }
+    assert!(
+        text.contains(
+            r#"perplexity_agent_upstream_requests_total{endpoint="create",status="2xx"}"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("perplexity_agent_call_duration_seconds_bucket{tool=\"perplexity_agent\""),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"perplexity_agent_build_info{version=""#),
+        "{text}"
+    );
+    for secret in [KEY, TOKEN, METRICS_TOKEN, query] {
+        assert!(!text.contains(secret), "{secret} in the exposition");
+    }
+    if have("promtool", "metrics") {
+        let mut check = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(check.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
+        drop(check.stdin.take());
+        let out = check.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn without_a_token_loopback_peers_may_scrape() {
+    let fake = FakePerplexity::start();
+    let h = server(&fake, &[("PERPLEXITY_METRICS", "on")]);
+    let reply = scrape(&h, None);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(reply.text().contains("perplexity_agent_build_info"));
+}
+
+/// A Prometheus server, stopped (by PID) when dropped.
+struct Prometheus(Child);
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_server() {
+    if !have("prometheus", "a_real_prometheus_scrapes_the_server") {
+        return;
+    }
+    let fake = FakePerplexity::start();
+    let h = server(
+        &fake,
+        &[
+            ("PERPLEXITY_METRICS", "on"),
+            ("PERPLEXITY_METRICS_TOKEN", METRICS_TOKEN),
+        ],
+    );
+    let dir = Scratch::new("prometheus");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let token_file = dir.path("metrics-token");
+    std::fs::write(&token_file, METRICS_TOKEN).unwrap();
+    // The README's prometheus.yml, pointed at this test's server.
+    let config = format!(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: perplexity-agent\n    authorization:\n      credentials_file: {}\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
+        token_file.display(),
+        h.port
+    );
+    let config_file = dir.path("prometheus.yml");
+    std::fs::write(&config_file, config).unwrap();
+    let _prometheus = Prometheus(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config_file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts"),
+    );
+    let api = crate::http::Client { port };
+    let mut last = String::new();
+    wait_until(
+        "Prometheus to scrape the target",
+        Duration::from_secs(60),
+        || {
+            // Until Prometheus listens, a connection is refused: try again.
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                return false;
+            }
+            let reply = api.send("GET", "/api/v1/targets", &[], b"");
+            last = reply.text();
+            reply.status == 200
+                && serde_json::from_slice::<serde_json::Value>(&reply.body)
+                    .is_ok_and(|v| v["data"]["activeTargets"][0]["health"] == "up")
+        },
+    );
+    assert!(last.contains("\"health\":\"up\""), "{last}");
+}
