@@ -626,3 +626,21 @@ pub fn opening<'a>(records: &'a [Value], tool: &str) -> &'a Value {
         .find(|r| r["event"] == "tool_call" && r["tool"] == tool)
         .unwrap_or_else(|| panic!("no opening record for {tool}: {records:#?}"))
 }
+
+/// Whether `program` runs here (`--version`); the tests that need it say why they did not
+/// run. CI installs each such program (`.ci/run`), so there a missing one is a failure.
+pub fn installed_or_skip(program: &str, test: &str, why: &str) -> bool {
+    let present = Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !present && std::env::var_os("CI").is_some() {
+        panic!("{test}: {program} is not installed, and CI must run this test ({why})");
+    }
+    if !present {
+        eprintln!("SKIP {test}: {program} is not installed ({why})");
+    }
+    present
+}

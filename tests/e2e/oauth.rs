@@ -20,22 +20,9 @@ const OIDC_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oidc");
 const EVERY_SCOPE: &str =
     "perplexity:research perplexity:search perplexity:fetch perplexity:admin perplexity:gateway";
 
-/// Whether node is here; the tests that need it say why they did not run.
+/// Whether node is here (CI installs it: tests/oidc/install.sh).
 fn node_or_skip(test: &str) -> bool {
-    let present = Command::new("node")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    // CI installs node (tests/oidc/install.sh): there a missing node is a failure, not a skip.
-    if !present && std::env::var_os("CI").is_some() {
-        panic!("{test}: node is not installed, and CI must run the OAuth tests");
-    }
-    if !present {
-        eprintln!("SKIP {test}: node is not installed (the OpenID provider is oauth2-mock-server)");
-    }
-    present
+    installed_or_skip("node", test, "the OpenID provider is oauth2-mock-server")
 }
 
 /// tests/oidc/node_modules from the lock file, once per test binary (tests/npm-ci.sh:
