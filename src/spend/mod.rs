@@ -99,6 +99,17 @@ pub struct Spend {
     next: AtomicU64,
     /// The ledger's write failures are logged once, not per call.
     warned: AtomicBool,
+    /// The ledger's sums for the current windows (see `totals`).
+    sums: std::sync::Mutex<Option<Sums>>,
+}
+
+struct Sums {
+    day_start: i64,
+    month_start: i64,
+    /// `PRAGMA data_version` when they were read.
+    version: i64,
+    /// Caller key → (today, this month).
+    callers: HashMap<String, (Micros, Micros)>,
 }
 
 /// One budget against what was spent.
@@ -125,6 +136,7 @@ impl Spend {
             held: std::sync::Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
             warned: AtomicBool::new(false),
+            sums: std::sync::Mutex::new(None),
         }
     }
 
@@ -230,9 +242,12 @@ impl Spend {
                 .await
             {
                 Ok(new) => {
+                    let mut written = 0;
                     for (micros, _) in costs.iter().zip(new).filter(|(_, new)| *new) {
                         crate::telemetry::spent(&label, who.tool, *micros);
+                        written += micros;
                     }
+                    self.remember(who.caller.key(), written);
                 }
                 // Without a ledger nothing tells a repeated report from a new one: the
                 // metric counts every one (said in docs/http.md).
@@ -283,19 +298,62 @@ impl Spend {
             .map(|l| l.warning())
     }
 
+    /// What the ledger says was spent in `windows`. Summing a month of rows for every
+    /// admission costs in proportion to the month's calls, so the sums are kept here and
+    /// read again only when the windows move or another process has committed to the
+    /// store (`PRAGMA data_version`, one cheap read); this process's own rows are added
+    /// as they are written (`remember`).
     async fn totals(
         &self,
         caller: &Caller,
         windows: &window::Windows,
     ) -> Result<SpentTotals, StoreError> {
-        let (day, month, key) = (
-            windows.day_start_ms,
-            windows.month_start_ms,
-            caller.key().to_owned(),
-        );
-        self.store
-            .with(move |s| s.spent_totals(day, month, &key))
-            .await
+        let (day, month) = (windows.day_start_ms, windows.month_start_ms);
+        let known = self
+            .sums
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|s| (s.day_start, s.month_start) == (day, month))
+            .map(|s| s.version);
+        let read = self
+            .store
+            .with(move |s| {
+                let version = s.data_version()?;
+                if known == Some(version) {
+                    return Ok((version, None));
+                }
+                Ok((version, Some(s.spent_in_windows(day, month)?)))
+            })
+            .await?;
+        let mut sums = self.sums.lock().unwrap_or_else(|e| e.into_inner());
+        if let (version, Some(rows)) = read {
+            *sums = Some(Sums {
+                day_start: day,
+                month_start: month,
+                version,
+                callers: rows.into_iter().map(|(k, d, m)| (k, (d, m))).collect(),
+            });
+        }
+        let Some(sums) = sums.as_ref() else {
+            return Ok(SpentTotals::default());
+        };
+        let mine = sums.callers.get(caller.key()).copied().unwrap_or_default();
+        Ok(SpentTotals {
+            all_day: sums.callers.values().map(|c| c.0).sum(),
+            all_month: sums.callers.values().map(|c| c.1).sum(),
+            caller_day: mine.0,
+            caller_month: mine.1,
+        })
+    }
+
+    /// Adds rows this process wrote to the kept sums (their windows contain now).
+    fn remember(&self, caller: &str, written: i64) {
+        if let Some(sums) = self.sums.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            let c = sums.callers.entry(caller.to_owned()).or_default();
+            c.0 += written;
+            c.1 += written;
+        }
     }
 
     fn limits<'w>(

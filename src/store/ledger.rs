@@ -101,25 +101,29 @@ impl Store {
         })
     }
 
-    /// Spent since `day_start_ms` and `month_start_ms`, by everyone and by `caller`.
-    pub fn spent_totals(
+    /// Changes whenever another connection (another process on this store) commits; our
+    /// own commits leave it as it was (SQLite's `PRAGMA data_version`).
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        self.with(|conn| conn.query_row("PRAGMA data_version", [], |r| r.get(0)))
+    }
+
+    /// Spent since `day_start_ms` and since `month_start_ms`, per caller (key → (day,
+    /// month)): one pass over the month's rows.
+    pub fn spent_in_windows(
         &self,
         day_start_ms: i64,
         month_start_ms: i64,
-        caller: &str,
-    ) -> Result<SpentTotals, StoreError> {
+    ) -> Result<Vec<(String, i64, i64)>, StoreError> {
         self.with(|conn| {
-            let sum = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<i64> {
-                conn.prepare_cached(sql)?.query_row(p, |r| r.get(0))
-            };
-            let all = "SELECT COALESCE(SUM(total_micros), 0) FROM ledger WHERE at_ms >= ?1";
-            let mine = "SELECT COALESCE(SUM(total_micros), 0) FROM ledger WHERE caller = ?2 AND at_ms >= ?1";
-            Ok(SpentTotals {
-                all_day: sum(all, &[&day_start_ms])?,
-                all_month: sum(all, &[&month_start_ms])?,
-                caller_day: sum(mine, &[&day_start_ms, &caller])?,
-                caller_month: sum(mine, &[&month_start_ms, &caller])?,
-            })
+            let mut stmt = conn.prepare_cached(
+                "SELECT caller, SUM(CASE WHEN at_ms >= ?1 THEN total_micros ELSE 0 END),
+                     SUM(total_micros)
+                 FROM ledger WHERE at_ms >= ?2 GROUP BY caller",
+            )?;
+            stmt.query_map(params![day_start_ms, month_start_ms], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?
+            .collect()
         })
     }
 

@@ -374,3 +374,26 @@ fn day_string(ms: i64) -> String {
         .strftime("%Y-%m-%d")
         .to_string()
 }
+
+#[test]
+fn spend_by_another_process_on_the_store_counts_at_once() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "cost": 0.04}));
+    let dir = Scratch::new("spend-shared");
+    let env = with(
+        env_with_store(&fake, &dir),
+        &[("PERPLEXITY_BUDGET_DAILY", "0.05")],
+    );
+    let mut s = Server::start(&env);
+    // The server reads the ledger (a budgeted search: 0.005), then the CLI spends beside it.
+    let first = s.request(&call(1, "perplexity_search", json!({"query": "q"})));
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    let (_, err, code) = run_cli(&["ask", "q"], &env);
+    assert_eq!(code, 0, "{err}");
+    let refused = s.request(&call(2, "perplexity_agent", json!({"query": "q"})));
+    let (text, is_error) = tool_text(&refused);
+    assert!(
+        is_error && text.contains("Spent today: 0.045 USD"),
+        "{refused}"
+    );
+    assert_eq!(agent_creates(&fake).len(), 1, "only the CLI's run");
+}
