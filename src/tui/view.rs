@@ -855,6 +855,18 @@ mod tests {
     }
 
     #[test]
+    fn the_status_line_shows_todays_spend_once_known() {
+        let mut app = App::new("default", 10);
+        assert!(!status_text(&app, 200).contains("today"));
+        app.apply(Update::Spent(12_300));
+        assert!(
+            status_text(&app, 200).contains("│ today 0.0123 USD"),
+            "{}",
+            status_text(&app, 200)
+        );
+    }
+
+    #[test]
     fn titles_and_the_status_line_are_shortened_in_whole_words() {
         assert_eq!(
             fit_words("in progress, 10 results", 40),
