@@ -31,6 +31,7 @@ const RETRIES: &str = "perplexity_agent_upstream_retries_total";
 const CIRCUIT: &str = "perplexity_agent_upstream_circuit_open";
 const CALLS_IN_FLIGHT: &str = "perplexity_agent_calls_in_flight";
 const TASKS_IN_FLIGHT: &str = "perplexity_agent_tasks_in_flight";
+const RUNS_PENDING: &str = "perplexity_agent_runs_pending";
 const CONNECTIONS: &str = "perplexity_agent_http_connections";
 const SESSIONS: &str = "perplexity_agent_http_sessions";
 const SPEND: &str = "perplexity_agent_spend_microdollars_total";
@@ -100,6 +101,10 @@ fn describe() {
     );
     describe_gauge!(CALLS_IN_FLIGHT, "Tool calls running now.");
     describe_gauge!(TASKS_IN_FLIGHT, "MCP tasks running in this process now.");
+    describe_gauge!(
+        RUNS_PENDING,
+        "Research runs handed back unfinished (still running upstream) whose cost is not known yet."
+    );
     describe_gauge!(CONNECTIONS, "Open HTTP connections.");
     describe_gauge!(SESSIONS, "Legacy (2025-11-25) HTTP sessions alive.");
     describe_counter!(
@@ -191,10 +196,11 @@ pub fn retried() {
 }
 
 /// The state read at scrape time.
-pub fn gauges(circuit_open: bool, calls: i64, tasks: i64) {
+pub fn gauges(circuit_open: bool, calls: i64, tasks: i64, runs_pending: usize) {
     gauge!(CIRCUIT).set(f64::from(u8::from(circuit_open)));
     gauge!(CALLS_IN_FLIGHT).set(calls as f64);
     gauge!(TASKS_IN_FLIGHT).set(tasks as f64);
+    gauge!(RUNS_PENDING).set(runs_pending as f64);
 }
 
 /// Legacy HTTP sessions alive, read at scrape time.

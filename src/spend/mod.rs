@@ -456,6 +456,13 @@ impl Spend {
         Ok(out)
     }
 
+    /// Research runs handed back unfinished whose cost is not known yet (the `/metrics`
+    /// gauge of runs in flight upstream).
+    pub fn runs_pending(&self) -> usize {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.values().filter(|h| h.run.is_some()).count()
+    }
+
     /// What `caller` spent today (the terminal workspace's status line).
     pub async fn today(&self, caller: &Caller) -> Result<Micros, StoreError> {
         let windows = self.config.zone.windows(now_ms());

@@ -111,6 +111,25 @@ fn a_scrape_needs_its_token_moves_with_the_calls_and_passes_promtool() {
     for secret in [KEY, TOKEN, METRICS_TOKEN, query] {
         assert!(!text.contains(secret), "{secret} in the exposition");
     }
+    // A run handed back unfinished is pending until its cost is learned.
+    assert!(
+        text.lines().any(|l| l == "perplexity_agent_runs_pending 0"),
+        "{text}"
+    );
+    fake.set_scenario(json!({"duration_ms": 60000}));
+    let handed = h.modern(&modern_call(
+        3,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+    ));
+    assert_eq!(handed.status, 200);
+    let later = scrape(&h, Some(METRICS_TOKEN)).text();
+    assert!(
+        later
+            .lines()
+            .any(|l| l == "perplexity_agent_runs_pending 1"),
+        "{later}"
+    );
     if have("promtool", "metrics") {
         let mut check = Command::new("promtool")
             .args(["check", "metrics"])

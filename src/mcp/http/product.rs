@@ -26,6 +26,7 @@ impl Handler for Product {
             client.circuit_open(),
             snapshot["calls_in_flight"].as_i64().unwrap_or(0),
             snapshot["tasks"]["in_flight"].as_i64().unwrap_or(0),
+            tools.spend().runs_pending(),
         );
     }
 
