@@ -515,7 +515,9 @@ fn metrics_access(
             });
         }
     };
-    let token = env("PERPLEXITY_METRICS_TOKEN").filter(|t| !t.trim().is_empty());
+    let token = env("PERPLEXITY_METRICS_TOKEN")
+        .filter(|t| !t.trim().is_empty())
+        .map(secrecy::SecretString::from);
     match (on, token) {
         (false, None) => Ok(None),
         (false, Some(_)) => Err(ConfigError {
@@ -523,16 +525,9 @@ fn metrics_access(
             problem: "is set but PERPLEXITY_METRICS is not on: set PERPLEXITY_METRICS=on to serve /metrics".to_owned(),
         }),
         (true, None) => Ok(Some(MetricsAccess { token: None })),
-        (true, Some(token)) if token.chars().count() < MIN_HTTP_TOKEN_CHARS => Err(ConfigError {
-            variable: "PERPLEXITY_METRICS_TOKEN",
-            problem: format!("is shorter than {MIN_HTTP_TOKEN_CHARS} characters; generate one with `openssl rand -hex 32`"),
-        }),
-        (true, Some(token)) => {
-            use sha2::Digest;
-            let token = secrecy::SecretString::from(token);
-            let digest: [u8; 32] = sha2::Sha256::digest(secrecy::ExposeSecret::expose_secret(&token).as_bytes()).into();
-            Ok(Some(MetricsAccess { token: Some(digest) }))
-        }
+        (true, Some(token)) => Ok(Some(MetricsAccess {
+            token: Some(token_digest("PERPLEXITY_METRICS_TOKEN", &token)?),
+        })),
     }
 }
 
@@ -715,7 +710,6 @@ fn connectors_from(raw: Option<&str>) -> Result<Vec<String>, ConfigError> {
 
 /// Exactly one of the single token, the clients file and OAuth; none is an error too.
 fn http_auth(env: &impl Fn(&str) -> Option<String>) -> Result<HttpAuth, ConfigError> {
-    use sha2::Digest;
     let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
     let token = set("PERPLEXITY_HTTP_AUTH_TOKEN").map(secrecy::SecretString::from);
     let clients = set("PERPLEXITY_HTTP_CLIENTS_FILE");
@@ -754,22 +748,30 @@ fn http_auth(env: &impl Fn(&str) -> Option<String>) -> Result<HttpAuth, ConfigEr
             ),
         });
     };
-    let token = secrecy::ExposeSecret::expose_secret(&token);
+    token_digest("PERPLEXITY_HTTP_AUTH_TOKEN", &token).map(HttpAuth::Token)
+}
+
+/// A bearer token of ours (`PERPLEXITY_HTTP_AUTH_TOKEN`, `PERPLEXITY_METRICS_TOKEN`):
+/// long enough, sendable in a header, and kept only as its SHA-256.
+fn token_digest(
+    variable: &'static str,
+    token: &secrecy::SecretString,
+) -> Result<[u8; 32], ConfigError> {
+    let token = secrecy::ExposeSecret::expose_secret(token);
     if token.chars().count() < MIN_HTTP_TOKEN_CHARS {
         return Err(ConfigError {
-            variable: "PERPLEXITY_HTTP_AUTH_TOKEN",
+            variable,
             problem: format!("must be at least {MIN_HTTP_TOKEN_CHARS} characters long"),
         });
     }
     // A token a client cannot send in a header would lock everyone out.
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(ConfigError {
-            variable: "PERPLEXITY_HTTP_AUTH_TOKEN",
+            variable,
             problem: "must be printable ASCII without spaces".to_owned(),
         });
     }
-    let token_digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
-    Ok(HttpAuth::Token(token_digest))
+    Ok(<sha2::Sha256 as sha2::Digest>::digest(token.as_bytes()).into())
 }
 
 /// The OAuth settings: an issuer and an audience, both absolute URLs; https unless the

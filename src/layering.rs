@@ -29,7 +29,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("spend", &["call", "perplexity", "store", "telemetry"]),
     // Egress.
     ("fetch", &["net", "text"]),
-    ("perplexity", &["net", "telemetry", "text"]),
+    ("perplexity", &["net", "random", "telemetry", "text"]),
     // The tools, and the gateway that offers other servers' tools beside them.
     (
         "gateway",

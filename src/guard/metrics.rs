@@ -61,6 +61,8 @@ pub enum Outcome {
     Error,
     Rejected,
     RateLimited,
+    /// Refused by a spending budget after admission.
+    OverBudget,
     Abandoned,
 }
 
@@ -102,7 +104,24 @@ impl Metrics {
     }
 
     /// Records how a call ended; `took` is set for calls that ran.
-    pub fn ended(&self, tool: &str, outcome: Outcome, took: Option<Duration>) {
+    /// A call ended: counted here (`server_metrics`) and for Prometheus (`telemetry`).
+    pub fn ended(
+        &self,
+        tool: &str,
+        front_end: &'static str,
+        outcome: Outcome,
+        took: Option<Duration>,
+    ) {
+        use crate::telemetry::{Ending, Refusal};
+        let ending = match outcome {
+            Outcome::Ok => Ending::Ok,
+            Outcome::Error => Ending::Error,
+            Outcome::Rejected => Ending::Refused(Refusal::Validation),
+            Outcome::RateLimited => Ending::Refused(Refusal::Rate),
+            Outcome::OverBudget => Ending::Refused(Refusal::Budget),
+            Outcome::Abandoned => Ending::Abandoned,
+        };
+        crate::telemetry::call_ended(tool, front_end, ending, took);
         if took.is_some()
             && let Ok(mut n) = self.in_flight.lock()
         {
@@ -115,7 +134,8 @@ impl Metrics {
         stats.calls += 1;
         match outcome {
             Outcome::Ok => {}
-            Outcome::Error => stats.errors += 1,
+            // A budget's refusal is an error result, as server_metrics always counted it.
+            Outcome::Error | Outcome::OverBudget => stats.errors += 1,
             Outcome::Rejected => {
                 stats.errors += 1;
                 stats.rejected += 1;
@@ -191,10 +211,10 @@ mod tests {
         let m = Metrics::default();
         for ms in 1..=100 {
             m.started_call();
-            m.ended("t", Outcome::Ok, Some(Duration::from_millis(ms)));
+            m.ended("t", "test", Outcome::Ok, Some(Duration::from_millis(ms)));
         }
-        m.ended("t", Outcome::RateLimited, None);
-        m.ended("t", Outcome::Rejected, None);
+        m.ended("t", "test", Outcome::RateLimited, None);
+        m.ended("t", "test", Outcome::Rejected, None);
         let snap = m.snapshot(Upstream {
             retries: 7,
             circuit_open: false,
@@ -209,7 +229,7 @@ mod tests {
         assert_eq!(snap["upstream_retries"], 7);
         // The window is bounded.
         for _ in 0..5000 {
-            m.ended("u", Outcome::Ok, Some(Duration::from_millis(1)));
+            m.ended("u", "test", Outcome::Ok, Some(Duration::from_millis(1)));
         }
         assert!(m.tools.lock().unwrap()["u"].latencies_ms.len() <= LATENCY_WINDOW);
     }

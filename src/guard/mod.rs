@@ -24,7 +24,6 @@ use serde_json::{Map, Value, json};
 
 use crate::call::{Budget, CallFacts, Caller, FrontEnd, Refusal, ToolOutput, Trace};
 use crate::random::secure_hex;
-use crate::telemetry;
 use audit::{AuditLog, sha256_hex, sorted};
 use metrics::{Metrics, Outcome};
 use offload::Offload;
@@ -129,9 +128,8 @@ impl Guard {
 
     /// Records a call whose input was rejected (it costs no token).
     pub fn rejected(&self, who: Charge<'_>, tool: &str, params: &Value, output: &ToolOutput) {
-        self.metrics.ended(tool, Outcome::Rejected, None);
-        let ending = telemetry::Ending::Refused(telemetry::Refusal::Validation);
-        telemetry::call_ended(tool, who.front_end.as_str(), ending, None);
+        self.metrics
+            .ended(tool, who.front_end.as_str(), Outcome::Rejected, None);
         let call_id = new_call_id();
         let (front_end, caller) = (who.front_end, who.caller);
         self.write(
@@ -172,9 +170,8 @@ impl Guard {
             let mut f = fields(params, "ok");
             f.insert("retry_after_ms".into(), json!(wait.as_millis() as u64));
             self.write("rate_limited", at, tool, &call_id, f);
-            self.metrics.ended(tool, Outcome::RateLimited, None);
-            let ending = telemetry::Ending::Refused(telemetry::Refusal::Rate);
-            telemetry::call_ended(tool, who.front_end.as_str(), ending, None);
+            self.metrics
+                .ended(tool, who.front_end.as_str(), Outcome::RateLimited, None);
             return Err(Refusal::RateLimited { retry_after: wait });
         }
         self.metrics.started_call();
@@ -260,14 +257,10 @@ impl Guard {
     /// Records a call abandoned before it finished (client cancellation, shutdown),
     /// with the run it leaves behind.
     pub fn abandoned(&self, pass: Pass, run_ids: &[String], task_id: Option<&str>) {
+        let took = Some(pass.started.elapsed());
+        let front_end = pass.front_end.as_str();
         self.metrics
-            .ended(&pass.tool, Outcome::Abandoned, Some(pass.started.elapsed()));
-        telemetry::call_ended(
-            &pass.tool,
-            pass.front_end.as_str(),
-            telemetry::Ending::Abandoned,
-            Some(pass.started.elapsed()),
-        );
+            .ended(&pass.tool, front_end, Outcome::Abandoned, took);
         let mut f = Map::new();
         f.insert("duration_ms".into(), json!(elapsed_ms(pass.started)));
         f.insert("abandoned".into(), json!(true));
@@ -317,21 +310,16 @@ impl Pass {
     /// Closes the call's audit pair. `output` is the full result (hashed before any cut);
     /// `truncated` says whether the caller got it cut.
     pub fn finish(self, output: &ToolOutput, facts: &CallFacts, truncated: bool) {
-        let outcome = if output.is_error {
-            Outcome::Error
-        } else {
-            Outcome::Ok
-        };
-        self.guard
-            .metrics
-            .ended(&self.tool, outcome, Some(self.started.elapsed()));
-        let ending = match (facts.refused, output.is_error) {
-            (Some(_), _) => telemetry::Ending::Refused(telemetry::Refusal::Budget),
-            (None, true) => telemetry::Ending::Error,
-            (None, false) => telemetry::Ending::Ok,
+        let outcome = match (facts.refused, output.is_error) {
+            (Some(_), _) => Outcome::OverBudget,
+            (None, true) => Outcome::Error,
+            (None, false) => Outcome::Ok,
         };
         let took = Some(self.started.elapsed());
-        telemetry::call_ended(&self.tool, self.front_end.as_str(), ending, took);
+        let front_end = self.front_end.as_str();
+        self.guard
+            .metrics
+            .ended(&self.tool, front_end, outcome, took);
         let mut f = Map::new();
         f.insert("validation".into(), json!("ok"));
         f.insert("is_error".into(), json!(output.is_error));

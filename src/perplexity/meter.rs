@@ -77,23 +77,10 @@ pub(crate) fn run_settled(raw: &Value) {
 /// must not merge two billed requests into one row.
 pub(crate) fn search_billed() {
     let entry = Metered {
-        key: format!("search:{}", random_hex()),
+        key: format!("search:{}", crate::random::secure_hex::<12>()),
         kind: MeteredKind::Search,
         model: None,
         usage: None,
     };
     let _ = METER.try_with(|meter| meter.add(entry));
-}
-
-/// Unique per request (a ledger key, not a secret).
-fn random_hex() -> String {
-    let mut bytes = [0u8; 12];
-    if getrandom::fill(&mut bytes).is_err() {
-        // Uniqueness only: a clock-derived fallback is enough for a ledger key.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        return format!("{nanos:x}");
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -9,9 +9,9 @@
 //! - The hold is settled with the reported cost when the call ends; a run handed back
 //!   unfinished keeps its hold until its cost is learned (or a day passes), so a budget
 //!   is overshot by at most what the runs in flight cost above their estimates.
-//! - The ledger is read for every budgeted admission, so spend made by another process
-//!   on the same store (the CLI beside the server) counts at once, and a restart loses
-//!   nothing.
+//! - Admissions check the ledger's sums for the current day and month, kept in memory
+//!   and read again when another process commits to the store (`totals`), so spend made
+//!   beside the server (the CLI) counts at once, and a restart loses nothing.
 //! - A ledger that cannot be read refuses budgeted calls (fail closed: an unreadable
 //!   ledger must not mean unlimited spending); without a budget it only costs the row.
 //! - A repeated report of one run (a second collect, a collect after a restart) is one
@@ -332,7 +332,10 @@ impl Spend {
                 day_start: day,
                 month_start: month,
                 version,
-                callers: rows.into_iter().map(|(k, d, m)| (k, (d, m))).collect(),
+                callers: rows
+                    .into_iter()
+                    .map(|c| (c.caller, (c.day, c.month)))
+                    .collect(),
             });
         }
         let Some(sums) = sums.as_ref() else {
@@ -427,17 +430,16 @@ impl Spend {
     pub async fn summary(&self, caller: &Caller) -> Result<Value, StoreError> {
         let windows = self.config.zone.windows(now_ms());
         let (day, month) = (windows.day_start_ms, windows.month_start_ms);
-        let (today, this_month) = self
+        let spent = self
             .store
-            .with(move |s| Ok((s.spent_by_caller(day)?, s.spent_by_caller(month)?)))
+            .with(move |s| s.spent_in_windows(day, month))
             .await?;
         let visible = |key: &str| caller.is_operator() || key == caller.key();
-        let callers: Vec<Value> = this_month
+        let callers: Vec<Value> = spent
             .iter()
-            .filter(|(key, _, _)| visible(key))
-            .map(|(key, name, month)| {
-                let day = today.iter().find(|(k, _, _)| k == key).map_or(0, |t| t.2);
-                json!({"caller": name, "today": money::as_f64(day), "this_month": money::as_f64(*month)})
+            .filter(|c| visible(&c.caller))
+            .map(|c| {
+                json!({"caller": c.name, "today": money::as_f64(c.day), "this_month": money::as_f64(c.month)})
             })
             .collect();
         let mut out = json!({
@@ -446,10 +448,8 @@ impl Spend {
             "callers": callers,
         });
         if caller.is_operator() {
-            let sum =
-                |rows: &[(String, String, i64)]| money::as_f64(rows.iter().map(|r| r.2).sum());
-            out["today"] = json!(sum(&today));
-            out["this_month"] = json!(sum(&this_month));
+            out["today"] = json!(money::as_f64(spent.iter().map(|c| c.day).sum()));
+            out["this_month"] = json!(money::as_f64(spent.iter().map(|c| c.month).sum()));
             out["budget_daily"] = json!(self.config.budget.daily.map(money::as_f64));
             out["budget_monthly"] = json!(self.config.budget.monthly.map(money::as_f64));
         }

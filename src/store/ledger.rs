@@ -38,6 +38,15 @@ pub struct Tokens {
     pub search_queries: Option<i64>,
 }
 
+/// One caller's spend in the current day and month.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerSpend {
+    pub caller: String,
+    pub name: String,
+    pub day: i64,
+    pub month: i64,
+}
+
 /// What was spent in the current day and month, by everyone and by one caller.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpentTotals {
@@ -107,35 +116,28 @@ impl Store {
         self.with(|conn| conn.query_row("PRAGMA data_version", [], |r| r.get(0)))
     }
 
-    /// Spent since `day_start_ms` and since `month_start_ms`, per caller (key → (day,
-    /// month)): one pass over the month's rows.
+    /// Spent since `day_start_ms` and since `month_start_ms`, per caller, in one pass over
+    /// the month's rows: (key, name, day, month), the month's largest first.
     pub fn spent_in_windows(
         &self,
         day_start_ms: i64,
         month_start_ms: i64,
-    ) -> Result<Vec<(String, i64, i64)>, StoreError> {
+    ) -> Result<Vec<CallerSpend>, StoreError> {
         self.with(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT caller, SUM(CASE WHEN at_ms >= ?1 THEN total_micros ELSE 0 END),
-                     SUM(total_micros)
-                 FROM ledger WHERE at_ms >= ?2 GROUP BY caller",
+                "SELECT caller, MAX(caller_name),
+                     SUM(CASE WHEN at_ms >= ?1 THEN total_micros ELSE 0 END), SUM(total_micros)
+                 FROM ledger WHERE at_ms >= ?2 GROUP BY caller ORDER BY 4 DESC, 2",
             )?;
             stmt.query_map(params![day_start_ms, month_start_ms], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                Ok(CallerSpend {
+                    caller: r.get(0)?,
+                    name: r.get(1)?,
+                    day: r.get(2)?,
+                    month: r.get(3)?,
+                })
             })?
             .collect()
-        })
-    }
-
-    /// Spent since `since_ms` per caller: (key, name, millionths), largest first.
-    pub fn spent_by_caller(&self, since_ms: i64) -> Result<Vec<(String, String, i64)>, StoreError> {
-        self.with(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT caller, MAX(caller_name), SUM(total_micros) FROM ledger
-                 WHERE at_ms >= ?1 GROUP BY caller ORDER BY 3 DESC, 2",
-            )?;
-            stmt.query_map(params![since_ms], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect()
         })
     }
 

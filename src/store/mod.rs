@@ -21,7 +21,7 @@ mod tasks;
 
 pub use gateway::Saved;
 pub use handle::StoreHandle;
-pub use ledger::{LedgerRow, SpentTotals, Tokens};
+pub use ledger::{CallerSpend, LedgerRow, SpentTotals, Tokens};
 pub use tasks::{MAX_TASKS, TaskRecord, TaskUpdate};
 
 /// Run bindings kept: a run older than the newest 100,000 is long expired upstream.
