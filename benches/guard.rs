@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use futures_util::FutureExt;
+
 use perplexity_agent::call::{CallFacts, FrontEnd, ToolOutput};
 use perplexity_agent::guard::{Guard, GuardConfig};
 use perplexity_agent::tools::{args, research};
@@ -20,6 +22,7 @@ fn main() {
                 rate_burst: 1_000_000,
                 audit_log_path: Some(log.display().to_string()),
                 max_output_chars: 100_000,
+                replica_id: "bench".to_owned(),
             },
             Vec::new,
         )
@@ -47,6 +50,8 @@ fn main() {
                 &params,
                 1,
             )
+            .now_or_never()
+            .expect("the local buckets never wait")
             .expect("admitted");
         let mut shown = output.clone();
         let truncated = guard.budget(&mut shown, &caller);

@@ -17,6 +17,9 @@ use crate::perplexity::client::PerplexityClient;
 use crate::store::{Store, StoreHandle};
 use crate::tools::{Parts, Tools};
 
+/// How long `serve` tries to reach the shared state backend before giving up.
+const STATE_CONNECT: Duration = Duration::from_secs(5);
+
 pub struct Services {
     pub guard: Arc<Guard>,
     /// Without the gateway: `serve` adds it ([`Tools::with_gateway`]) once its
@@ -30,10 +33,14 @@ impl Services {
     pub fn build(config: &Config) -> Result<Services, String> {
         let client = Arc::new(PerplexityClient::new(&config.api)?);
         // The guard sits below the key's module: it is handed the scrub list here.
-        let guard = Arc::new(Guard::new(
-            &config.guard,
-            crate::perplexity::key::secrets_to_scrub,
-        )?);
+        // Replicas share their buckets (and, below them, their state) through one backend.
+        let shared = match &config.state {
+            None => None,
+            Some(state) => Some(Arc::new(crate::state::Shared::open(state)?)),
+        };
+        let guard = Arc::new(
+            Guard::new(&config.guard, crate::perplexity::key::secrets_to_scrub)?.sharing(shared),
+        );
         let store = Arc::new(StoreHandle::new(config.store.clone()));
         let parts = Parts {
             client,
@@ -52,6 +59,18 @@ impl Services {
 /// tools offered beside ours, every request's state bound to its caller, then the transport
 /// until EOF or a signal; the downstream processes are stopped after. The exit code.
 pub async fn serve(config: &Config, services: Services, http: Option<HttpConfig>) -> i32 {
+    // A backend that refuses our credentials, or is not there, is a start-up error
+    // (exit 4) rather than a server that refuses every call.
+    if let Some(shared) = services.guard.shared() {
+        if let Err(e) = shared.connect(STATE_CONNECT).await {
+            eprintln!(
+                "perplexity-agent: PERPLEXITY_STATE_URL: {e} (tried for {}s)",
+                STATE_CONNECT.as_secs()
+            );
+            return 4;
+        }
+        shared.watch();
+    }
     let mut tools = services.tools;
     let gateway = start_gateway(config).await;
     if let Some(gateway) = &gateway {

@@ -417,6 +417,9 @@ pub enum Refusal {
     RateLimited { retry_after: Duration },
     /// Every call slot of this connection is taken.
     Busy { limit: usize },
+    /// The shared state backend did not answer the rate-limit charge: the call is refused
+    /// rather than let through unmetered.
+    Unavailable,
 }
 
 impl Refusal {
@@ -432,6 +435,7 @@ impl Refusal {
             Refusal::Busy { limit } => format!(
                 "This server is already handling {limit} tool calls. Retry when one of them has finished."
             ),
+            Refusal::Unavailable => "This server cannot reach its shared state backend, which keeps the rate limit for every replica, so the call was refused rather than run unmetered. Try again in a few seconds; the server's operator sees the outage in its log.".to_owned(),
         }
     }
 

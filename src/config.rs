@@ -51,6 +51,9 @@ pub struct Config {
     /// Budgets and the spend ledger's retention (`PERPLEXITY_BUDGET_*`,
     /// `PERPLEXITY_LEDGER_RETENTION_DAYS`).
     pub spend: crate::spend::SpendConfig,
+    /// `PERPLEXITY_STATE_URL` and its companions: the state replicas share; `None` =
+    /// everything in this process and its store.
+    pub state: Option<crate::state::StateConfig>,
 }
 
 /// A setting that cannot be used. The process refuses to start rather than guess,
@@ -184,6 +187,7 @@ impl Config {
                     1_000,
                     10_000_000,
                 )? as usize,
+                replica_id: replica_id(&env)?,
             },
             fetch: crate::fetch::FetchConfig {
                 allow_private: crate::fetch::parse_allow_private(
@@ -213,6 +217,7 @@ impl Config {
             },
             connectors: connectors_from(env("PERPLEXITY_ALLOWED_CONNECTORS").as_deref())?,
             spend: spend_config(&env)?,
+            state: state_config(&env)?,
             file_servers: match config_file(&env) {
                 None => Vec::new(),
                 Some(path) => crate::gateway::load_file(&path, &gateway, &|name: &str| env(name))
@@ -237,6 +242,80 @@ impl Config {
             },
             store,
         })
+    }
+}
+
+/// `PERPLEXITY_STATE_URL` (unset or empty: no shared state), `PERPLEXITY_STATE_PASSWORD`,
+/// `PERPLEXITY_STATE_PREFIX`, `PERPLEXITY_STATE_TIMEOUT_MS` and `PERPLEXITY_STATE_CA_FILE`.
+fn state_config(
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::state::StateConfig>, ConfigError> {
+    let Some(url) = env("PERPLEXITY_STATE_URL").filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let url = url.trim().to_owned();
+    crate::state::check_url(&url).map_err(|problem| ConfigError {
+        variable: "PERPLEXITY_STATE_URL",
+        problem,
+    })?;
+    let prefix = env("PERPLEXITY_STATE_PREFIX")
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| crate::state::DEFAULT_PREFIX.to_owned());
+    if prefix.len() > 128 || prefix.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ConfigError {
+            variable: "PERPLEXITY_STATE_PREFIX",
+            problem: "must be at most 128 characters, without spaces or control characters"
+                .to_owned(),
+        });
+    }
+    let timeout = bounded_int(
+        "PERPLEXITY_STATE_TIMEOUT_MS",
+        env("PERPLEXITY_STATE_TIMEOUT_MS").as_deref(),
+        crate::state::DEFAULT_TIMEOUT.as_millis() as u64,
+        10,
+        10_000,
+    )?;
+    Ok(Some(crate::state::StateConfig {
+        url: secrecy::SecretString::from(url),
+        password: env("PERPLEXITY_STATE_PASSWORD")
+            .filter(|p| !p.is_empty())
+            .map(secrecy::SecretString::from),
+        prefix,
+        timeout: Duration::from_millis(timeout),
+        ca_file: env("PERPLEXITY_STATE_CA_FILE")
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty())
+            .map(std::path::PathBuf::from),
+    }))
+}
+
+/// `PERPLEXITY_REPLICA_ID`, else this host's name and the process id (`web-1-4242`).
+fn replica_id(env: &impl Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
+    match env("PERPLEXITY_REPLICA_ID").map(|v| v.trim().to_owned()) {
+        Some(id) if !id.is_empty() => {
+            if id.len() > 128 || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(ConfigError {
+                    variable: "PERPLEXITY_REPLICA_ID",
+                    problem: "must be at most 128 characters, without spaces or control characters"
+                        .to_owned(),
+                });
+            }
+            Ok(id)
+        }
+        _ => Ok(format!("{}-{}", host_name(), std::process::id())),
+    }
+}
+
+/// This machine's host name (`localhost` when it has none we can read).
+fn host_name() -> String {
+    let mut buffer = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at most that much.
+    let named = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } == 0;
+    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
+    match std::str::from_utf8(&buffer[..end]) {
+        Ok(name) if named && !name.is_empty() => name.to_owned(),
+        _ => "localhost".to_owned(),
     }
 }
 

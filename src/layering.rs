@@ -23,8 +23,10 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("telemetry", &[]),
     ("text", &[]),
     // Controls and stores.
-    ("guard", &["call", "files", "random", "telemetry"]),
+    ("guard", &["call", "files", "random", "state", "telemetry"]),
     ("store", &["files", "random"]),
+    // State shared by replicas (Redis), reached through `net`.
+    ("state", &["net", "telemetry"]),
     // What calls cost: the ledger (in the store) and the budgets.
     ("spend", &["call", "perplexity", "store", "telemetry"]),
     // Egress.
@@ -72,6 +74,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "net",
             "perplexity",
             "spend",
+            "state",
             "store",
             "tools",
         ],
@@ -89,6 +92,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "perplexity",
             "random",
             "signals",
+            "state",
             "store",
             "telemetry",
             "text",
@@ -109,6 +113,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "mcp",
             "perplexity",
             "spend",
+            "state",
             "store",
             "tools",
         ],

@@ -46,6 +46,7 @@ pub mod perplexity;
 pub mod random;
 pub mod signals;
 pub mod spend;
+pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod text;

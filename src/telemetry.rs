@@ -35,6 +35,7 @@ const RUNS_PENDING: &str = "perplexity_agent_runs_pending";
 const CONNECTIONS: &str = "perplexity_agent_http_connections";
 const SESSIONS: &str = "perplexity_agent_http_sessions";
 const SPEND: &str = "perplexity_agent_spend_microdollars_total";
+const STATE_UP: &str = "perplexity_agent_state_backend_up";
 
 /// Seconds: a tools/list answers in microseconds, a research call takes minutes.
 const BUCKETS: &[f64] = &[
@@ -107,6 +108,10 @@ fn describe() {
     );
     describe_gauge!(CONNECTIONS, "Open HTTP connections.");
     describe_gauge!(SESSIONS, "Legacy (2025-11-25) HTTP sessions alive.");
+    describe_gauge!(
+        STATE_UP,
+        "1 while the shared state backend (PERPLEXITY_STATE_URL) answers; 0 while billable calls are refused because it does not."
+    );
     describe_counter!(
         SPEND,
         "What billable requests cost, in millionths of the API's currency (USD), by caller and tool: reported by Perplexity or estimated."
@@ -130,6 +135,8 @@ pub enum Refusal {
     Busy,
     Budget,
     Scope,
+    /// The shared state backend did not answer the rate-limit charge.
+    State,
 }
 
 impl Refusal {
@@ -140,6 +147,7 @@ impl Refusal {
             Refusal::Busy => "busy",
             Refusal::Budget => "budget",
             Refusal::Scope => "scope",
+            Refusal::State => "state",
         }
     }
 }
@@ -201,6 +209,13 @@ pub fn gauges(circuit_open: bool, calls: i64, tasks: i64, runs_pending: usize) {
     gauge!(CALLS_IN_FLIGHT).set(calls as f64);
     gauge!(TASKS_IN_FLIGHT).set(tasks as f64);
     gauge!(RUNS_PENDING).set(runs_pending as f64);
+}
+
+/// Whether the shared state backend answered its last operation.
+pub fn state_up(up: bool) {
+    if EXPORTER.get().is_some() {
+        gauge!(STATE_UP).set(f64::from(u8::from(up)));
+    }
 }
 
 /// Legacy HTTP sessions alive, read at scrape time.

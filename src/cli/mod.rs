@@ -316,6 +316,7 @@ pub async fn run(command: Command, config: Config) -> Ended {
             // The server logs its own failure (a port in use) as it happens.
             match crate::app::serve(&config, services, http).await {
                 0 => Ok(Exit::Success),
+                4 => Ok(Exit::Config),
                 _ => Ok(Exit::Failed),
             }
         }
@@ -413,12 +414,15 @@ async fn call(
         }
     };
     let local = crate::call::Caller::local();
-    let admitted = match tools.accept(
-        crate::guard::Charge::of(FrontEnd::Cli, &local),
-        tool,
-        args,
-        None,
-    ) {
+    let admitted = match tools
+        .accept(
+            crate::guard::Charge::of(FrontEnd::Cli, &local),
+            tool,
+            args,
+            None,
+        )
+        .await
+    {
         Ok(admitted) => admitted,
         Err(refusal) => {
             finish();
@@ -722,12 +726,15 @@ async fn models(
 ) -> Ended {
     let params = json!({});
     let local = crate::call::Caller::local();
-    let pass = match guard.admit(
-        crate::guard::Charge::of(FrontEnd::Cli, &local),
-        "models",
-        &params,
-        1,
-    ) {
+    let pass = match guard
+        .admit(
+            crate::guard::Charge::of(FrontEnd::Cli, &local),
+            "models",
+            &params,
+            1,
+        )
+        .await
+    {
         Ok(pass) => pass,
         Err(refusal) => return Err(CliError::failed(refusal.message())),
     };

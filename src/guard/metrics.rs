@@ -63,6 +63,8 @@ pub enum Outcome {
     RateLimited,
     /// Refused by a spending budget after admission.
     OverBudget,
+    /// Refused because the shared state backend did not answer the rate-limit charge.
+    Unavailable,
     Abandoned,
 }
 
@@ -119,6 +121,7 @@ impl Metrics {
             Outcome::Rejected => Ending::Refused(Refusal::Validation),
             Outcome::RateLimited => Ending::Refused(Refusal::Rate),
             Outcome::OverBudget => Ending::Refused(Refusal::Budget),
+            Outcome::Unavailable => Ending::Refused(Refusal::State),
             Outcome::Abandoned => Ending::Abandoned,
         };
         crate::telemetry::call_ended(tool, front_end, ending, took);
@@ -135,7 +138,7 @@ impl Metrics {
         match outcome {
             Outcome::Ok => {}
             // A budget's refusal is an error result, as server_metrics always counted it.
-            Outcome::Error | Outcome::OverBudget => stats.errors += 1,
+            Outcome::Error | Outcome::OverBudget | Outcome::Unavailable => stats.errors += 1,
             Outcome::Rejected => {
                 stats.errors += 1;
                 stats.rejected += 1;

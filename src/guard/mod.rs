@@ -40,6 +40,9 @@ pub struct GuardConfig {
     pub audit_log_path: Option<String>,
     /// `PERPLEXITY_MAX_OUTPUT_CHARS`: longer results are cut and offloaded.
     pub max_output_chars: usize,
+    /// `PERPLEXITY_REPLICA_ID` (else the host name and pid): in every audit record, so a
+    /// collector merging several replicas' logs knows whose each line is.
+    pub replica_id: String,
 }
 
 impl Default for GuardConfig {
@@ -49,12 +52,17 @@ impl Default for GuardConfig {
             rate_burst: 10,
             audit_log_path: None,
             max_output_chars: 100_000,
+            replica_id: String::new(),
         }
     }
 }
 
 pub struct Guard {
     bucket: TokenBucket,
+    /// The shared backend whose buckets replace `bucket` and the callers' own, when
+    /// several replicas share one limit (`PERPLEXITY_STATE_URL`).
+    shared: Option<Arc<crate::state::Shared>>,
+    replica_id: String,
     audit: Option<AuditLog>,
     metrics: Metrics,
     offload: Offload,
@@ -120,10 +128,54 @@ impl Guard {
                 config.rate_burst,
                 Box::new(SystemClock),
             ),
+            shared: None,
+            replica_id: config.replica_id.clone(),
             audit,
             metrics: Metrics::default(),
             offload: Offload::new(config.max_output_chars),
         })
+    }
+
+    /// The same guard, charging the shared backend's buckets instead of its own.
+    pub fn sharing(mut self, shared: Option<Arc<crate::state::Shared>>) -> Guard {
+        self.shared = shared;
+        self
+    }
+
+    /// The shared backend, if any (readiness, `doctor`).
+    pub fn shared(&self) -> Option<&Arc<crate::state::Shared>> {
+        self.shared.as_ref()
+    }
+
+    /// Charges `cost` to the caller's own bucket and the server's: all or nothing, in the
+    /// shared backend when there is one. `Err(None)`: the backend did not answer.
+    async fn charge(&self, who: &Charge<'_>, cost: u32) -> Result<(), Option<Duration>> {
+        let Some(shared) = &self.shared else {
+            // Here the caller's own first, so a client over its own rate spends nothing
+            // of the server's.
+            return match who.bucket {
+                Some(own) => own
+                    .try_take_n(cost)
+                    .and_then(|()| self.bucket.try_take_n(cost)),
+                None => self.bucket.try_take_n(cost),
+            }
+            .map_err(Some);
+        };
+        let own = who.bucket.map(|own| crate::state::BucketSpec {
+            owner: Some(who.caller.key()),
+            per_minute: own.per_minute,
+            burst: own.burst,
+        });
+        let server = crate::state::BucketSpec {
+            owner: None,
+            per_minute: self.bucket.per_minute,
+            burst: self.bucket.burst,
+        };
+        let buckets: Vec<_> = own.into_iter().chain([server]).collect();
+        match shared.charge(&buckets, cost).await {
+            Ok(charged) => charged.map_err(Some),
+            Err(_) => Err(None),
+        }
     }
 
     /// Records a call whose input was rejected (it costs no token).
@@ -151,7 +203,7 @@ impl Guard {
     /// Charges the buckets for a validated call (the caller's own first, so a client
     /// over its own rate spends nothing of the server's) and opens its audit pair; a
     /// refusal is the `isError` result to return (and is audited as `rate_limited`).
-    pub fn admit(
+    pub async fn admit(
         self: &Arc<Self>,
         who: Charge<'_>,
         tool: &str,
@@ -159,14 +211,22 @@ impl Guard {
         cost: u32,
     ) -> Result<Pass, Refusal> {
         let call_id = new_call_id();
-        let charged = match who.bucket {
-            Some(own) => own
-                .try_take_n(cost)
-                .and_then(|()| self.bucket.try_take_n(cost)),
-            None => self.bucket.try_take_n(cost),
-        };
+        let charged = self.charge(&who, cost).await;
         let at = (who.front_end, who.caller);
-        if let Err(wait) = charged {
+        if let Err(None) = charged {
+            // Fails closed: a limiter that cannot be asked admits nothing billable.
+            self.write(
+                "state_unavailable",
+                at,
+                tool,
+                &call_id,
+                fields(params, "ok"),
+            );
+            self.metrics
+                .ended(tool, who.front_end.as_str(), Outcome::Unavailable, None);
+            return Err(Refusal::Unavailable);
+        }
+        if let Err(Some(wait)) = charged {
             let mut f = fields(params, "ok");
             f.insert("retry_after_ms".into(), json!(wait.as_millis() as u64));
             self.write("rate_limited", at, tool, &call_id, f);
@@ -218,6 +278,7 @@ impl Guard {
             f.insert("issuer".into(), json!(issuer));
         }
         f.insert("call_id".into(), json!(call_id));
+        f.insert("replica".into(), json!(self.replica_id));
         audit.record(event, f);
     }
 

@@ -1,6 +1,7 @@
 //! One token bucket per process, shared by every front end: a prompt storm from any
 //! client drains the same budget. Refusal is immediate (never a queue, never a wait in
-//! the read loop) and says when to retry.
+//! the read loop) and says when to retry. With a shared state backend the buckets of the
+//! same sizes live there instead (`state/buckets.rs`), one for all replicas.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -19,6 +20,9 @@ impl Clock for SystemClock {
 }
 
 pub struct TokenBucket {
+    /// As configured: what a shared backend's bucket of the same name is charged with.
+    pub per_minute: u32,
+    pub burst: u32,
     capacity: f64,
     /// Tokens per second.
     rate: f64,
@@ -31,6 +35,8 @@ impl TokenBucket {
     pub fn new(per_minute: u32, burst: u32, clock: Box<dyn Clock>) -> Self {
         let now = clock.now();
         TokenBucket {
+            per_minute: per_minute.max(1),
+            burst: burst.max(1),
             capacity: f64::from(burst.max(1)),
             rate: f64::from(per_minute.max(1)) / 60.0,
             clock,

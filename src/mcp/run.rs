@@ -28,12 +28,13 @@ pub struct Port {
 }
 
 impl Dispatcher {
-    /// Step one, synchronous so that refusals come back in request order: a task takes
+    /// Step one, awaited in the transport's read loop or request handler so that refusals
+    /// come back in request order (it waits only for a shared state backend): a task takes
     /// one of the tasks' own slots (it outlives its request), any other call one of
     /// `slots` (a connection's cap; `None` where the transport caps requests itself);
     /// then validation, the rate limit and the opening audit record. A refusal is its
     /// reply frame, and takes no slot.
-    pub fn accept_call(
+    pub async fn accept_call(
         &self,
         front_end: FrontEnd,
         job: &CallJob,
@@ -50,6 +51,7 @@ impl Dispatcher {
                 &job.arguments,
                 slots,
             )
+            .await
             .map_err(|refusal| self.call_reply(job, &refusal.output()))
     }
 

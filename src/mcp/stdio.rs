@@ -138,9 +138,11 @@ pub async fn serve(dispatcher: Arc<Dispatcher>) -> i32 {
                 });
             }
             Action::Call(job) => {
-                // Accepted here, synchronously: refusals come back in request order,
-                // even in a storm, and a refused call takes no slot.
-                let admitted = match dispatcher.accept_call(FrontEnd::McpStdio, &job, Some(&slots))
+                // Accepted here, before the next line is read: refusals come back in
+                // request order, even in a storm, and a refused call takes no slot.
+                let admitted = match dispatcher
+                    .accept_call(FrontEnd::McpStdio, &job, Some(&slots))
+                    .await
                 {
                     Ok(admitted) => admitted,
                     Err(refused) => {

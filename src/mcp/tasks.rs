@@ -761,11 +761,22 @@ async fn collect(
     let args = json!({"response_id": run, "wait_seconds": crate::config::MAX_WAIT_SECONDS});
     let args = args.as_object().cloned().unwrap_or_default();
     loop {
-        let admitted = match tools.accept(Charge::of(front_end, caller), collector, &args, None) {
+        let admitted = match tools
+            .accept(Charge::of(front_end, caller), collector, &args, None)
+            .await
+        {
             Ok(admitted) => admitted,
+            // A full bucket or a state backend that is down for now: the run goes on
+            // upstream, so the task keeps waiting for it rather than ending in error.
             Err(Refusal::RateLimited { retry_after }) => {
                 tokio::select! {
                     () = tokio::time::sleep(retry_after) => continue,
+                    () = cancel.cancelled() => return None,
+                }
+            }
+            Err(Refusal::Unavailable) => {
+                tokio::select! {
+                    () = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
                     () = cancel.cancelled() => return None,
                 }
             }
@@ -798,6 +809,7 @@ async fn stop_run(
             &args,
             None,
         )
+        .await
         .map_err(|refusal| refusal.message())?;
     let done = tools
         .complete(admitted, &CallContext::default())

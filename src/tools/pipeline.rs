@@ -205,8 +205,9 @@ impl Tools {
         }
     }
 
-    /// Step 2, synchronous: the rate limit and the opening audit record.
-    fn admit(
+    /// Step 2: the rate limit and the opening audit record. It waits only with a shared
+    /// state backend (one round trip); the local buckets answer without waiting.
+    async fn admit(
         &self,
         who: Charge<'_>,
         validated: Validated,
@@ -220,7 +221,8 @@ impl Tools {
         };
         let pass = self
             .guard
-            .admit(who, &validated.tool, &validated.params, cost)?;
+            .admit(who, &validated.tool, &validated.params, cost)
+            .await?;
         Ok(Admitted {
             call: validated.call,
             tool: validated.tool,
@@ -229,11 +231,11 @@ impl Tools {
         })
     }
 
-    /// The one way in, synchronous so that refusals come back in request order:
+    /// The one way in, awaited where refusals must keep request order (a read loop):
     /// validation, a call slot of `slots` (the MCP transports' cap per connection; a
     /// busy refusal costs no rate-limit token), then the rate limit and the opening
-    /// audit record.
-    pub fn accept(
+    /// audit record. Without a shared state backend nothing in it waits.
+    pub async fn accept(
         &self,
         who: Charge<'_>,
         name: &str,
@@ -244,7 +246,7 @@ impl Tools {
         let slot = slots.map(Slots::take).transpose().inspect_err(|_| {
             crate::telemetry::refused(crate::telemetry::Refusal::Busy);
         })?;
-        self.admit(who, validated, slot)
+        self.admit(who, validated, slot).await
     }
 
     /// Step 3: the handler, then the output budget and the closing audit record. A

@@ -560,6 +560,7 @@ impl Caller {
                 &args,
                 None,
             )
+            .await
             .map_err(|refusal| refusal.message())?;
         let ctx = CallContext {
             progress,

@@ -630,8 +630,14 @@ pub fn opening<'a>(records: &'a [Value], tool: &str) -> &'a Value {
 /// Whether `program` runs here (`--version`); the tests that need it say why they did not
 /// run. CI installs each such program (`.ci/run`), so there a missing one is a failure.
 pub fn installed_or_skip(program: &str, test: &str, why: &str) -> bool {
+    // HAProxy knows only `-v`.
+    let flag = if program == "haproxy" {
+        "-v"
+    } else {
+        "--version"
+    };
     let present = Command::new(program)
-        .arg("--version")
+        .arg(flag)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()

@@ -49,6 +49,8 @@ mod lifecycle;
 mod metrics;
 /// OAuth 2.1 access tokens from a real OpenID provider: refusals, scopes, key rotation.
 mod oauth;
+/// Replicas sharing Redis behind HAProxy: one rate limit, outages, start-up errors.
+mod replicas;
 /// `responses_create` / `responses_retrieve` and function calls.
 mod responses;
 /// `perplexity_search`: bodies, structured results, budgets.

@@ -92,6 +92,7 @@ pub async fn run(args: DoctorArgs, config: &Config) -> Ended {
         );
     }
     let store = store_checks(config, &mut checks);
+    checks.extend(state_check(config).await);
     checks.extend(gateway_checks(config, store.as_ref()));
     checks.extend(client_checks());
     checks.extend(selftest::self_test().await);
@@ -195,6 +196,26 @@ fn configuration(config: &Config) -> Check {
 
 /// Opens the store (as first use would) and checks who may read it. Returns it for the
 /// gateway checks.
+/// The shared state backend, when one is set: it answers and takes our credentials.
+async fn state_check(config: &Config) -> Option<Check> {
+    const NAME: &str = "Shared state";
+    let state = config.state.as_ref()?;
+    let shared = match crate::state::Shared::open(state) {
+        Ok(shared) => shared,
+        Err(problem) => return Some(Check::new(Status::Fail, NAME, problem)),
+    };
+    Some(match shared.connect(std::time::Duration::from_secs(2)).await {
+        Ok(()) => Check::new(
+            Status::Ok,
+            NAME,
+            format!("answers (keys under {})", state.prefix),
+        ),
+        Err(e) => Check::new(Status::Fail, NAME, e.to_string()).fix(
+            "start Redis, or check PERPLEXITY_STATE_URL; until it answers, serve refuses to start and a running replica refuses billable calls",
+        ),
+    })
+}
+
 fn store_checks(config: &Config, checks: &mut Vec<Check>) -> Option<Store> {
     let Some(store_config) = config.store.clone() else {
         checks.push(

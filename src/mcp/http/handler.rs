@@ -45,6 +45,11 @@ pub enum Handled {
 pub trait Handler: Send + Sync + 'static {
     fn handle(self: Arc<Self>, request: Incoming, out: Outbound) -> Handled;
 
+    /// Whether this replica should get new requests (`/readyz`): its dependencies answer.
+    fn ready(&self) -> bool {
+        true
+    }
+
     /// Whether a [`Handled::Later`] answer goes out as an SSE stream (needed for anything
     /// sent before the reply); otherwise it is one JSON body. Decided before any work.
     fn streams(&self, _request: &Incoming) -> bool {

@@ -1,5 +1,6 @@
-//! Streamable HTTP transport (`serve --http`): `/mcp` for both protocol eras, and an
-//! unauthenticated `/healthz` that reports liveness only.
+//! Streamable HTTP transport (`serve --http`): `/mcp` for both protocol eras, an
+//! unauthenticated `/healthz` that reports liveness only, and `/readyz` (the shared
+//! state backend and the upstream circuit, for load balancers).
 //!
 //! Connections are capped and their heads bounded in size and time (`accept.rs`). Policy
 //! is one layer around the endpoint (`policy.rs`), so no handler can forget it, staged so
@@ -94,6 +95,27 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
     }
     let policy = Arc::new(Policy::new(&config, auth, longest));
     let mut app = router(endpoint.clone(), policy.clone(), metadata);
+    // Readiness for load balancers, unauthenticated and without detail (which dependency
+    // is down is the operator's to read in the log, `doctor` and /metrics). Not ready from
+    // the moment a stop signal arrives, so no new caller is sent here while it drains.
+    {
+        let (endpoint, stop) = (endpoint.clone(), stop.clone());
+        app = app.route(
+            "/readyz",
+            get(move |headers: axum::http::HeaderMap| {
+                let ready = !stop.is_cancelled() && endpoint.handler.ready();
+                async move {
+                    policy::head_refused(&headers).unwrap_or_else(|| {
+                        if ready {
+                            "ready\n".into_response()
+                        } else {
+                            policy::plain(StatusCode::SERVICE_UNAVAILABLE, "not ready")
+                        }
+                    })
+                }
+            }),
+        );
+    }
     if let Some(access) = config.metrics.clone() {
         let endpoint = endpoint.clone();
         app = app.route(

@@ -2,7 +2,9 @@
 //! guard. Quick methods answer at once; a tool call (or a run resource read) runs in its
 //! own task and streams only when the client asked for progress.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use super::handler::{Handled, Handler, Incoming, Outbound};
 use crate::call::FrontEnd;
@@ -28,6 +30,17 @@ impl Handler for Product {
             snapshot["tasks"]["in_flight"].as_i64().unwrap_or(0),
             tools.spend().runs_pending(),
         );
+    }
+
+    /// Ready while the shared state backend (if any) answers and the upstream circuit is
+    /// closed: a load balancer then sends callers to a replica that can serve them.
+    fn ready(&self) -> bool {
+        let tools = self.dispatcher.tools();
+        let state_up = tools
+            .guard()
+            .shared()
+            .is_none_or(|shared| shared.health().is_up());
+        state_up && !tools.client().circuit_open()
     }
 
     fn streams(&self, request: &Incoming) -> bool {
@@ -77,14 +90,25 @@ impl Handler for Product {
 }
 
 impl Product {
-    /// Validation and the rate limit answer at once; an admitted call runs later, through
-    /// the runner both transports share. The HTTP policy caps requests in flight across
-    /// callers before the body is read, so a call takes no connection slot here.
+    /// Validation and the rate limit answer at once — a refusal is a plain JSON reply —
+    /// unless the limit is kept in a shared state backend: then the charge's round trip
+    /// is awaited with the call. An admitted call runs later, through the runner both
+    /// transports share. The HTTP policy caps requests in flight across callers before
+    /// the body is read, so a call takes no connection slot here.
     fn call(&self, job: CallJob, out: Outbound) -> Handled {
         let dispatcher = self.dispatcher.clone();
-        let admitted = match dispatcher.accept_call(FrontEnd::McpHttp, &job, None) {
-            Ok(admitted) => admitted,
-            Err(refused) => return Handled::Now(Some(refused)),
+        let mut accepting = Box::pin(async move {
+            let accepted = dispatcher.accept_call(FrontEnd::McpHttp, &job, None).await;
+            (accepted, job, dispatcher)
+        });
+        // One poll decides: the local buckets never wait, so their answer is here now.
+        // A pending charge keeps its future (dropping it could lose a token Redis
+        // already took); the executor's next poll gives it the real waker.
+        let mut context = Context::from_waker(Waker::noop());
+        let now = match accepting.as_mut().poll(&mut context) {
+            Poll::Ready((Err(refused), _, _)) => return Handled::Now(Some(refused)),
+            Poll::Ready(accepted) => Some(accepted),
+            Poll::Pending => None,
         };
         let port = Port {
             frames: out.frames(),
@@ -92,7 +116,14 @@ impl Product {
             stopping: out.stopping_token(),
         };
         Handled::Later(Box::pin(async move {
-            dispatcher.run_call(job, admitted, port).await
+            let (accepted, job, dispatcher) = match now {
+                Some(accepted) => accepted,
+                None => accepting.await,
+            };
+            match accepted {
+                Ok(admitted) => dispatcher.run_call(job, admitted, port).await,
+                Err(refused) => Some(refused),
+            }
         }))
     }
 }

@@ -165,12 +165,16 @@ impl Chain<'_> {
                 );
             }
         };
-        let admitted = match self.tools.accept(
-            crate::guard::Charge::of(self.front_end, &self.caller),
-            &function.name,
-            &arguments,
-            None,
-        ) {
+        let admitted = match self
+            .tools
+            .accept(
+                crate::guard::Charge::of(self.front_end, &self.caller),
+                &function.name,
+                &arguments,
+                None,
+            )
+            .await
+        {
             Ok(admitted) => admitted,
             Err(Refusal::Invalid(refused)) => {
                 return error("invalid_arguments", refused.to_string());
