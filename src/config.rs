@@ -262,13 +262,7 @@ fn state_config(
         .map(|p| p.trim().to_owned())
         .filter(|p| !p.is_empty())
         .unwrap_or_else(|| crate::state::DEFAULT_PREFIX.to_owned());
-    if prefix.len() > 128 || prefix.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(ConfigError {
-            variable: "PERPLEXITY_STATE_PREFIX",
-            problem: "must be at most 128 characters, without spaces or control characters"
-                .to_owned(),
-        });
-    }
+    label("PERPLEXITY_STATE_PREFIX", &prefix)?;
     let timeout = bounded_int(
         "PERPLEXITY_STATE_TIMEOUT_MS",
         env("PERPLEXITY_STATE_TIMEOUT_MS").as_deref(),
@@ -293,18 +287,21 @@ fn state_config(
 /// `PERPLEXITY_REPLICA_ID`, else this host's name and the process id (`web-1-4242`).
 fn replica_id(env: &impl Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
     match env("PERPLEXITY_REPLICA_ID").map(|v| v.trim().to_owned()) {
-        Some(id) if !id.is_empty() => {
-            if id.len() > 128 || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                return Err(ConfigError {
-                    variable: "PERPLEXITY_REPLICA_ID",
-                    problem: "must be at most 128 characters, without spaces or control characters"
-                        .to_owned(),
-                });
-            }
-            Ok(id)
-        }
+        Some(id) if !id.is_empty() => label("PERPLEXITY_REPLICA_ID", &id).map(|()| id),
         _ => Ok(format!("{}-{}", host_name(), std::process::id())),
     }
+}
+
+/// A name that goes into keys and log records as it is: short, no spaces or controls.
+fn label(variable: &'static str, value: &str) -> Result<(), ConfigError> {
+    if value.len() > 128 || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ConfigError {
+            variable,
+            problem: "must be at most 128 characters, without spaces or control characters"
+                .to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// This machine's host name (`localhost` when it has none we can read).

@@ -7,7 +7,7 @@
 //! round trip (a Lua script where it must be atomic), bounded by
 //! `PERPLEXITY_STATE_TIMEOUT_MS`, so an outage costs a caller that long and no more.
 //! What fails when the backend is unreachable is decided per item, next to the item (and
-//! in SECURITY.md, "Several replicas"): billable calls fail closed.
+//! in SECURITY.md, "Scale-out"): billable calls fail closed.
 //!
 //! Every key sits under `PERPLEXITY_STATE_PREFIX`, names its record version (`…:v1:…`,
 //! so a rolling upgrade can read the previous version's records), and carries a TTL.
@@ -137,10 +137,8 @@ pub struct Shared {
 
 impl Shared {
     /// Builds the client without connecting (the first operation connects). Fails on a
-    /// URL or CA file that cannot be used.
+    /// URL or CA file that cannot be used (the URL's form was checked with the config).
     pub fn open(config: &StateConfig) -> Result<Shared, String> {
-        check_url(config.url.expose_secret())
-            .map_err(|problem| format!("PERPLEXITY_STATE_URL {problem}"))?;
         let roots = match &config.ca_file {
             None => None,
             Some(path) => Some(std::fs::read(path).map_err(|e| {
