@@ -81,6 +81,7 @@ pub async fn serve(config: &Config, services: Services, http: Option<HttpConfig>
         dispatcher = dispatcher.over_http();
     }
     let dispatcher = Arc::new(dispatcher);
+    dispatcher.share_tasks();
     let code = match http {
         Some(http) => crate::mcp::http::serve(dispatcher, http, config.wait_seconds).await,
         None => crate::mcp::stdio::serve(dispatcher).await,

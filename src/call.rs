@@ -94,6 +94,12 @@ impl Caller {
         Caller::new(key, subject.to_owned(), Some(issuer.to_owned()), false)
     }
 
+    /// A caller as a shared task record keeps it, for the replica that adopts the task of
+    /// a replica that died (it collects the run as the caller that started it).
+    pub fn restored(key: String, name: String, issuer: Option<String>, operator: bool) -> Caller {
+        Caller::new(key, name, issuer, operator)
+    }
+
     fn new(key: String, name: String, issuer: Option<String>, operator: bool) -> Caller {
         Caller(Arc::new(CallerParts {
             key,

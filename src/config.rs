@@ -270,6 +270,13 @@ fn state_config(
         10,
         10_000,
     )?;
+    let lease = bounded_int(
+        "PERPLEXITY_STATE_LEASE_MS",
+        env("PERPLEXITY_STATE_LEASE_MS").as_deref(),
+        crate::state::DEFAULT_LEASE.as_millis() as u64,
+        1_000,
+        300_000,
+    )?;
     Ok(Some(crate::state::StateConfig {
         url: secrecy::SecretString::from(url),
         password: env("PERPLEXITY_STATE_PASSWORD")
@@ -277,6 +284,8 @@ fn state_config(
             .map(secrecy::SecretString::from),
         prefix,
         timeout: Duration::from_millis(timeout),
+        lease: Duration::from_millis(lease),
+        replica: replica_id(env)?,
         ca_file: env("PERPLEXITY_STATE_CA_FILE")
             .map(|p| p.trim().to_owned())
             .filter(|p| !p.is_empty())

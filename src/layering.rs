@@ -26,7 +26,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("guard", &["call", "files", "random", "state", "telemetry"]),
     ("store", &["files", "random"]),
     // State shared by replicas (Redis), reached through `net`.
-    ("state", &["net", "telemetry"]),
+    ("state", &["net", "store", "telemetry"]),
     // What calls cost: the ledger (in the store) and the budgets.
     ("spend", &["call", "perplexity", "store", "telemetry"]),
     // Egress.
@@ -50,6 +50,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "perplexity",
             "random",
             "spend",
+            "state",
             "store",
             "telemetry",
             "text",

@@ -245,6 +245,11 @@ impl Dispatcher {
         &self.tasks
     }
 
+    /// With replicas, the tasks are shared with them (leases, adoption, ends).
+    pub fn share_tasks(&self) {
+        self.tasks.share(&self.tools);
+    }
+
     /// A task subscription to its end: the notifications go to `frames`; the reply
     /// frame when it ended gracefully (or was refused), `None` when cancelled.
     pub async fn listen(

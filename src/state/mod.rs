@@ -17,6 +17,9 @@
 mod buckets;
 pub use buckets::BucketSpec;
 mod health;
+mod runs;
+mod tasks;
+pub use tasks::Adoptable;
 
 pub use health::Health;
 
@@ -29,6 +32,9 @@ use secrecy::{ExposeSecret, SecretString};
 
 /// How long one operation may take by default (`PERPLEXITY_STATE_TIMEOUT_MS`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+/// How long a replica's claim on a task lasts unless renewed (`PERPLEXITY_STATE_LEASE_MS`):
+/// after a replica dies, its tasks wait this long before another adopts them.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 /// The key prefix by default (`PERPLEXITY_STATE_PREFIX`).
 pub const DEFAULT_PREFIX: &str = "perplexity-agent:";
 
@@ -41,6 +47,9 @@ pub struct StateConfig {
     pub password: Option<SecretString>,
     pub prefix: String,
     pub timeout: Duration,
+    pub lease: Duration,
+    /// `PERPLEXITY_REPLICA_ID`: whose a task's lease is.
+    pub replica: String,
     /// `PERPLEXITY_STATE_CA_FILE`: the PEM roots a `rediss://` server's certificate must
     /// chain to (else the system's).
     pub ca_file: Option<PathBuf>,
@@ -130,6 +139,10 @@ impl From<redis::RedisError> for StateError {
 /// the per-operation deadline.
 pub struct Shared {
     conn: ConnectionManager,
+    /// For the subscriber's own connection (a subscribed connection carries nothing else).
+    client: redis::Client,
+    replica: String,
+    lease: Duration,
     prefix: String,
     timeout: Duration,
     health: Arc<Health>,
@@ -162,14 +175,18 @@ impl Shared {
             .set_response_timeout(Some(config.timeout))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, manager).map_err(|e| {
-            format!(
-                "PERPLEXITY_STATE_URL cannot be used: {}",
-                StateError::from(e)
-            )
-        })?;
+        let conn =
+            ConnectionManager::new_lazy_with_config(client.clone(), manager).map_err(|e| {
+                format!(
+                    "PERPLEXITY_STATE_URL cannot be used: {}",
+                    StateError::from(e)
+                )
+            })?;
         Ok(Shared {
             conn,
+            client,
+            replica: config.replica.clone(),
+            lease: config.lease,
             prefix: config.prefix.clone(),
             timeout: config.timeout,
             health: Arc::new(Health::default()),
@@ -262,6 +279,8 @@ mod tests {
             password: None,
             prefix: "team-a:".to_owned(),
             timeout: DEFAULT_TIMEOUT,
+            lease: DEFAULT_LEASE,
+            replica: "r0".to_owned(),
             ca_file: None,
         };
         let rt = tokio::runtime::Builder::new_current_thread()

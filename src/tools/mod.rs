@@ -195,11 +195,16 @@ impl Tools {
             spend,
         } = parts;
         let obligations = Obligations::default();
+        let run_owners = Arc::new(owners::RunOwners::new(
+            store.clone(),
+            guard.shared().cloned(),
+            obligations.clone(),
+        ));
         Tools {
             client,
             fetcher,
             guard,
-            run_owners: Arc::new(owners::RunOwners::new(store.clone(), obligations.clone())),
+            run_owners,
             store,
             spend,
             gateway: None,

@@ -6,13 +6,17 @@
 //! the single-token tenant) hold or share that key and are not limited.
 //!
 //! Bindings live in memory (the newest [`MEMORY`]) and in the store's `run_owners`
-//! table, written before the call's answer can name the run, so they survive restarts.
+//! table — or, with replicas, in the shared backend (`state/runs.rs`), so a run started
+//! through one replica is its caller's through every other — written before the call's
+//! answer can name the run, so they survive restarts. A shared backend that does not
+//! answer hides the run (fails closed): "not found", never another caller's run.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::call::Caller;
 use crate::drain::Obligations;
+use crate::state::Shared;
 use crate::store::StoreHandle;
 
 /// Bindings held in memory; older ones are read from the store.
@@ -21,6 +25,7 @@ const MEMORY: usize = 10_000;
 pub struct RunOwners {
     memory: Mutex<Recent>,
     store: Arc<StoreHandle>,
+    shared: Option<Arc<Shared>>,
     obligations: Obligations,
 }
 
@@ -31,10 +36,15 @@ struct Recent {
 }
 
 impl RunOwners {
-    pub fn new(store: Arc<StoreHandle>, obligations: Obligations) -> Self {
+    pub fn new(
+        store: Arc<StoreHandle>,
+        shared: Option<Arc<Shared>>,
+        obligations: Obligations,
+    ) -> Self {
         RunOwners {
             memory: Mutex::new(Recent::default()),
             store,
+            shared,
             obligations,
         }
     }
@@ -59,15 +69,23 @@ impl RunOwners {
                 }
             }
         }
-        let (store, run, key) = (
+        let (store, shared, run, key) = (
             self.store.clone(),
+            self.shared.clone(),
             run_id.to_owned(),
             caller.key().to_owned(),
         );
         // A promise exit waits for: the binding must outlive this process, or the run
         // would be lost to its own caller after a restart.
         self.obligations.spawn(async move {
-            if let Err(e) = store.with(move |s| s.bind_run(&run, &key)).await {
+            let stored = match shared {
+                Some(shared) => shared.bind_run(&run, &key).await.map_err(|e| e.to_string()),
+                None => store
+                    .with(move |s| s.bind_run(&run, &key))
+                    .await
+                    .map_err(|e| e.to_string()),
+            };
+            if let Err(e) = stored {
                 tracing::warn!("a research run's owner could not be stored ({e}); after a restart its caller will not find it");
             }
         });
@@ -85,14 +103,17 @@ impl RunOwners {
             .and_then(|recent| recent.owner.get(run_id).cloned());
         let owner = match remembered {
             Some(owner) => Some(owner),
-            None => {
-                let run = run_id.to_owned();
-                self.store
-                    .with(move |s| s.run_owner(&run))
-                    .await
-                    .ok()
-                    .flatten()
-            }
+            None => match &self.shared {
+                Some(shared) => shared.run_owner(run_id).await.ok().flatten(),
+                None => {
+                    let run = run_id.to_owned();
+                    self.store
+                        .with(move |s| s.run_owner(&run))
+                        .await
+                        .ok()
+                        .flatten()
+                }
+            },
         };
         owner.as_deref() == Some(caller.key())
     }
@@ -104,7 +125,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_run_is_its_creators_and_operators_see_every_run() {
-        let owners = RunOwners::new(Arc::new(StoreHandle::new(None)), Obligations::default());
+        let owners = RunOwners::new(
+            Arc::new(StoreHandle::new(None)),
+            None,
+            Obligations::default(),
+        );
         let (alice, bob) = (Caller::client("alice", "t0"), Caller::client("bob", "t0"));
         owners.bind("resp_a", &alice);
         assert!(owners.visible("resp_a", &alice).await);
@@ -146,6 +171,7 @@ mod tests {
         {
             let owners = RunOwners::new(
                 Arc::new(StoreHandle::new(Some(config.clone()))),
+                None,
                 obligations.clone(),
             );
             owners.bind("resp_a", &alice);
@@ -153,6 +179,7 @@ mod tests {
         }
         let fresh = RunOwners::new(
             Arc::new(StoreHandle::new(Some(config))),
+            None,
             Obligations::default(),
         );
         assert!(fresh.visible("resp_a", &alice).await);

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::common::*;
-use crate::http::{Client, Http, http_env};
+use crate::http::{Client, Http, TOKEN, http_env};
+use crate::tasks::{post, task_call, tasks_request};
 
 fn have(program: &str, test: &str) -> bool {
     installed_or_skip(program, test, "apt-get install redis-server haproxy")
@@ -288,4 +289,189 @@ fn a_wrong_password_is_a_clear_start_up_error() {
     wait_until("the replica to be ready", Duration::from_secs(10), || {
         ready(h.client) == 200
     });
+}
+
+/// `tasks/get` through `client` until the task leaves `working`.
+fn settled(client: &Client, task: &str) -> serde_json::Value {
+    let mut last = json!(null);
+    wait_until("the task to end", Duration::from_secs(60), || {
+        last = post(client, TOKEN, &tasks_request(9, "tasks/get", task))["result"].clone();
+        last["status"] != "working"
+    });
+    last
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn answer_of(task: &serde_json::Value) -> String {
+    task["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn a_task_is_every_replicas_and_outlives_the_one_that_ran_it() {
+    if !have(
+        "redis-server",
+        "a_task_is_every_replicas_and_outlives_the_one_that_ran_it",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("replica-tasks");
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 7000, "answer": "Shared."}));
+    let audit: Vec<_> = (0..3)
+        .map(|i| dir.path(&format!("audit-{i}.jsonl")))
+        .collect();
+    let mut replicas: Vec<Option<Http>> = (0..3)
+        .map(|i| {
+            let (id, log) = (format!("r{i}"), audit[i].display().to_string());
+            let extra = [
+                ("PERPLEXITY_REPLICA_ID", id.as_str()),
+                ("PERPLEXITY_AUDIT_LOG_PATH", log.as_str()),
+                ("PERPLEXITY_RATE_PER_MINUTE", "6000"),
+                ("PERPLEXITY_STATE_LEASE_MS", "1500"),
+            ];
+            Some(replica(&fake, redis_port, &extra))
+        })
+        .collect();
+    let client = |i: usize| replicas[i].as_ref().map(|r| r.client).unwrap();
+    let (a, b, c) = (client(0), client(1), client(2));
+    for r in [a, b, c] {
+        wait_until("each replica to be ready", Duration::from_secs(10), || {
+            ready(r) == 200
+        });
+    }
+
+    // Made through A, heard of on C, polled to its end through B.
+    let created = post(
+        &a,
+        TOKEN,
+        &task_call(1, "perplexity_agent", json!({"query": "q"})),
+    );
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let listen = {
+        let task = task.clone();
+        std::thread::spawn(move || {
+            let listen = request(
+                2,
+                "subscriptions/listen",
+                json!({"_meta": crate::tasks::meta_with_tasks(), "notifications": {"taskIds": [task]}}),
+            );
+            let r = c.send(
+                "POST",
+                "/mcp",
+                &[
+                    ("Authorization", &format!("Bearer {TOKEN}")),
+                    ("Content-Type", "application/json"),
+                    ("Accept", "application/json, text/event-stream"),
+                    ("MCP-Protocol-Version", V_MODERN),
+                    ("Mcp-Method", "subscriptions/listen"),
+                ],
+                listen.to_string().as_bytes(),
+            );
+            (r.events(), unix_ms())
+        })
+    };
+    let done = settled(&b, &task);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(answer_of(&done).contains("Shared."), "{done}");
+    let (events, heard_at) = listen.join().unwrap();
+    let ended = events
+        .iter()
+        .find(|e| e["method"] == "notifications/tasks")
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert!(
+        answer_of(&ended["params"]).contains("Shared."),
+        "{events:?}"
+    );
+    // Told when it ended on A (published), not at C's next look at the store.
+    let run = fake.runs()[0].clone();
+    let (ended_ms, heard_ms) = (run.terminal_at_ms.unwrap(), heard_at);
+    assert!(
+        heard_ms.saturating_sub(ended_ms) < 2_000,
+        "heard {} ms after the run ended",
+        heard_ms.saturating_sub(ended_ms)
+    );
+    // Another caller sharing the same Redis finds nothing: not the task, not in a list.
+    let other = "another-e2e-token-fedcba9876543210fedcba98";
+    let d = replica(
+        &fake,
+        redis_port,
+        &[
+            ("PERPLEXITY_HTTP_AUTH_TOKEN", other),
+            ("PERPLEXITY_RATE_PER_MINUTE", "6000"),
+        ],
+    );
+    for (id, method) in [(3, "tasks/get"), (4, "tasks/cancel")] {
+        let e = post(&d.client, other, &tasks_request(id, method, &task));
+        assert_eq!(e["error"]["code"], -32602, "{method}: {e}");
+    }
+    let list = |client: Client, token: &str| {
+        let session = client.initialize_as(token);
+        let headers = [
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", V_LEGACY),
+        ];
+        client
+            .post_as(token, &request(5, "tasks/list", json!({})), &headers)
+            .json()
+    };
+    let theirs = list(d.client, other);
+    assert!(theirs["result"]["tasks"].is_array(), "{theirs}");
+    assert!(!theirs.to_string().contains(&task), "{theirs}");
+    let mine = list(b, TOKEN);
+    assert!(mine.to_string().contains(&task), "{mine}");
+    drop(d);
+
+    // A dies mid-run (kill -9): the task is adopted and finished by one of B and C.
+    fake.set_scenario(json!({"duration_ms": 12000, "answer": "Adopted."}));
+    let created = post(
+        &a,
+        TOKEN,
+        &task_call(4, "perplexity_agent", json!({"query": "q2"})),
+    );
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    wait_until("the second run to start", Duration::from_secs(10), || {
+        fake.runs().len() == 2
+    });
+    let run = fake.runs()[1].id.clone();
+    let dead = replicas[0].take().unwrap();
+    signal(dead.server.pid(), "KILL");
+    drop(dead);
+    let done = settled(&b, &task);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(answer_of(&done).contains("Adopted."), "{done}");
+    let through_c = post(&c, TOKEN, &tasks_request(5, "tasks/get", &task));
+    assert_eq!(through_c["result"], done, "the same task through C");
+    // Collected once: after the run ended, one GET saw it end (two collectors: two).
+    std::thread::sleep(Duration::from_secs(2));
+    let ended_ms = fake.runs()[1].terminal_at_ms.unwrap();
+    let late_gets = fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with(&run) && r.at_ms >= ended_ms)
+        .count();
+    assert_eq!(late_gets, 1, "GETs of the run after it ended");
+    // And by one replica: its audit log has the collecting calls, the other's none.
+    drop(replicas);
+    let collectors: Vec<usize> = (1..3)
+        .filter(|&i| {
+            audit_records(&audit[i])
+                .iter()
+                .any(|r| r["tool"] == "perplexity_agent_result")
+        })
+        .collect();
+    assert_eq!(
+        collectors.len(),
+        1,
+        "replicas that collected: {collectors:?}"
+    );
 }

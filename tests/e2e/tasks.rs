@@ -11,7 +11,7 @@ use crate::http::{Client, Http, TOKEN, http_env};
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
 
-fn meta_with_tasks() -> Value {
+pub fn meta_with_tasks() -> Value {
     let mut meta = modern_meta();
     meta["io.modelcontextprotocol/clientCapabilities"] = json!({"extensions": {EXT: {}}});
     meta

@@ -13,6 +13,15 @@
 //!   `responses_retrieve`); one that has no run to resume from (`deep_research` in its
 //!   local stages, or a restart before the run existed) fails with a message, never stays
 //!   `working`.
+//! - With replicas (`PERPLEXITY_STATE_URL`) the records are shared (`book.rs`): a task is
+//!   read and finished through any replica. The replica running a task holds its lease
+//!   and renews it; when a replica dies, its leases lapse and each of its tasks is adopted
+//!   by exactly one other (the sweep), which collects the run as the task's caller. Ends
+//!   are published, so a subscription on another replica hears of them at once.
+
+mod book;
+
+use book::Book;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -225,8 +234,7 @@ impl TaskDesk {
             updated_ms: now,
             ttl_ms: mode.ttl_ms,
         };
-        let put = record.clone();
-        if let Err(e) = tools.store().with(move |s| s.put_task(&put)).await {
+        if let Err(e) = Book::of(&tools).put(&record, caller).await {
             // No durable record, no task: the call is answered as if tasks were not
             // declared, rather than handing out a handle that may not resolve.
             tracing::warn!("cannot record a task, answering the call directly: {e}");
@@ -261,7 +269,7 @@ impl TaskDesk {
             if let Some(update) = update {
                 desk.settle(&settler, &id, &caller, update).await;
             }
-            desk.untrack(&settler, &id);
+            desk.done_here(&settler, &id).await;
         });
         Answered::Task(match mode.era {
             Era::Modern => shape_modern("tools/call", task_json(&record, Era::Modern, false)),
@@ -440,11 +448,9 @@ impl TaskDesk {
                     })?,
             ),
         };
-        let key = caller.key().to_owned();
         // One more than a page says whether there is a next one.
-        let rows = tools
-            .store()
-            .with(move |s| s.tasks_page(&key, before, PAGE + 1))
+        let rows = Book::of(tools)
+            .page(caller.key(), before, PAGE + 1)
             .await
             .map_err(store_unavailable)?;
         let page: Vec<Value> = rows
@@ -564,10 +570,8 @@ impl TaskDesk {
         id: &str,
         caller: &Caller,
     ) -> Result<TaskRecord, RpcError> {
-        let (task, caller) = (id.to_owned(), caller.key().to_owned());
-        let record = tools
-            .store()
-            .with(move |s| s.task(&task, &caller))
+        let record = Book::of(tools)
+            .task(id, caller.key())
             .await
             .map_err(store_unavailable)?;
         match record {
@@ -589,6 +593,21 @@ impl TaskDesk {
         if record.status != STATUS_WORKING || self.is_live(&record.id) {
             return record;
         }
+        // Another replica holds it (it runs, or is about to adopt it).
+        if !Book::of(tools).claim(&record.id).await {
+            return record;
+        }
+        self.adopt(tools, record, caller).await
+    }
+
+    /// Collects a `working` task this process now holds (resumed after a restart, or
+    /// taken over from a replica that died); one no run can finish ends, saying why.
+    async fn adopt(
+        self: &Arc<Self>,
+        tools: &Arc<Tools>,
+        record: TaskRecord,
+        caller: &Caller,
+    ) -> TaskRecord {
         let resumable = collector(&record.tool).zip(record.run_id.clone());
         let Some((collector, run)) = resumable else {
             let message = if record.tool == "deep_research" {
@@ -596,7 +615,10 @@ impl TaskDesk {
             } else {
                 "The server restarted before this call had started a Perplexity run. Call the tool again."
             };
-            return self.apply(tools, record, caller, failure(message)).await;
+            let id = record.id.clone();
+            let ended = self.apply(tools, record, caller, failure(message)).await;
+            Book::of(tools).release(&id).await;
+            return ended;
         };
         let cancel = CancellationToken::new();
         let live = Live {
@@ -615,9 +637,68 @@ impl TaskDesk {
             if let Some(output) = collect(&tools, at, collector, &run, &cancel).await {
                 desk.settle(&tools, &id, &caller, finished(&output)).await;
             }
-            desk.untrack(&tools, &id);
+            desk.done_here(&tools, &id).await;
         });
         record
+    }
+
+    /// With replicas: renews the leases of the tasks this replica runs (a lease lost
+    /// while the backend was away, and taken by another replica, ends the local wait:
+    /// one collector per task), adopts the tasks of replicas that died, and wakes the
+    /// waits for a task's end whenever one ends anywhere. Without a shared backend,
+    /// nothing: one process has nobody to share with.
+    pub fn share(self: &Arc<Self>, tools: &Arc<Tools>) {
+        let Some(shared) = tools.guard().shared().cloned() else {
+            return;
+        };
+        let woken = Arc::downgrade(self);
+        shared.on_task_end(move || {
+            if let Some(desk) = woken.upgrade() {
+                desk.ended.notify_waiters();
+            }
+        });
+        let (desk, tools) = (Arc::downgrade(self), Arc::downgrade(tools));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(shared.lease() / 3);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let (Some(desk), Some(tools)) = (desk.upgrade(), tools.upgrade()) else {
+                    return;
+                };
+                let ids: Vec<String> = desk
+                    .live
+                    .lock()
+                    .map(|l| l.keys().cloned().collect())
+                    .unwrap_or_default();
+                if let Ok(kept) = shared.renew_tasks(&ids).await {
+                    for (id, kept) in ids.iter().zip(kept) {
+                        if !kept && let Some(live) = desk.live_task(id) {
+                            tracing::warn!(
+                                "task {id} was taken over by another replica while this one could not renew its lease; stopping here"
+                            );
+                            live.cancel.cancel();
+                        }
+                    }
+                }
+                let Ok(orphans) = shared.adopt_orphans().await else {
+                    continue;
+                };
+                for orphan in orphans {
+                    let caller = Caller::restored(
+                        orphan.record.caller.clone(),
+                        orphan.name,
+                        orphan.issuer,
+                        orphan.operator,
+                    );
+                    tracing::info!(
+                        "adopted task {} from a replica that stopped renewing it",
+                        orphan.record.id
+                    );
+                    desk.adopt(&tools, orphan.record, &caller).await;
+                }
+            }
+        });
     }
 
     /// The local wait ends first (so it cannot settle the task as the run's own end),
@@ -671,10 +752,8 @@ impl TaskDesk {
         caller: &Caller,
         update: TaskUpdate,
     ) -> bool {
-        let (task, key, change) = (id.to_owned(), caller.key().to_owned(), update.clone());
-        let changed = tools
-            .store()
-            .with(move |s| s.update_task(&task, &key, &change))
+        let changed = Book::of(tools)
+            .update(id, caller.key(), &update)
             .await
             .unwrap_or(false);
         if changed && let Some(status) = &update.status {
@@ -720,6 +799,13 @@ impl TaskDesk {
         live.insert(id.to_owned(), task);
         tools.guard().counters().task_running(1);
         true
+    }
+
+    /// The local wait for a task ended: its lease goes first (another replica may adopt
+    /// a task left `working` at once), then it is no longer live here.
+    async fn done_here(&self, tools: &Arc<Tools>, id: &str) {
+        Book::of(tools).release(id).await;
+        self.untrack(tools, id);
     }
 
     fn untrack(&self, tools: &Tools, id: &str) {
@@ -935,7 +1021,7 @@ fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
         .ok_or_else(|| unknown("'taskId' must be the id of a task this server created."))
 }
 
-fn store_unavailable(e: crate::store::StoreError) -> RpcError {
+fn store_unavailable(e: String) -> RpcError {
     RpcError::new(
         code::INTERNAL_ERROR,
         format!("The task store is unavailable: {e}"),
@@ -1012,8 +1098,7 @@ impl Binding {
         let (task, caller, run) = (self.task.clone(), self.caller.clone(), run_id.to_owned());
         let obligations = tools.obligations().clone();
         obligations.spawn(async move {
-            let (t, c, r) = (task.clone(), caller.key().to_owned(), run.clone());
-            let status = tools.store().with(move |s| s.record_task_run(&t, &c, &r)).await;
+            let status = Book::of(&tools).record_run(&task, caller.key(), &run).await;
             let Ok(Some(status)) = status else { return };
             let Some(desk) = desk.upgrade() else { return };
             // A cancel made here ends the local wait first and stops the run itself.
