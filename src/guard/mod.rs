@@ -289,12 +289,40 @@ impl Guard {
 
     /// Applies the output budget: a result over it is cut, the full text kept for
     /// `retrieve`. Returns whether it was cut.
-    pub fn budget(&self, output: &mut ToolOutput, caller: &Caller) -> bool {
-        self.offload.apply(output, caller.key())
+    pub async fn budget(&self, output: &mut ToolOutput, caller: &Caller) -> bool {
+        let (cut, kept) = self.offload.cut(output);
+        let Some(kept) = kept else { return cut };
+        if let Some(shared) = &self.shared {
+            let ttl = offload::TTL;
+            match shared
+                .put_offload(&kept.key, caller.key(), &kept.text, ttl)
+                .await
+            {
+                Ok(()) => return cut,
+                // Kept here instead: the key still reads through this replica.
+                Err(e) => tracing::warn!(
+                    "a cut result could not be shared ({e}); its retrieve_key works on this replica only"
+                ),
+            }
+        }
+        self.offload.keep(kept, caller.key());
+        cut
     }
 
-    /// A chunk of one of the caller's offloaded results.
-    pub fn retrieve(&self, key: &str, offset: usize, caller: &Caller) -> Result<String, String> {
+    /// A chunk of one of the caller's offloaded results: from the shared backend when
+    /// there is one (minted on any replica), else (or when it is not there) from here.
+    /// Another caller's key reads as one that never existed.
+    pub async fn retrieve(
+        &self,
+        key: &str,
+        offset: usize,
+        caller: &Caller,
+    ) -> Result<String, String> {
+        if let Some(shared) = &self.shared
+            && let Ok(Some(text)) = shared.offload(key, caller.key()).await
+        {
+            return self.offload.chunk(key, &text, offset);
+        }
         self.offload.retrieve(key, offset, caller.key())
     }
 

@@ -2,7 +2,9 @@
 //! with a visible marker and a `retrieve_key`; the full text waits in a small in-memory
 //! cache (128 entries, least recently used out, one hour at most) for the `retrieve`
 //! tool. The key is the capability: 96 random bits from the OS CSPRNG (24 lowercase hex
-//! characters), never logged.
+//! characters), never logged. With replicas, the full text is kept in the shared backend
+//! instead (`state/offload.rs`, same hour), so a key minted on one replica reads on any;
+//! when the backend does not answer, it is kept here, readable through this replica.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -16,6 +18,12 @@ pub const CACHE_ENTRIES: usize = 128;
 pub const TTL: Duration = Duration::from_secs(3600);
 /// Room kept for the marker so a cut result stays within the budget.
 const MARKER_ROOM: usize = 300;
+
+/// A cut result's full text and the key it is kept under.
+pub struct Kept {
+    pub key: String,
+    pub text: String,
+}
 
 struct Entry {
     key: String,
@@ -43,17 +51,28 @@ impl Offload {
     /// `retrieve`. Returns whether it was cut. `structuredContent` is held to the same
     /// budget on its own (see [`fit_structured`]).
     pub fn apply(&self, output: &mut ToolOutput, owner: &str) -> bool {
+        let (cut, kept) = self.cut(output);
+        if let Some(kept) = kept {
+            self.keep(kept, owner);
+        }
+        cut
+    }
+
+    /// [`Offload::apply`] without keeping: whether `output` was cut, and the full text
+    /// to keep under its key (when the text was cut).
+    pub fn cut(&self, output: &mut ToolOutput) -> (bool, Option<Kept>) {
         let structured_cut = output
             .structured
             .as_mut()
             .is_some_and(|s| fit_structured(s, self.max_chars));
-        self.apply_text(output, owner) || structured_cut
+        let kept = self.cut_text(output);
+        (kept.is_some() || structured_cut, kept)
     }
 
-    fn apply_text(&self, output: &mut ToolOutput, owner: &str) -> bool {
+    fn cut_text(&self, output: &mut ToolOutput) -> Option<Kept> {
         let total = output.text.chars().count();
         if total <= self.max_chars {
-            return false;
+            return None;
         }
         let key = new_key();
         let full = std::mem::take(&mut output.text);
@@ -62,11 +81,12 @@ impl Offload {
         output.text = format!(
             "{cut}\n\n[Truncated: this result has {total} characters and the first {consumed} are shown. Fetch the rest with retrieve(retrieve_key=\"{key}\", offset={consumed}) within one hour.]"
         );
-        self.store(key, owner, full);
-        true
+        Some(Kept { key, text: full })
     }
 
-    fn store(&self, key: String, owner: &str, text: String) {
+    /// Keeps a cut result's full text in this process.
+    pub fn keep(&self, kept: Kept, owner: &str) {
+        let Kept { key, text } = kept;
         let Ok(mut entries) = self.entries.lock() else {
             return;
         };
@@ -104,14 +124,19 @@ impl Offload {
             .find(|e| e.key == key && e.owner == owner)
             .ok_or_else(|| UNKNOWN_KEY.to_owned())?;
         entry.used = now;
-        let total = entry.text.chars().count();
+        self.chunk(key, &entry.text, offset)
+    }
+
+    /// The chunk of `text` (kept under `key`) from `offset`, as `retrieve` answers it.
+    pub fn chunk(&self, key: &str, text: &str, offset: usize) -> Result<String, String> {
+        let total = text.chars().count();
         if offset >= total {
             return Err(format!(
                 "'offset' is past the end: this result has {total} characters."
             ));
         }
         let room = self.max_chars - MARKER_ROOM * 2;
-        let chunk: String = entry.text.chars().skip(offset).take(room).collect();
+        let chunk: String = text.chars().skip(offset).take(room).collect();
         let end = offset + chunk.chars().count();
         let mut text = spotlight(&chunk);
         text.push_str(&format!("\n\n[Characters {offset} to {end} of {total}."));

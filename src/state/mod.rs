@@ -17,6 +17,7 @@
 mod buckets;
 pub use buckets::BucketSpec;
 mod health;
+mod offload;
 mod runs;
 mod tasks;
 pub use tasks::Adoptable;

@@ -429,7 +429,7 @@ impl Tools {
                     CallFacts::default(),
                 ),
                 Call::Retrieve { key, offset } => {
-                    let output = match self.guard.retrieve(key, *offset, &caller) {
+                    let output = match self.guard.retrieve(key, *offset, &caller).await {
                         Ok(text) => ToolOutput::ok(text),
                         Err(message) => ToolOutput::error(message),
                     };
@@ -508,7 +508,7 @@ impl Tools {
             output.text.push_str(&warning);
         }
         let mut shown = output.clone();
-        let truncated = self.guard.budget(&mut shown, &caller);
+        let truncated = self.guard.budget(&mut shown, &caller).await;
         pass.finish(&output, &facts, truncated);
         Some(Done {
             output: shown,

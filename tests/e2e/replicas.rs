@@ -475,3 +475,63 @@ fn a_task_is_every_replicas_and_outlives_the_one_that_ran_it() {
         "replicas that collected: {collectors:?}"
     );
 }
+
+#[test]
+fn a_retrieve_key_minted_on_one_replica_reads_on_another_for_its_caller_only() {
+    if !have(
+        "redis-server",
+        "a_retrieve_key_minted_on_one_replica_reads_on_another_for_its_caller_only",
+    ) {
+        return;
+    }
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    let answer: String = (0..400).map(|i| format!("word{i} ")).collect();
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50, "answer": answer}));
+    let budget = [
+        ("PERPLEXITY_MAX_OUTPUT_CHARS", "1000"),
+        ("PERPLEXITY_RATE_PER_MINUTE", "6000"),
+    ];
+    let (a, c) = (
+        replica(&fake, redis_port, &budget),
+        replica(&fake, redis_port, &budget),
+    );
+    let (text, is_error) = tool_text(
+        &a.modern(&modern_call(1, "perplexity_agent", json!({"query": "q"})))
+            .json(),
+    );
+    assert!(!is_error, "{text}");
+    let key = text
+        .split("retrieve_key=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no retrieve_key in {text}"))
+        .to_owned();
+    let retrieve = |h: &Http, token: &str| {
+        let message = modern_call(2, "retrieve", json!({"retrieve_key": key, "offset": 600}));
+        let headers = [
+            ("MCP-Protocol-Version", V_MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "retrieve"),
+        ];
+        tool_text(&h.client.post_as(token, &message, &headers).json())
+    };
+    let (chunk, is_error) = retrieve(&c, TOKEN);
+    assert!(!is_error, "{chunk}");
+    assert!(chunk.contains("[Characters 600 to"), "{chunk}");
+    // Another caller sharing the backend: the key is unknown, as one never minted.
+    let other = "another-e2e-token-fedcba9876543210fedcba98";
+    let d = replica(
+        &fake,
+        redis_port,
+        &[
+            ("PERPLEXITY_HTTP_AUTH_TOKEN", other),
+            ("PERPLEXITY_MAX_OUTPUT_CHARS", "1000"),
+        ],
+    );
+    let (theirs, is_error) = retrieve(&d, other);
+    assert!(
+        is_error && theirs.starts_with("Unknown or expired retrieve_key"),
+        "{theirs}"
+    );
+}

@@ -1,0 +1,46 @@
+//! Cut results for `retrieve`, for every replica: `offload:v1:<retrieve_key>` is a hash of
+//! the owner's caller key and the full text, expiring after the hour the key is promised
+//! for. Another caller's key reads as none — the same answer as a key never minted.
+
+use std::time::Duration;
+
+use super::{Shared, StateError};
+
+impl Shared {
+    /// Keeps a cut result's full text for `ttl`, in one round trip (`MULTI`).
+    pub async fn put_offload(
+        &self,
+        key: &str,
+        owner: &str,
+        text: &str,
+        ttl: Duration,
+    ) -> Result<(), StateError> {
+        let record = self.key("offload", 1, key);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .hset_multiple(&record, &[("owner", owner), ("text", text)])
+            .ignore()
+            .pexpire(&record, ttl.as_millis() as i64)
+            .ignore();
+        let mut conn = self.conn.clone();
+        self.run(async move { pipe.query_async::<()>(&mut conn).await })
+            .await
+    }
+
+    /// The full text kept under `key`, if it is `owner`'s.
+    pub async fn offload(&self, key: &str, owner: &str) -> Result<Option<String>, StateError> {
+        let record = self.key("offload", 1, key);
+        let mut conn = self.conn.clone();
+        let (kept_for, text): (Option<String>, Option<String>) = self
+            .run(async move {
+                redis::cmd("HMGET")
+                    .arg(record)
+                    .arg("owner")
+                    .arg("text")
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(text.filter(|_| kept_for.as_deref() == Some(owner)))
+    }
+}
