@@ -92,7 +92,9 @@ pub enum StateError {
     Timeout,
     /// The server refused our credentials (`WRONGPASS`, `NOPERM`, `NOAUTH`).
     Auth,
-    /// No connection (refused, reset, TLS failure).
+    /// TLS failed: most often a certificate that does not chain to our roots.
+    Tls,
+    /// No connection (refused, reset).
     Unreachable,
     /// The server answered something we cannot use (a script error, a read-only replica).
     Answer(String),
@@ -105,6 +107,10 @@ impl std::fmt::Display for StateError {
             StateError::Auth => write!(
                 f,
                 "the state backend refused our credentials (check the user and password in PERPLEXITY_STATE_URL or PERPLEXITY_STATE_PASSWORD, and the ACL user's permissions)"
+            ),
+            StateError::Tls => write!(
+                f,
+                "TLS with the state backend failed (is its certificate for this host name? For a private CA, set PERPLEXITY_STATE_CA_FILE)"
             ),
             StateError::Unreachable => write!(f, "the state backend is unreachable"),
             StateError::Answer(what) => write!(f, "the state backend answered: {what}"),
@@ -121,6 +127,9 @@ impl From<redis::RedisError> for StateError {
         {
             return StateError::Auth;
         }
+        if is_tls(&e) {
+            return StateError::Tls;
+        }
         if e.is_timeout() {
             return StateError::Timeout;
         }
@@ -134,6 +143,31 @@ impl From<redis::RedisError> for StateError {
             code => StateError::Answer(code.to_owned()),
         }
     }
+}
+
+/// Whether a rustls error is behind `e`: redis keeps an I/O error as an
+/// `Arc<dyn Error>`, and tokio-rustls wraps rustls's error in that `io::Error`.
+fn is_tls(e: &redis::RedisError) -> bool {
+    type Shared = Arc<dyn std::error::Error + Send + Sync>;
+    let rustls = |error: &(dyn std::error::Error + 'static)| {
+        error.downcast_ref::<rustls::Error>().is_some()
+            || error.downcast_ref::<std::io::Error>().is_some_and(|io| {
+                io.get_ref()
+                    .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+            })
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = source {
+        let inner: &(dyn std::error::Error + 'static) = match error.downcast_ref::<Shared>() {
+            Some(shared) => shared.as_ref(),
+            None => error,
+        };
+        if rustls(inner) {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// The shared state: one connection manager (it reconnects by itself), the key prefix and
@@ -229,7 +263,7 @@ impl Shared {
             match self.ping().await {
                 Ok(()) => return Ok(()),
                 // Credentials do not get better by retrying.
-                Err(StateError::Auth) => return Err(StateError::Auth),
+                Err(e @ (StateError::Auth | StateError::Tls)) => return Err(e),
                 Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }

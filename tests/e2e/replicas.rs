@@ -52,23 +52,18 @@ fn redis(port: u16, password: Option<&str>) -> Stopped {
     Stopped(child)
 }
 
-/// HAProxy on `port`, round robin over `backends`, each checked on `/readyz`.
-fn haproxy(dir: &Scratch, port: u16, backends: &[u16]) -> Stopped {
-    let servers: String = backends
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("    server r{i} 127.0.0.1:{p} check inter 500ms fall 2 rise 1\n"))
-        .collect();
-    let config = format!(
-        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 60s\n    timeout server 60s\n\
-         frontend mcp\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\
-         backend replicas\n    balance roundrobin\n    option httpchk\n    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host 127.0.0.1\n{servers}"
-    );
-    let file = dir.path("haproxy.cfg");
-    std::fs::write(&file, config).unwrap();
-    let child = Command::new("haproxy")
-        .args(["-db", "-f"])
-        .arg(&file)
+/// HAProxy on `port` running the shipped `deploy/haproxy.cfg` (round robin, `/readyz`
+/// checks, sticky legacy sessions) over the three `backends`.
+fn haproxy(port: u16, backends: [u16; 3]) -> Stopped {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/haproxy.cfg");
+    let mut command = Command::new("haproxy");
+    command
+        .args(["-db", "-f", config])
+        .env("MCP_BIND", format!("127.0.0.1:{port}"));
+    for (i, backend) in backends.iter().enumerate() {
+        command.env(format!("REPLICA_{}", i + 1), format!("127.0.0.1:{backend}"));
+    }
+    let child = command
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -160,9 +155,8 @@ fn three_replicas_behind_haproxy_share_one_rate_limit() {
     }
     let lb_port = free_port();
     let _lb = haproxy(
-        &dir,
         lb_port,
-        &replicas.iter().map(|r| r.port).collect::<Vec<_>>(),
+        [replicas[0].port, replicas[1].port, replicas[2].port],
     );
     let lb = Client { port: lb_port };
     wait_until(
@@ -170,6 +164,19 @@ fn three_replicas_behind_haproxy_share_one_rate_limit() {
         Duration::from_secs(10),
         || ready(lb) == 200,
     );
+    // A 2025-11-25 session is made on one replica and stays there (sticky on
+    // Mcp-Session-Id): every request naming it is answered, whichever turn it is.
+    let session = lb.initialize();
+    for id in 1..=6 {
+        let r = lb.post(
+            &request(id, "tools/list", json!({})),
+            &[
+                ("Mcp-Session-Id", session.as_str()),
+                ("MCP-Protocol-Version", V_LEGACY),
+            ],
+        );
+        assert_eq!(r.status, 200, "request {id} of the session: {}", r.text());
+    }
     // Burst 10, one token a minute: ten calls between all three replicas, not thirty.
     let (ok, limited) = storm(lb, 30);
     assert_eq!((ok, limited), (10, 20));
@@ -203,10 +210,25 @@ fn a_replica_fails_closed_while_redis_is_away_and_recovers_by_itself() {
     let redis_port = free_port();
     let mut redis_server = Some(redis(redis_port, None));
     let fake = FakePerplexity::start();
-    let h = replica(&fake, redis_port, &[("PERPLEXITY_RATE_PER_MINUTE", "6000")]);
+    let h = replica(
+        &fake,
+        redis_port,
+        &[
+            ("PERPLEXITY_RATE_PER_MINUTE", "6000"),
+            ("PERPLEXITY_METRICS", "on"),
+        ],
+    );
     wait_until("the replica to be ready", Duration::from_secs(10), || {
         ready(h.client) == 200
     });
+    // `/metrics` (from loopback, no metrics token) says whether the backend answers.
+    let state_up = |h: &Http| {
+        let text = h.send("GET", "/metrics", &[], b"").text();
+        text.lines()
+            .find_map(|l| l.strip_prefix("perplexity_agent_state_backend_up "))
+            .map(str::to_owned)
+    };
+    assert_eq!(state_up(&h).as_deref(), Some("1"));
     let call = |id: i64| {
         tool_text(
             &h.modern(&modern_call(id, "perplexity_agent", json!({"query": "q"})))
@@ -235,6 +257,7 @@ fn a_replica_fails_closed_while_redis_is_away_and_recovers_by_itself() {
     wait_until("/readyz to say not ready", Duration::from_secs(5), || {
         ready(h.client) == 503
     });
+    assert_eq!(state_up(&h).as_deref(), Some("0"));
     std::thread::sleep(Duration::from_secs(2));
 
     redis_server = Some(redis(redis_port, None));
@@ -244,6 +267,7 @@ fn a_replica_fails_closed_while_redis_is_away_and_recovers_by_itself() {
         || ready(h.client) == 200,
     );
     assert!(!call(4).1, "calls are admitted again without a restart");
+    assert_eq!(state_up(&h).as_deref(), Some("1"));
     let err = h.server.stderr();
     assert!(
         err.contains("the state backend") && err.contains("answers again"),
@@ -534,4 +558,141 @@ fn a_retrieve_key_minted_on_one_replica_reads_on_another_for_its_caller_only() {
         is_error && theirs.starts_with("Unknown or expired retrieve_key"),
         "{theirs}"
     );
+}
+
+/// DER as PEM (rcgen's own PEM output is a feature we do not build).
+fn pem(label: &str, der: &[u8]) -> String {
+    use base64::Engine;
+    let body = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = body
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+        lines.join("\n")
+    )
+}
+
+/// A private CA and a certificate it signed for 127.0.0.1 and localhost, as PEM files
+/// in `dir`: (CA, certificate, key).
+fn private_ca(dir: &Scratch) -> (String, String, String) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose,
+    };
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let files = [
+        ("ca.pem", pem("CERTIFICATE", ca.der())),
+        ("redis.pem", pem("CERTIFICATE", leaf.der())),
+        ("redis.key", pem("PRIVATE KEY", &key.serialize_der())),
+    ];
+    let paths: Vec<String> = files
+        .iter()
+        .map(|(name, text)| {
+            let path = dir.path(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        })
+        .collect();
+    (paths[0].clone(), paths[1].clone(), paths[2].clone())
+}
+
+#[test]
+fn rediss_with_a_private_ca_and_an_acl_user() {
+    if !have("redis-server", "rediss_with_a_private_ca_and_an_acl_user") {
+        return;
+    }
+    let dir = Scratch::new("replica-tls");
+    let (ca, cert, key) = private_ca(&dir);
+    let port = free_port();
+    // TLS only, and only the ACL user `agent`: the default user is off.
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .args([
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+        ])
+        .args([
+            "--tls-auth-clients",
+            "no",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--user", "default", "off"])
+        .args([
+            "--user",
+            "agent",
+            "on",
+            ">acl-password-0123",
+            "~*",
+            "&*",
+            "+@all",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server starts");
+    let _redis = Stopped(child);
+    wait_until("Redis to listen on TLS", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let fake = FakePerplexity::start();
+    let url = format!("rediss://agent@127.0.0.1:{port}");
+    let with = |extra: &[(&str, &str)]| {
+        let mut env = env_for(&fake);
+        let mut all = vec![("PERPLEXITY_STATE_URL", url.as_str())];
+        all.extend_from_slice(extra);
+        env.extend(http_env(&all));
+        env
+    };
+    let good = [
+        ("PERPLEXITY_STATE_PASSWORD", "acl-password-0123"),
+        ("PERPLEXITY_STATE_CA_FILE", ca.as_str()),
+    ];
+    let h = Http::start(&with(&good));
+    wait_until("the replica to be ready", Duration::from_secs(10), || {
+        ready(h.client) == 200
+    });
+    let (text, is_error) = tool_text(
+        &h.modern(&modern_call(1, "perplexity_agent", json!({"query": "q"})))
+            .json(),
+    );
+    assert!(!is_error, "charged through TLS and answered: {text}");
+    drop(h);
+    let serve = ["serve", "--http", "--bind", "127.0.0.1:0"];
+    // Without the private CA the certificate is not trusted: a start-up error.
+    let (_, err, code) = run_cli(&serve, &with(&good[..1]));
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("PERPLEXITY_STATE_CA_FILE"), "{err}");
+    // The ACL user with a wrong password: refused, and the password never echoed.
+    let wrong = [
+        ("PERPLEXITY_STATE_PASSWORD", "wrong-password-4567"),
+        ("PERPLEXITY_STATE_CA_FILE", ca.as_str()),
+    ];
+    let (_, err, code) = run_cli(&serve, &with(&wrong));
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("refused our credentials"), "{err}");
+    assert!(!err.contains("wrong-password-4567"), "{err}");
 }
