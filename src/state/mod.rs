@@ -19,6 +19,7 @@ pub use buckets::BucketSpec;
 mod health;
 mod offload;
 mod runs;
+mod snapshots;
 mod tasks;
 pub use tasks::Adoptable;
 

@@ -23,6 +23,11 @@ impl StoreHandle {
         }
     }
 
+    /// What the store was configured with (`None`: no store location).
+    pub fn config(&self) -> Option<&StoreConfig> {
+        self.config.as_ref()
+    }
+
     /// The open store, opening it now if needed.
     pub async fn get(&self) -> Result<Arc<Store>, StoreError> {
         let mut opened = self.opened.lock().await;

@@ -163,6 +163,7 @@ pub struct Tools {
     obligations: Obligations,
     /// Whose run is whose (`owners.rs`).
     run_owners: Arc<owners::RunOwners>,
+    snapshots: Arc<responses::snapshots::Snapshots>,
     /// The ledger and the budgets.
     spend: Arc<Spend>,
 }
@@ -195,6 +196,10 @@ impl Tools {
             spend,
         } = parts;
         let obligations = Obligations::default();
+        let snapshots = Arc::new(responses::snapshots::Snapshots::new(
+            store.clone(),
+            guard.shared().cloned(),
+        ));
         let run_owners = Arc::new(owners::RunOwners::new(
             store.clone(),
             guard.shared().cloned(),
@@ -205,6 +210,7 @@ impl Tools {
             fetcher,
             guard,
             run_owners,
+            snapshots,
             store,
             spend,
             gateway: None,
@@ -264,6 +270,11 @@ impl Tools {
     }
 
     /// The local store, shared with the front ends that show it (the TUI).
+    /// Where settled responses are kept (the store, or shared by the replicas).
+    pub fn snapshots(&self) -> &responses::snapshots::Snapshots {
+        &self.snapshots
+    }
+
     pub fn store(&self) -> &Arc<StoreHandle> {
         &self.store
     }

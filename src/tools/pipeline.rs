@@ -356,7 +356,7 @@ impl Tools {
                         _ => {
                             Box::pin(responses::create(
                                 &self.client,
-                                &self.store,
+                                &self.snapshots,
                                 wait,
                                 call,
                                 ctx,
@@ -370,7 +370,7 @@ impl Tools {
                 Call::ReadResponse(call) => {
                     let (output, facts, outcome) = Box::pin(responses::retrieve(
                         &self.client,
-                        &self.store,
+                        &self.snapshots,
                         wait,
                         call,
                         ctx,

@@ -696,3 +696,47 @@ fn rediss_with_a_private_ca_and_an_acl_user() {
     assert!(err.contains("refused our credentials"), "{err}");
     assert!(!err.contains("wrong-password-4567"), "{err}");
 }
+
+#[test]
+fn a_response_kept_through_one_replica_is_read_through_another_without_asking_perplexity() {
+    if !have(
+        "redis-server",
+        "a_response_kept_through_one_replica_is_read_through_another_without_asking_perplexity",
+    ) {
+        return;
+    }
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50, "answer": "Kept."}));
+    let rate = [("PERPLEXITY_RATE_PER_MINUTE", "6000")];
+    let (a, c) = (
+        replica(&fake, redis_port, &rate),
+        replica(&fake, redis_port, &rate),
+    );
+    let r = a
+        .modern(&modern_call(1, "responses_create", json!({"input": "q"})))
+        .json();
+    assert_eq!(structured(&r)["snapshot"], "saved", "{r}");
+    let id = structured(&r)["response_id"].as_str().unwrap().to_owned();
+    let gets = || {
+        fake.requests()
+            .iter()
+            .filter(|q| q.method == "GET" && q.path.ends_with(&id))
+            .count()
+    };
+    let before = gets();
+    let r = c
+        .modern(&modern_call(
+            2,
+            "responses_retrieve",
+            json!({"response_id": id}),
+        ))
+        .json();
+    assert_eq!(structured(&r)["snapshot"], "local", "{r}");
+    assert_eq!(structured(&r)["answer"], "Kept.", "{r}");
+    assert_eq!(
+        gets(),
+        before,
+        "read from the shared snapshot, not upstream"
+    );
+}

@@ -6,20 +6,18 @@
 //! snapshot, else one GET within the call's deadline). What the caller gave always wins;
 //! a lookup that fails sends the outputs as they are.
 
-use std::sync::Arc;
-
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::snapshots::Snapshots;
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::{FullRun, FunctionCall, RunSnapshot, valid_run_id};
-use crate::store::StoreHandle;
 
 /// Fills in missing `name` / `thought_signature` on the body's `function_call_output`
 /// items from the calls of `previous_response_id`.
 pub async fn echo_call_details(
     client: &PerplexityClient,
-    store: &Arc<StoreHandle>,
+    store: &Snapshots,
     body: &mut FullRun,
     deadline: Instant,
 ) {
@@ -35,10 +33,9 @@ pub async fn echo_call_details(
     else {
         return;
     };
-    let id = previous.clone();
-    let local = store.with(move |s| s.snapshot_of_response(&id)).await;
+    let local = store.of_response(&previous).await;
     let run = match local {
-        Ok(Some(snap)) => RunSnapshot::new(snap.body),
+        Ok(Some(body)) => RunSnapshot::new(body),
         _ => match client.retrieve_run(&previous, deadline).await {
             Ok(run) => run,
             Err(e) => {

@@ -53,7 +53,7 @@ impl Chain<'_> {
         let started = Instant::now();
         let deadline = started + Duration::from_secs(self.wait);
         let mut body = call.body.clone();
-        let (client, store) = (self.tools.client(), self.tools.store());
+        let (client, store) = (self.tools.client(), self.tools.snapshots());
         super::continuation::echo_call_details(client, store, &mut body, deadline).await;
         let mut ran: Vec<Ran> = Vec::new();
         let mut rounds = 0;

@@ -16,8 +16,8 @@ mod continuation;
 pub mod functions;
 mod render;
 pub mod request;
+pub mod snapshots;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -31,8 +31,8 @@ use crate::call::{ArgError, CallFacts};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::RunSnapshot;
 use crate::perplexity::wait::{RunIdSink, WaitError, Waited, create_and_wait, create_only};
-use crate::store::StoreHandle;
 pub use request::{CREATE_ARGS, CreateCall};
+use snapshots::Snapshots;
 
 pub const RETRIEVE_ARGS: [&str; 2] = ["response_id", "wait_seconds"];
 
@@ -111,7 +111,7 @@ pub fn validate_retrieve(args: &Args) -> Result<RetrieveCall, ArgError> {
 /// Creates the run and waits for it within the budget (unless `wait` is false).
 pub async fn create(
     client: &PerplexityClient,
-    store: &Arc<StoreHandle>,
+    store: &Snapshots,
     wait: u64,
     call: &CreateCall,
     ctx: &CallContext,
@@ -191,7 +191,7 @@ pub fn render_missing(id: &str, missing: crate::perplexity::error::ApiError) -> 
 /// The local snapshot, else Perplexity's copy (saved locally once settled).
 pub async fn retrieve(
     client: &PerplexityClient,
-    store: &Arc<StoreHandle>,
+    store: &Snapshots,
     wait: u64,
     call: &RetrieveCall,
     ctx: &CallContext,
@@ -201,17 +201,17 @@ pub async fn retrieve(
         stored_upstream: true,
     };
     let id = call.id.clone();
-    let local = store.with(move |s| s.snapshot_of_response(&id)).await;
+    let local = store.of_response(&id).await;
     let unavailable = match local {
-        Ok(Some(snap)) => {
+        Ok(Some(body)) => {
             let outcome = ResearchOutcome::Finished {
                 id: call.id.clone(),
-                run: RunSnapshot::new(snap.body),
+                run: RunSnapshot::new(body),
             };
             return typed(render::outcome(&outcome, &Snapshot::Local, shape), outcome);
         }
         Ok(None) => None,
-        Err(e) => Some(Snapshot::Unavailable(e.to_string())),
+        Err(e) => Some(Snapshot::Unavailable(e)),
     };
     ctx.run_ids.run_id(&call.id);
     let progress = (call.wait_seconds > 0).then(|| ctx.progress()).flatten();
@@ -224,15 +224,13 @@ pub async fn retrieve(
     typed(render::outcome(&outcome, &snapshot, shape), outcome)
 }
 
-/// Keeps a settled response in the local store.
-pub(crate) async fn save(store: &Arc<StoreHandle>, id: &str, run: &RunSnapshot) -> Snapshot {
-    let id = id.to_owned();
-    let body = run.raw().clone();
-    match store.with(move |s| s.put_snapshot(&id, &body)).await {
-        Ok(_) => Snapshot::Saved,
+/// Keeps a settled response (in the store, or shared by the replicas).
+pub(crate) async fn save(store: &Snapshots, id: &str, run: &RunSnapshot) -> Snapshot {
+    match store.put(id, run.raw()).await {
+        Ok(()) => Snapshot::Saved,
         Err(e) => {
             tracing::warn!(error = %e, "response snapshot not saved");
-            Snapshot::Unavailable(e.to_string())
+            Snapshot::Unavailable(e)
         }
     }
 }
