@@ -91,16 +91,23 @@ fn ready(client: Client) -> u16 {
     client.send("GET", "/readyz", &[], b"").status
 }
 
-/// 30 calls at once through `client`: how many were admitted, how many rate-limited.
-fn storm(client: Client, calls: usize) -> (usize, usize) {
+/// `calls` calls at once through `client` as the holder of `token`: how many were
+/// admitted, how many rate-limited.
+fn storm(client: Client, token: &'static str, calls: usize) -> (usize, usize) {
     let handles: Vec<_> = (0..calls)
         .map(|i| {
             std::thread::spawn(move || {
-                let reply = client.modern(&modern_call(
+                let message = modern_call(
                     i as i64,
                     "perplexity_agent",
                     json!({"query": format!("question {i}")}),
-                ));
+                );
+                let headers = [
+                    ("MCP-Protocol-Version", V_MODERN),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", "perplexity_agent"),
+                ];
+                let reply = client.post_as(token, &message, &headers);
                 assert_eq!(reply.status, 200, "{}", reply.text());
                 tool_text(&reply.json())
             })
@@ -178,7 +185,7 @@ fn three_replicas_behind_haproxy_share_one_rate_limit() {
         assert_eq!(r.status, 200, "request {id} of the session: {}", r.text());
     }
     // Burst 10, one token a minute: ten calls between all three replicas, not thirty.
-    let (ok, limited) = storm(lb, 30);
+    let (ok, limited) = storm(lb, TOKEN, 30);
     assert_eq!((ok, limited), (10, 20));
     let served = fake.runs().len();
     assert_eq!(served, 10, "{served} runs reached Perplexity");
@@ -213,8 +220,11 @@ fn a_replica_fails_closed_while_redis_is_away_and_recovers_by_itself() {
     let h = replica(
         &fake,
         redis_port,
+        // A charge that timed out while Redis was stopped is still applied when it runs
+        // again (it errs on fewer calls): a bucket large enough for all of them.
         &[
-            ("PERPLEXITY_RATE_PER_MINUTE", "6000"),
+            ("PERPLEXITY_RATE_PER_MINUTE", "60000"),
+            ("PERPLEXITY_RATE_BURST", "100000"),
             ("PERPLEXITY_METRICS", "on"),
         ],
     );
@@ -236,11 +246,35 @@ fn a_replica_fails_closed_while_redis_is_away_and_recovers_by_itself() {
         )
     };
     assert!(!call(1).1);
+    // Load all along: four callers, one call after another, each answer timed.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = (0..4)
+        .map(|t| {
+            let (client, stop) = (h.client, stop.clone());
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                let mut id = 1000 * (t + 1);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let started = Instant::now();
+                    let reply = client.modern(&modern_call(
+                        id,
+                        "perplexity_agent",
+                        json!({"query": "load"}),
+                    ));
+                    seen.push((started.elapsed(), reply.status, tool_text(&reply.json())));
+                    id += 1;
+                }
+                seen
+            })
+        })
+        .collect();
 
-    drop(redis_server.take());
+    // Stopped (SIGSTOP): connections are accepted and never answered, the slow case.
+    let redis_pid = redis_server.as_ref().map(|r| r.0.id()).unwrap();
+    signal(redis_pid, "STOP");
     // A billable call is refused at once (inside the operation deadline, not a hang),
-    // and nothing reaches Perplexity.
-    let before = fake.runs().len();
+    // and from then on nothing reaches Perplexity (once the calls admitted before the
+    // stop have made their runs).
     let started = Instant::now();
     let (text, is_error) = call(2);
     assert!(is_error && text.contains("shared state backend"), "{text}");
@@ -249,7 +283,8 @@ fn a_replica_fails_closed_while_redis_is_away_and_recovers_by_itself() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(fake.runs().len(), before);
+    std::thread::sleep(Duration::from_millis(500));
+    let before = fake.runs().len();
     // What needs no state still answers; readiness says the replica should get no calls.
     let list = h.modern(&crate::http::modern_tools_list(3));
     assert_eq!(list.status, 200);
@@ -258,8 +293,27 @@ fn a_replica_fails_closed_while_redis_is_away_and_recovers_by_itself() {
         ready(h.client) == 503
     });
     assert_eq!(state_up(&h).as_deref(), Some("0"));
-    std::thread::sleep(Duration::from_secs(2));
+    // Away for ten seconds in all, under the load.
+    std::thread::sleep(Duration::from_secs(10).saturating_sub(started.elapsed()));
+    assert_eq!(
+        fake.runs().len(),
+        before,
+        "no run started while Redis was stopped"
+    );
+    signal(redis_pid, "CONT");
+    wait_until(
+        "/readyz to say ready after the stop",
+        Duration::from_secs(15),
+        || ready(h.client) == 200,
+    );
+    let (text, is_error) = call(3);
+    assert!(!is_error, "admitted again once Redis answers: {text}");
 
+    // Gone (killed) and started again, empty: the replica reconnects by itself.
+    drop(redis_server.take());
+    wait_until("/readyz to say not ready", Duration::from_secs(5), || {
+        ready(h.client) == 503
+    });
     redis_server = Some(redis(redis_port, None));
     wait_until(
         "/readyz to say ready again",
@@ -267,6 +321,24 @@ fn a_replica_fails_closed_while_redis_is_away_and_recovers_by_itself() {
         || ready(h.client) == 200,
     );
     assert!(!call(4).1, "calls are admitted again without a restart");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen: Vec<_> = load.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    // Every call was answered (admitted, or refused saying why) within the deadline's
+    // reach — never a hang, never another error — and some were refused.
+    let refused = seen
+        .iter()
+        .filter(|(_, _, (text, is_error))| *is_error && text.contains("shared state backend"))
+        .count();
+    for (took, status, (text, is_error)) in &seen {
+        assert_eq!(*status, 200);
+        assert!(!is_error || text.contains("shared state backend"), "{text}");
+        assert!(*took < Duration::from_secs(3), "a call took {took:?}");
+    }
+    assert!(
+        refused > 0 && refused < seen.len(),
+        "{refused} of {}",
+        seen.len()
+    );
     assert_eq!(state_up(&h).as_deref(), Some("1"));
     let err = h.server.stderr();
     assert!(
@@ -739,4 +811,70 @@ fn a_response_kept_through_one_replica_is_read_through_another_without_asking_pe
         before,
         "read from the shared snapshot, not upstream"
     );
+}
+
+#[test]
+fn a_named_clients_own_limit_holds_across_replicas() {
+    let test = "a_named_clients_own_limit_holds_across_replicas";
+    if !have("redis-server", test) || !have("haproxy", test) {
+        return;
+    }
+    use crate::team::{TOKEN_A, TOKEN_B};
+    let sha = |token: &str| -> String {
+        use sha2::Digest;
+        sha2::Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let dir = Scratch::new("replica-clients");
+    let file = dir.path("clients.toml");
+    // `bot` may make 5 calls and then one a minute; `alice` only has the server's bucket.
+    std::fs::write(
+        &file,
+        format!(
+            "[[client]]\nname = \"alice\"\ntoken_sha256 = \"{}\"\ncreated = \"2026-12-02T10:00:00Z\"\n\n\
+             [[client]]\nname = \"bot\"\ntoken_sha256 = \"{}\"\nrate_per_minute = 1\nrate_burst = 5\ncreated = \"2026-12-02T10:00:01Z\"\n",
+            sha(TOKEN_A),
+            sha(TOKEN_B)
+        ),
+    )
+    .unwrap();
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    let fake = FakePerplexity::start();
+    let clients = file.display().to_string();
+    let replicas: Vec<Http> = (0..3)
+        .map(|_| {
+            let mut env = env_for(&fake);
+            let url = format!("redis://127.0.0.1:{redis_port}");
+            env.extend([
+                ("PERPLEXITY_STATE_URL".to_owned(), url),
+                ("PERPLEXITY_HTTP_CLIENTS_FILE".to_owned(), clients.clone()),
+                ("PERPLEXITY_RATE_PER_MINUTE".to_owned(), "6000".to_owned()),
+                ("PERPLEXITY_RATE_BURST".to_owned(), "100".to_owned()),
+            ]);
+            Http::start(&env)
+        })
+        .collect();
+    for r in &replicas {
+        wait_until("each replica to be ready", Duration::from_secs(10), || {
+            ready(r.client) == 200
+        });
+    }
+    let lb_port = free_port();
+    let _lb = haproxy(
+        lb_port,
+        [replicas[0].port, replicas[1].port, replicas[2].port],
+    );
+    let lb = Client { port: lb_port };
+    wait_until(
+        "HAProxy to see the replicas up",
+        Duration::from_secs(10),
+        || ready(lb) == 200,
+    );
+    // Fifteen at once through the three replicas: the bot's own five, not fifteen.
+    assert_eq!(storm(lb, TOKEN_B, 15), (5, 10));
+    // Alice's calls are not charged to the bot's bucket.
+    assert_eq!(storm(lb, TOKEN_A, 6), (6, 0));
 }

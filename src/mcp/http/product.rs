@@ -30,6 +30,9 @@ impl Handler for Product {
             snapshot["tasks"]["in_flight"].as_i64().unwrap_or(0),
             tools.spend().runs_pending(),
         );
+        if let Some(shared) = tools.guard().shared() {
+            crate::telemetry::state_up(shared.health().is_up());
+        }
     }
 
     /// Ready while the shared state backend (if any) answers and the upstream circuit is
