@@ -878,3 +878,47 @@ fn a_named_clients_own_limit_holds_across_replicas() {
     // Alice's calls are not charged to the bot's bucket.
     assert_eq!(storm(lb, TOKEN_A, 6), (6, 0));
 }
+
+#[test]
+fn a_stopping_replica_hands_its_tasks_over_at_once() {
+    if !have(
+        "redis-server",
+        "a_stopping_replica_hands_its_tasks_over_at_once",
+    ) {
+        return;
+    }
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 9000, "answer": "Handed over."}));
+    // A lease of a minute: only its release at the stop lets B take the task this soon.
+    let extra = [
+        ("PERPLEXITY_RATE_PER_MINUTE", "6000"),
+        ("PERPLEXITY_STATE_LEASE_MS", "60000"),
+        ("PERPLEXITY_HTTP_DRAIN_SECONDS", "1"),
+    ];
+    let a = replica(&fake, redis_port, &extra);
+    let b = replica(&fake, redis_port, &extra);
+    let created = post(
+        &a.client,
+        TOKEN,
+        &task_call(1, "perplexity_agent", json!({"query": "q"})),
+    );
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    // Stopped while its run goes on: /readyz says not ready at once, then it exits.
+    let stopped_at = Instant::now();
+    signal(a.server.pid(), "TERM");
+    wait_until("A to stop taking calls", Duration::from_secs(5), || {
+        // Refused connections (the listener is closed) are not-ready too.
+        let client = a.client;
+        std::panic::catch_unwind(move || ready(client)).map_or(true, |status| status == 503)
+    });
+    let done = settled(&b.client, &task);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(answer_of(&done).contains("Handed over."), "{done}");
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(30),
+        "taken over after {:?}, not after the lease",
+        stopped_at.elapsed()
+    );
+    drop(a);
+}
