@@ -248,6 +248,18 @@ impl Shared {
         result
     }
 
+    /// One `GET`: the string at `key`, if any.
+    async fn get(&self, key: String) -> Result<Option<String>, StateError> {
+        let mut conn = self.conn.clone();
+        self.run(async move {
+            redis::cmd("GET")
+                .arg(key)
+                .query_async::<Option<String>>(&mut conn)
+                .await
+        })
+        .await
+    }
+
     /// One `PING`.
     pub async fn ping(&self) -> Result<(), StateError> {
         let mut conn = self.conn.clone();

@@ -33,14 +33,7 @@ impl Shared {
 
     /// The caller a run is bound to, if any.
     pub async fn run_owner(&self, run_id: &str) -> Result<Option<String>, StateError> {
-        let key = self.key("run", 1, &format!("owner:{run_id}"));
-        let mut conn = self.conn.clone();
-        self.run(async move {
-            redis::cmd("GET")
-                .arg(key)
-                .query_async::<Option<String>>(&mut conn)
-                .await
-        })
-        .await
+        self.get(self.key("run", 1, &format!("owner:{run_id}")))
+            .await
     }
 }

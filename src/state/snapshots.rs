@@ -56,14 +56,7 @@ impl Shared {
 
     /// The snapshot of a response (JSON text), if one is kept.
     pub async fn snapshot(&self, response_id: &str) -> Result<Option<String>, StateError> {
-        let key = self.key("snap", 1, &format!("resp:{response_id}"));
-        let mut conn = self.conn.clone();
-        self.run(async move {
-            redis::cmd("GET")
-                .arg(key)
-                .query_async::<Option<String>>(&mut conn)
-                .await
-        })
-        .await
+        self.get(self.key("snap", 1, &format!("resp:{response_id}")))
+            .await
     }
 }

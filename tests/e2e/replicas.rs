@@ -74,6 +74,24 @@ fn haproxy(port: u16, backends: [u16; 3]) -> Stopped {
     Stopped(child)
 }
 
+/// HAProxy in front of three ready replicas, once it sees them up: it and its address.
+fn behind_haproxy(replicas: &[Http]) -> (Stopped, Client) {
+    for r in replicas {
+        wait_until("each replica to be ready", Duration::from_secs(10), || {
+            ready(r.client) == 200
+        });
+    }
+    let port = free_port();
+    let lb = haproxy(port, [replicas[0].port, replicas[1].port, replicas[2].port]);
+    let client = Client { port };
+    wait_until(
+        "HAProxy to see the replicas up",
+        Duration::from_secs(10),
+        || ready(client) == 200,
+    );
+    (lb, client)
+}
+
 fn replica(fake: &FakePerplexity, redis_port: u16, extra: &[(&str, &str)]) -> Http {
     let mut env = env_for(fake);
     let url = format!("redis://127.0.0.1:{redis_port}");
@@ -155,22 +173,7 @@ fn three_replicas_behind_haproxy_share_one_rate_limit() {
             replica(&fake, redis_port, &extra)
         })
         .collect();
-    for r in &replicas {
-        wait_until("each replica to be ready", Duration::from_secs(10), || {
-            ready(r.client) == 200
-        });
-    }
-    let lb_port = free_port();
-    let _lb = haproxy(
-        lb_port,
-        [replicas[0].port, replicas[1].port, replicas[2].port],
-    );
-    let lb = Client { port: lb_port };
-    wait_until(
-        "HAProxy to see the replicas up",
-        Duration::from_secs(10),
-        || ready(lb) == 200,
-    );
+    let (_lb, lb) = behind_haproxy(&replicas);
     // A 2025-11-25 session is made on one replica and stays there (sticky on
     // Mcp-Session-Id): every request naming it is answered, whichever turn it is.
     let session = lb.initialize();
@@ -857,22 +860,7 @@ fn a_named_clients_own_limit_holds_across_replicas() {
             Http::start(&env)
         })
         .collect();
-    for r in &replicas {
-        wait_until("each replica to be ready", Duration::from_secs(10), || {
-            ready(r.client) == 200
-        });
-    }
-    let lb_port = free_port();
-    let _lb = haproxy(
-        lb_port,
-        [replicas[0].port, replicas[1].port, replicas[2].port],
-    );
-    let lb = Client { port: lb_port };
-    wait_until(
-        "HAProxy to see the replicas up",
-        Duration::from_secs(10),
-        || ready(lb) == 200,
-    );
+    let (_lb, lb) = behind_haproxy(&replicas);
     // Fifteen at once through the three replicas: the bot's own five, not fifteen.
     assert_eq!(storm(lb, TOKEN_B, 15), (5, 10));
     // Alice's calls are not charged to the bot's bucket.
