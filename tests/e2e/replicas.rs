@@ -816,12 +816,9 @@ fn a_response_kept_through_one_replica_is_read_through_another_without_asking_pe
     );
 }
 
-#[test]
-fn a_named_clients_own_limit_holds_across_replicas() {
-    let test = "a_named_clients_own_limit_holds_across_replicas";
-    if !have("redis-server", test) || !have("haproxy", test) {
-        return;
-    }
+/// `count` replicas sharing Redis and one clients file: `alice` (TOKEN_A) with only the
+/// server's bucket, `bot` (TOKEN_B) with its own: 5 calls, then one a minute.
+fn team_replicas(dir: &Scratch, fake: &FakePerplexity, redis_port: u16, count: usize) -> Vec<Http> {
     use crate::team::{TOKEN_A, TOKEN_B};
     let sha = |token: &str| -> String {
         use sha2::Digest;
@@ -830,9 +827,7 @@ fn a_named_clients_own_limit_holds_across_replicas() {
             .map(|b| format!("{b:02x}"))
             .collect()
     };
-    let dir = Scratch::new("replica-clients");
     let file = dir.path("clients.toml");
-    // `bot` may make 5 calls and then one a minute; `alice` only has the server's bucket.
     std::fs::write(
         &file,
         format!(
@@ -843,13 +838,10 @@ fn a_named_clients_own_limit_holds_across_replicas() {
         ),
     )
     .unwrap();
-    let redis_port = free_port();
-    let _redis = redis(redis_port, None);
-    let fake = FakePerplexity::start();
     let clients = file.display().to_string();
-    let replicas: Vec<Http> = (0..3)
+    (0..count)
         .map(|_| {
-            let mut env = env_for(&fake);
+            let mut env = env_for(fake);
             let url = format!("redis://127.0.0.1:{redis_port}");
             env.extend([
                 ("PERPLEXITY_STATE_URL".to_owned(), url),
@@ -859,8 +851,22 @@ fn a_named_clients_own_limit_holds_across_replicas() {
             ]);
             Http::start(&env)
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_named_clients_own_limit_holds_across_replicas() {
+    let test = "a_named_clients_own_limit_holds_across_replicas";
+    if !have("redis-server", test) || !have("haproxy", test) {
+        return;
+    }
+    let dir = Scratch::new("replica-clients");
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    let fake = FakePerplexity::start();
+    let replicas = team_replicas(&dir, &fake, redis_port, 3);
     let (_lb, lb) = behind_haproxy(&replicas);
+    use crate::team::{TOKEN_A, TOKEN_B};
     // Fifteen at once through the three replicas: the bot's own five, not fifteen.
     assert_eq!(storm(lb, TOKEN_B, 15), (5, 10));
     // Alice's calls are not charged to the bot's bucket.
@@ -909,4 +915,60 @@ fn a_stopping_replica_hands_its_tasks_over_at_once() {
         stopped_at.elapsed()
     );
     drop(a);
+}
+
+#[test]
+fn a_run_started_through_one_replica_is_its_callers_through_every_other() {
+    if !have(
+        "redis-server",
+        "a_run_started_through_one_replica_is_its_callers_through_every_other",
+    ) {
+        return;
+    }
+    use crate::team::{TOKEN_A, TOKEN_B};
+    let dir = Scratch::new("replica-owners");
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50, "answer": "Alice's."}));
+    let replicas = team_replicas(&dir, &fake, redis_port, 2);
+    let (a, b) = (replicas[0].client, replicas[1].client);
+    let call = |client: Client, token: &str, id: i64, tool: &str, args: serde_json::Value| {
+        let headers = [
+            ("MCP-Protocol-Version", V_MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", tool),
+        ];
+        client
+            .post_as(token, &modern_call(id, tool, args), &headers)
+            .json()
+    };
+    let made = call(a, TOKEN_A, 1, "responses_create", json!({"input": "q"}));
+    let run = structured(&made)["response_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Alice reads her run through the other replica …
+    let hers = call(
+        b,
+        TOKEN_A,
+        2,
+        "responses_retrieve",
+        json!({"response_id": run}),
+    );
+    let (text, is_error) = tool_text(&hers);
+    assert!(!is_error && text.contains("Alice's."), "{text}");
+    // … the bot, on either replica, finds no such run (and Perplexity is not asked).
+    let gets = || {
+        fake.requests()
+            .iter()
+            .filter(|q| q.path.ends_with(&run))
+            .count()
+    };
+    let before = gets();
+    for (client, tool) in [(b, "responses_retrieve"), (a, "perplexity_agent_result")] {
+        let theirs = call(client, TOKEN_B, 3, tool, json!({"response_id": run}));
+        let (text, is_error) = tool_text(&theirs);
+        assert!(is_error && !text.contains("Alice's."), "{tool}: {text}");
+    }
+    assert_eq!(gets(), before, "refused without asking Perplexity");
 }
