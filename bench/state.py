@@ -5,6 +5,8 @@ side in one run against the same replica without it (loopback only; stdlib only)
   - latency of a billable call (`perplexity_search`, the fake answering at once) over one
     keep-alive connection: p50/p99 with and without `PERPLEXITY_STATE_URL`, and the
     difference (the goal: <= 0.3 ms added at p50);
+  - the same with a daily budget set: admitted against the ledger's sums without Redis,
+    against the team's sums (one script) with it;
   - latency of `tasks/get` on a working task: records in Redis vs in the SQLite store;
   - requests/s of billable calls and of `tools/list` (no state) over --connections;
   - Redis round trips per call kind, counted by Redis itself (`MONITOR`: the commands
@@ -226,23 +228,36 @@ def main() -> int:
         servers["redis"] = hb.Server("ours", a, fake, tmp, "redis", extra={
             "PERPLEXITY_STATE_URL": f"redis://127.0.0.1:{redis.port}",
             "PERPLEXITY_STORE_PATH": os.path.join(tmp, "store-r.sqlite")})
-        tasks = {k: start_task(s, fake) for k, s in servers.items()}
+        # A budget far above the load: every billable call is admitted against the sums
+        # (the ledger's without Redis; the team's, in one script, with it).
+        budget = {"PERPLEXITY_BUDGET_DAILY": "100000"}
+        servers["local_budget"] = hb.Server("ours", a, fake, tmp, "local-budget", extra={
+            **budget, "PERPLEXITY_STORE_PATH": os.path.join(tmp, "store-b.sqlite")})
+        servers["redis_budget"] = hb.Server("ours", a, fake, tmp, "redis-budget", extra={
+            **budget, "PERPLEXITY_STATE_URL": f"redis://127.0.0.1:{redis.port}",
+            "PERPLEXITY_STORE_PATH": os.path.join(tmp, "store-rb.sqlite")})
+        tasks = {k: start_task(servers[k], fake) for k in ("local", "redis")}
         rows: dict[str, dict[str, list]] = {k: {} for k in servers}
         for rnd in range(a.rounds):
             order = list(servers) if rnd % 2 == 0 else list(reversed(servers))
             for key in order:
                 srv, got = servers[key], rows[key]
-                for kind, spec, conns in (
-                        ("search_1", search_spec(srv), 1),
-                        ("search_n", search_spec(srv), a.connections),
-                        ("list_n", list_spec(srv), a.connections),
-                        ("taskget_1", task_get_spec(srv, tasks[key]), 1)):
+                kinds = [("search_1", search_spec(srv), 1)]
+                if key in tasks:
+                    kinds += [("search_n", search_spec(srv), a.connections),
+                              ("list_n", list_spec(srv), a.connections),
+                              ("taskget_1", task_get_spec(srv, tasks[key]), 1)]
+                for kind, spec, conns in kinds:
                     got.setdefault(kind, []).append(load(a, srv, spec, conns))
         srv = servers["redis"]
         trips = {
             "admission (perplexity_search)": round_trips(redis, lambda: post(
                 srv, "tools/call", {"name": "perplexity_search", "arguments": {"query": "q"},
                                     "_meta": MODERN}, "perplexity_search"), 100),
+            "admission and settlement with a budget (perplexity_search)": round_trips(
+                redis, lambda: post(servers["redis_budget"], "tools/call", {
+                    "name": "perplexity_search", "arguments": {"query": "q"},
+                    "_meta": MODERN}, "perplexity_search"), 100),
             "tasks/get": round_trips(redis, lambda: post(
                 srv, "tasks/get", {"taskId": tasks["redis"], "_meta": TASKS_META},
                 tasks["redis"]), 100),
@@ -289,8 +304,12 @@ def main() -> int:
             ("tasks/get, 1 connection, p50", "taskget_1", "lat_ms", "p50", "ms"),
             ("tasks/get, 1 connection, p99", "taskget_1", "lat_ms", "p99", "ms"),
             (f"billable calls/s, {a.connections} connections", "search_n", "rps", None, "/s"),
-            (f"tools/list/s (no state), {a.connections} connections", "list_n", "rps", None, "/s")):
-        x, y = m("local", kind, field, sub), m("redis", kind, field, sub)
+            (f"tools/list/s (no state), {a.connections} connections", "list_n", "rps", None, "/s"),
+            ("budgeted billable call, 1 connection, p50", "search_1", "lat_ms", "p50", "ms*"),
+            ("budgeted billable call, 1 connection, p99", "search_1", "lat_ms", "p99", "ms*")):
+        pair = ("local_budget", "redis_budget") if unit == "ms*" else ("local", "redis")
+        unit = unit.rstrip("*")
+        x, y = m(pair[0], kind, field, sub), m(pair[1], kind, field, sub)
         diff = (f"{y - x:+.3f} ms" if unit == "ms" else f"{y / x:.2f}×")
         fmt = (lambda v: f"{v:.3f} ms") if unit == "ms" else (lambda v: f"{v:,.0f}")
         lines.append(f"| {label} | {fmt(x)} | {fmt(y)} | {diff} |")

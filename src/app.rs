@@ -47,7 +47,10 @@ impl Services {
             fetcher: Arc::new(Fetcher::new(config.fetch.clone(), Arc::new(SystemResolver))),
             guard: guard.clone(),
             store: store.clone(),
-            spend: Arc::new(crate::spend::Spend::new(config.spend.clone(), store)),
+            spend: Arc::new(
+                crate::spend::Spend::new(config.spend.clone(), store)
+                    .sharing(guard.shared().cloned()),
+            ),
         };
         let wait = Duration::from_secs(config.wait_seconds);
         let tools = Tools::new(&config.tools, wait, parts).with_connectors(&config.connectors);

@@ -28,7 +28,17 @@ const FLOORS: &[(&str, &[&str])] = &[
     // State shared by replicas (Redis), reached through `net`.
     ("state", &["net", "store", "telemetry"]),
     // What calls cost: the ledger (in the store) and the budgets.
-    ("spend", &["call", "perplexity", "store", "telemetry"]),
+    (
+        "spend",
+        &[
+            "call",
+            "perplexity",
+            "random",
+            "state",
+            "store",
+            "telemetry",
+        ],
+    ),
     // Egress.
     ("fetch", &["net", "text"]),
     ("perplexity", &["net", "random", "telemetry", "text"]),

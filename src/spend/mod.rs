@@ -17,7 +17,11 @@
 //! - A repeated report of one run (a second collect, a collect after a restart) is one
 //!   row: the ledger is keyed by run id.
 //!
-//! Touches: the store. No network.
+//! - With replicas (`PERPLEXITY_STATE_URL`) the sums and holds are the team's, in Redis
+//!   (`state::budgets`): one script admits against them, so replicas share one budget;
+//!   each replica's ledger still keeps the rows of the calls it served (`usage`).
+//!
+//! Touches: the store, and the shared state backend when there is one.
 
 pub mod money;
 pub mod prices;
@@ -32,6 +36,7 @@ use serde_json::{Value, json};
 
 use crate::call::{Budget, Caller, FrontEnd};
 use crate::perplexity::meter::{Metered, MeteredKind};
+use crate::state::{Admission, BudgetCheck, CallerSpend, Shared, SpentNow, Window};
 use crate::store::{LedgerRow, SpentTotals, StoreError, StoreHandle, Tokens};
 use money::Micros;
 pub use money::parse as parse_amount;
@@ -80,7 +85,11 @@ pub struct Billing<'a> {
 
 /// Budget held by an admitted call until it is settled.
 #[must_use = "settle the hold with what the call cost"]
-pub struct Hold(u64);
+pub struct Hold {
+    id: u64,
+    /// Its name in the shared state, when the replicas' budget holds it.
+    shared: Option<String>,
+}
 
 struct Held {
     caller: String,
@@ -101,6 +110,8 @@ pub struct Spend {
     warned: AtomicBool,
     /// The ledger's sums for the current windows (see `totals`).
     sums: std::sync::Mutex<Option<Sums>>,
+    /// The replicas' shared sums and holds; `None`: this process's ledger alone.
+    shared: Option<Arc<Shared>>,
 }
 
 struct Sums {
@@ -121,6 +132,8 @@ struct Limit<'a> {
     held: Micros,
     resets: &'a str,
     period: &'static str,
+    /// Everyone's budget (the server's), else the caller's own.
+    everyone: bool,
     /// The amounts may be told: a caller's own, or the server's to an operator. The
     /// server's budget is shared, and its amounts would tell a client what the others
     /// spend.
@@ -137,7 +150,14 @@ impl Spend {
             next: AtomicU64::new(1),
             warned: AtomicBool::new(false),
             sums: std::sync::Mutex::new(None),
+            shared: None,
         }
+    }
+
+    /// Budgets shared by the replicas of one deployment, through `shared`.
+    pub fn sharing(mut self, shared: Option<Arc<Shared>>) -> Spend {
+        self.shared = shared;
+        self
     }
 
     pub fn config(&self) -> &SpendConfig {
@@ -155,12 +175,15 @@ impl Spend {
         if !self.applies(&who.own) {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             prune(&mut held);
-            return Ok(self.hold(&mut held, who, estimate));
+            return Ok(self.hold(&mut held, who, estimate, None));
+        }
+        if let Some(shared) = &self.shared {
+            return self.reserve_shared(shared, who, estimate).await;
         }
         let _one_at_a_time = self.admission.lock().await;
         let now = now_ms();
         let windows = self.config.zone.windows(now);
-        let spent = self.totals(who.caller, &windows).await.map_err(|e| {
+        let spent = self.ledger_totals(who.caller, &windows).await.map_err(|e| {
             format!(
                 "A budget is set, and the spend ledger cannot be read, so no billable call is admitted: {e}"
             )
@@ -181,10 +204,63 @@ impl Spend {
                 return Err(limit.refusal(who.tool, estimate));
             }
         }
-        Ok(self.hold(&mut held, who, estimate))
+        Ok(self.hold(&mut held, who, estimate, None))
     }
 
-    fn hold(&self, held: &mut HashMap<u64, Held>, who: &Billing<'_>, estimate: Micros) -> Hold {
+    /// [`Spend::reserve`] against the replicas' sums: one script in Redis reads them and
+    /// holds the estimate, so the last room is taken by one replica only. An unreachable
+    /// backend refuses the call (fail closed, as an unreadable ledger does).
+    async fn reserve_shared(
+        &self,
+        shared: &Shared,
+        who: &Billing<'_>,
+        estimate: Micros,
+    ) -> Result<Hold, String> {
+        let windows = self.config.zone.windows(now_ms());
+        let limits = self.limits(who, &SpentTotals::default(), &windows, 0, 0);
+        let checks: Vec<BudgetCheck> = limits
+            .iter()
+            .map(|l| BudgetCheck {
+                everyone: l.everyone,
+                monthly: l.period == "monthly",
+                limit: l.limit,
+            })
+            .collect();
+        // Unguessable and unique across replicas: the hold's name in the shared state.
+        let name = crate::random::secure_hex::<12>();
+        let admission = shared
+            .reserve_budget(window_of(&windows), who.caller.key(), estimate, &name, &checks)
+            .await
+            .map_err(|e| {
+                format!(
+                    "A budget is set, and the shared state backend holding the replicas' spend cannot be reached, so no billable call is admitted: {e}. Try again shortly."
+                )
+            })?;
+        match admission {
+            Admission::Held => {
+                let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+                prune(&mut held);
+                Ok(self.hold(&mut held, who, estimate, Some(name)))
+            }
+            Admission::Short { index, spent, held } => {
+                let mut limits = limits;
+                let Some(limit) = limits.get_mut(index) else {
+                    return Err("The shared budget answered something unexpected, so no billable call is admitted.".to_owned());
+                };
+                limit.spent = spent;
+                limit.held = held;
+                Err(limit.refusal(who.tool, estimate))
+            }
+        }
+    }
+
+    fn hold(
+        &self,
+        held: &mut HashMap<u64, Held>,
+        who: &Billing<'_>,
+        estimate: Micros,
+        shared: Option<String>,
+    ) -> Hold {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         held.insert(
             id,
@@ -195,7 +271,7 @@ impl Spend {
                 since: Instant::now(),
             },
         );
-        Hold(id)
+        Hold { id, shared }
     }
 
     /// Records what a call's requests were billed for and gives back its hold (kept for
@@ -227,35 +303,30 @@ impl Spend {
                 row(who, m, per_run, task_id)
             })
             .collect();
+        let windows = self.config.zone.windows(now_ms());
+        let shared_hold = hold.as_ref().and_then(|h| h.shared.clone());
+        // The metric counts each row once, as the ledger does (a second report of a run
+        // is not new); OAuth subjects share one label (the caller label is bounded).
+        let label = match who.caller.issuer() {
+            Some(_) => "oauth".to_owned(),
+            None => who.caller.name().to_owned(),
+        };
+        let costs: Vec<(String, i64)> = rows
+            .iter()
+            .map(|r| (r.request.clone(), r.total_micros))
+            .collect();
+        let mut new: Option<Vec<bool>> = None;
         if !rows.is_empty() {
             let retention = self.config.retention_days;
-            // The metric counts each row once, as the ledger does (a second report of a run
-            // is not new); OAuth subjects share one label (the caller label is bounded).
-            let label = match who.caller.issuer() {
-                Some(_) => "oauth".to_owned(),
-                None => who.caller.name().to_owned(),
-            };
-            let costs: Vec<i64> = rows.iter().map(|r| r.total_micros).collect();
             match self
                 .store
                 .with(move |s| s.record_spend(&rows, retention))
                 .await
             {
-                Ok(new) => {
-                    let mut written = 0;
-                    for (micros, _) in costs.iter().zip(new).filter(|(_, new)| *new) {
-                        crate::telemetry::spent(&label, who.tool, *micros);
-                        written += micros;
-                    }
-                    self.remember(who.caller.key(), written);
-                }
-                // Without a ledger nothing tells a repeated report from a new one: the
-                // metric counts every one (said in docs/http.md).
-                Err(StoreError::NotConfigured) => {
-                    for micros in &costs {
-                        crate::telemetry::spent(&label, who.tool, *micros);
-                    }
-                }
+                Ok(fresh) => new = Some(fresh),
+                // Without a ledger nothing here tells a repeated report from a new one:
+                // every one counts (said in docs/http.md), unless the replicas' state does.
+                Err(StoreError::NotConfigured) => new = Some(vec![true; costs.len()]),
                 Err(e) => {
                     if !self.warned.swap(true, Ordering::Relaxed) {
                         tracing::warn!(
@@ -265,6 +336,42 @@ impl Spend {
                 }
             }
         }
+        // The replicas' sums: the rows no replica counted yet, and the hold given back.
+        let mut shared_sums = None;
+        if let Some(shared) = self
+            .shared
+            .as_ref()
+            .filter(|_| !costs.is_empty() || shared_hold.is_some())
+        {
+            match shared
+                .settle_budget(
+                    window_of(&windows),
+                    (who.caller.key(), who.caller.name()),
+                    shared_hold.as_deref(),
+                    running,
+                    &costs,
+                )
+                .await
+            {
+                Ok((fresh, sums)) => {
+                    new = Some(fresh);
+                    shared_sums = Some(sums);
+                }
+                // The hold lapses by itself; the spend is missing from the shared sums
+                // (the replica's ledger has it). Logged: budgets undercount meanwhile.
+                Err(e) => tracing::warn!(
+                    "the replicas' spend could not be updated in the shared state ({e}); this call's cost is missing from the shared budget sums"
+                ),
+            }
+        }
+        if let Some(new) = new {
+            let mut written = 0;
+            for ((_, micros), _) in costs.iter().zip(new).filter(|(_, new)| *new) {
+                crate::telemetry::spent(&label, who.tool, *micros);
+                written += micros;
+            }
+            self.remember(who.caller.key(), written);
+        }
         {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             // A run this call learned the end of was held by the call that started it.
@@ -273,7 +380,7 @@ impl Spend {
                     .as_deref()
                     .is_none_or(|r| !settled.iter().any(|s| s == r))
             });
-            if let Some(Hold(id)) = hold {
+            if let Some(Hold { id, .. }) = hold {
                 match running {
                     Some(run) => {
                         if let Some(h) = held.get_mut(&id) {
@@ -289,8 +396,10 @@ impl Spend {
         if !self.applies(&who.own) {
             return None;
         }
-        let windows = self.config.zone.windows(now_ms());
-        let spent = self.totals(who.caller, &windows).await.ok()?;
+        let spent = match shared_sums {
+            Some(sums) => totals_of(sums),
+            None => self.totals(who.caller, &windows).await.ok()?,
+        };
         self.limits(who, &spent, &windows, 0, 0)
             .into_iter()
             .filter(|l| l.limit > 0 && l.spent * 100 >= l.limit * WARN_AT_PERCENT)
@@ -303,7 +412,7 @@ impl Spend {
     /// read again only when the windows move or another process has committed to the
     /// store (`PRAGMA data_version`, one cheap read); this process's own rows are added
     /// as they are written (`remember`).
-    async fn totals(
+    async fn ledger_totals(
         &self,
         caller: &Caller,
         windows: &window::Windows,
@@ -350,6 +459,26 @@ impl Spend {
         })
     }
 
+    /// What was spent in `windows`: the replicas' sums when they share them, else the
+    /// ledger's.
+    async fn totals(
+        &self,
+        caller: &Caller,
+        windows: &window::Windows,
+    ) -> Result<SpentTotals, String> {
+        match &self.shared {
+            Some(shared) => shared
+                .spent(window_of(windows), caller.key())
+                .await
+                .map(totals_of)
+                .map_err(|e| e.to_string()),
+            None => self
+                .ledger_totals(caller, windows)
+                .await
+                .map_err(|e| e.to_string()),
+        }
+    }
+
     /// Adds rows this process wrote to the kept sums (their windows contain now).
     fn remember(&self, caller: &str, written: i64) {
         if let Some(sums) = self.sums.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
@@ -380,6 +509,7 @@ impl Spend {
                     held,
                     resets,
                     period,
+                    everyone: name == server,
                     disclose,
                 });
             }
@@ -427,17 +557,33 @@ impl Spend {
 
     /// Spend today and this month, per caller: every caller for an operator, only its
     /// own for anyone else (another caller's spend is another caller's state).
-    pub async fn summary(&self, caller: &Caller) -> Result<Value, StoreError> {
+    pub async fn summary(&self, caller: &Caller) -> Result<Value, String> {
         let windows = self.config.zone.windows(now_ms());
-        let (day, month) = (windows.day_start_ms, windows.month_start_ms);
-        let spent = self
-            .store
-            .with(move |s| s.spent_in_windows(day, month))
-            .await?;
+        let spent: Vec<CallerSpend> = match &self.shared {
+            Some(shared) => shared
+                .spent_by_caller(window_of(&windows))
+                .await
+                .map_err(|e| e.to_string())?,
+            None => {
+                let (day, month) = (windows.day_start_ms, windows.month_start_ms);
+                self.store
+                    .with(move |s| s.spent_in_windows(day, month))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .map(|c| CallerSpend {
+                        key: c.caller,
+                        name: c.name,
+                        day: c.day,
+                        month: c.month,
+                    })
+                    .collect()
+            }
+        };
         let visible = |key: &str| caller.is_operator() || key == caller.key();
         let callers: Vec<Value> = spent
             .iter()
-            .filter(|c| visible(&c.caller))
+            .filter(|c| visible(&c.key))
             .map(|c| {
                 json!({"caller": c.name, "today": money::as_f64(c.day), "this_month": money::as_f64(c.month)})
             })
@@ -464,7 +610,7 @@ impl Spend {
     }
 
     /// What `caller` spent today (the terminal workspace's status line).
-    pub async fn today(&self, caller: &Caller) -> Result<Micros, StoreError> {
+    pub async fn today(&self, caller: &Caller) -> Result<Micros, String> {
         let windows = self.config.zone.windows(now_ms());
         Ok(self.totals(caller, &windows).await?.caller_day)
     }
@@ -652,6 +798,22 @@ fn prune(held: &mut HashMap<u64, Held>) {
         for (id, _) in oldest.into_iter().take(pending - MAX_PENDING) {
             held.remove(&id);
         }
+    }
+}
+
+fn window_of(windows: &window::Windows) -> Window {
+    Window {
+        day_start_ms: windows.day_start_ms,
+        month_start_ms: windows.month_start_ms,
+    }
+}
+
+fn totals_of(sums: SpentNow) -> SpentTotals {
+    SpentTotals {
+        all_day: sums.all_day,
+        all_month: sums.all_month,
+        caller_day: sums.caller_day,
+        caller_month: sums.caller_month,
     }
 }
 

@@ -15,7 +15,9 @@
 //! Touches: one TCP (or TLS) connection to the backend, made through `net`.
 
 mod buckets;
+mod budgets;
 pub use buckets::BucketSpec;
+pub use budgets::{Admission, BudgetCheck, CallerSpend, SpentNow, Window};
 mod health;
 mod offload;
 mod runs;

@@ -112,13 +112,25 @@ fn ready(client: Client) -> u16 {
 /// `calls` calls at once through `client` as the holder of `token`: how many were
 /// admitted, how many rate-limited.
 fn storm(client: Client, token: &'static str, calls: usize) -> (usize, usize) {
+    refused_in_storm(client, token, calls, "Rate limit exceeded", true)
+}
+
+/// [`storm`] with the refusals recognised by `refusal` (a text they start with), each call
+/// waiting for its answer or not.
+fn refused_in_storm(
+    client: Client,
+    token: &'static str,
+    calls: usize,
+    refusal: &'static str,
+    wait: bool,
+) -> (usize, usize) {
     let handles: Vec<_> = (0..calls)
         .map(|i| {
             std::thread::spawn(move || {
                 let message = modern_call(
                     i as i64,
                     "perplexity_agent",
-                    json!({"query": format!("question {i}")}),
+                    json!({"query": format!("question {i}"), "wait": wait}),
                 );
                 let headers = [
                     ("MCP-Protocol-Version", V_MODERN),
@@ -136,7 +148,7 @@ fn storm(client: Client, token: &'static str, calls: usize) -> (usize, usize) {
         let (text, is_error) = handle.join().unwrap();
         if !is_error {
             ok += 1;
-        } else if text.starts_with("Rate limit exceeded") {
+        } else if text.starts_with(refusal) {
             limited += 1;
         } else {
             panic!("neither admitted nor rate-limited: {text}");
@@ -971,4 +983,161 @@ fn a_run_started_through_one_replica_is_its_callers_through_every_other() {
         assert!(is_error && !text.contains("Alice's."), "{tool}: {text}");
     }
     assert_eq!(gets(), before, "refused without asking Perplexity");
+}
+
+/// Three replicas, each with its own store, sharing one Redis and one daily budget.
+fn budget_replicas(
+    dir: &Scratch,
+    fake: &FakePerplexity,
+    redis_port: u16,
+    budget: &str,
+) -> Vec<Http> {
+    (0..3)
+        .map(|i| {
+            let mut env = env_for(fake);
+            let url = format!("redis://127.0.0.1:{redis_port}");
+            let store = dir.path(&format!("store-{i}.sqlite")).display().to_string();
+            env.extend(http_env(&[
+                ("PERPLEXITY_STORE_PATH", store.as_str()),
+                ("PERPLEXITY_STATE_URL", url.as_str()),
+                ("PERPLEXITY_BUDGET_DAILY", budget),
+            ]));
+            Http::start(&env)
+        })
+        .collect()
+}
+
+#[test]
+fn three_replicas_share_one_budget() {
+    let test = "three_replicas_share_one_budget";
+    if !have("redis-server", test) || !have("haproxy", test) {
+        return;
+    }
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    // Each run holds its preset's estimate (medium: 0.04) until its cost is known, so
+    // 0.40 has room for ten; the runs take long enough that none settles meanwhile.
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 20000}));
+    let dir = Scratch::new("replica-budget");
+    let replicas = budget_replicas(&dir, &fake, redis_port, "0.40");
+    let (_lb, lb) = behind_haproxy(&replicas);
+    // Thirty at once through three replicas, each with a ledger of its own: the room is
+    // the team's, so ten, not thirty.
+    let (ok, refused) = refused_in_storm(lb, TOKEN, 30, "Refused before any request", false);
+    assert_eq!((ok, refused), (10, 20));
+    assert_eq!(
+        agent_creates(&fake).len(),
+        10,
+        "ten runs reached Perplexity"
+    );
+}
+
+#[test]
+fn a_replicas_spend_counts_on_every_other_and_a_run_collected_twice_counts_once() {
+    let test = "a_replicas_spend_counts_on_every_other_and_a_run_collected_twice_counts_once";
+    if !have("redis-server", test) {
+        return;
+    }
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "cost": 0.04}));
+    let dir = Scratch::new("replica-spend");
+    let replicas = budget_replicas(&dir, &fake, redis_port, "0.05");
+    let (a, b, c) = (&replicas[0], &replicas[1], &replicas[2]);
+    for r in &replicas {
+        wait_until("each replica to be ready", Duration::from_secs(10), || {
+            ready(r.client) == 200
+        });
+    }
+    let first = a
+        .modern(&modern_call(1, "perplexity_agent", json!({"query": "q"})))
+        .json();
+    let (text, is_error) = tool_text(&first);
+    assert!(!is_error, "{first}");
+    assert!(
+        text.lines()
+            .last()
+            .unwrap_or_default()
+            .starts_with("Budget: 80% of this server's daily budget is spent (0.04 of 0.05 USD)"),
+        "{text}"
+    );
+    let run = fake.runs()[0].id.clone();
+    // B's own ledger is empty; the team's spend is not.
+    let second = b
+        .modern(&modern_call(2, "perplexity_agent", json!({"query": "q"})))
+        .json();
+    let (refusal, is_error) = tool_text(&second);
+    assert!(is_error, "{second}");
+    assert!(
+        refusal.contains("This server's daily budget (0.05 USD) has no room")
+            && refusal.contains("Spent today: 0.04 USD"),
+        "{refusal}"
+    );
+    assert_eq!(
+        agent_creates(&fake).len(),
+        1,
+        "nothing was sent for the refused call"
+    );
+    // The run collected again through B (whose ledger has never seen it) and C: still
+    // one run's cost for the team.
+    for (n, r) in [b, c].into_iter().enumerate() {
+        let got = r
+            .modern(&modern_call(
+                3 + n as i64,
+                "perplexity_agent_result",
+                json!({"response_id": run}),
+            ))
+            .json();
+        assert_eq!(got["result"]["isError"], false, "{got}");
+    }
+    let metrics = c
+        .modern(&modern_call(9, "server_metrics", json!({})))
+        .json();
+    let spend = &metrics["result"]["structuredContent"]["spend"];
+    assert_eq!(spend["today"], 0.04, "{metrics}");
+    assert_eq!(spend["callers"][0]["caller"], "default", "{metrics}");
+    assert_eq!(spend["callers"][0]["today"], 0.04, "{metrics}");
+}
+
+#[test]
+fn a_run_handed_back_on_one_replica_stops_holding_budget_once_another_collects_it() {
+    let test = "a_run_handed_back_on_one_replica_stops_holding_budget_once_another_collects_it";
+    if !have("redis-server", test) {
+        return;
+    }
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 300, "cost": 0.04}));
+    let dir = Scratch::new("replica-hold");
+    // Room for 0.10: a run's estimate (0.04) held twice plus one spent would not fit.
+    let replicas = budget_replicas(&dir, &fake, redis_port, "0.10");
+    for r in &replicas {
+        wait_until("each replica to be ready", Duration::from_secs(10), || {
+            ready(r.client) == 200
+        });
+    }
+    let started = replicas[0]
+        .modern(&modern_call(
+            1,
+            "perplexity_agent",
+            json!({"query": "q", "wait": false}),
+        ))
+        .json();
+    assert_eq!(started["result"]["isError"], false, "{started}");
+    let run = fake.runs()[0].id.clone();
+    let collected = replicas[1]
+        .modern(&modern_call(
+            2,
+            "perplexity_agent_result",
+            json!({"response_id": run, "wait_seconds": 10}),
+        ))
+        .json();
+    assert_eq!(collected["result"]["isError"], false, "{collected}");
+    // Spent 0.04, nothing held: the next 0.04 fits. Had the run kept its hold, it
+    // would not.
+    let next = replicas[2]
+        .modern(&modern_call(3, "perplexity_agent", json!({"query": "q"})))
+        .json();
+    let (text, is_error) = tool_text(&next);
+    assert!(!is_error, "{text}");
 }
