@@ -53,7 +53,9 @@ impl Services {
             ),
         };
         let wait = Duration::from_secs(config.wait_seconds);
-        let tools = Tools::new(&config.tools, wait, parts).with_connectors(&config.connectors);
+        let tools = Tools::new(&config.tools, wait, parts)
+            .with_connectors(&config.connectors)
+            .with_ui(config.ui);
         Ok(Services { guard, tools })
     }
 }
@@ -177,10 +179,17 @@ mod tests {
             (Era::Modern, json!(8)),
         ] {
             let text = dispatcher
-                .list_reply_text(&id, "tools/list", &Map::new(), era, dispatcher.local())
+                .list_reply_text(
+                    &id,
+                    "tools/list",
+                    &Map::new(),
+                    era,
+                    dispatcher.local(),
+                    false,
+                )
                 .unwrap();
             let Action::Reply(frame) =
-                dispatcher.answer(id, "tools/list", Map::new(), era, dispatcher.local())
+                dispatcher.answer(id, "tools/list", Map::new(), era, dispatcher.local(), false)
             else {
                 panic!("tools/list is answered at once");
             };
@@ -194,7 +203,8 @@ mod tests {
                     "tools/list",
                     &cursor,
                     Era::Legacy,
-                    dispatcher.local()
+                    dispatcher.local(),
+                    false
                 )
                 .is_none()
         );
@@ -205,7 +215,8 @@ mod tests {
                     "ping",
                     &Map::new(),
                     Era::Legacy,
-                    dispatcher.local()
+                    dispatcher.local(),
+                    false
                 )
                 .is_none()
         );

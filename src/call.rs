@@ -256,6 +256,9 @@ pub struct ToolOutput {
     /// The run (or other object) the call named does not exist upstream (HTTP 404).
     /// Not part of the tool result; `resources/read` turns it into -32602.
     pub not_found: bool,
+    /// What the MCP App shows (`mcp::app`): the `structuredContent` of clients that host
+    /// it, for tools that have none of their own; no one else sees it.
+    pub view: Option<Value>,
 }
 
 impl ToolOutput {
@@ -265,6 +268,7 @@ impl ToolOutput {
             is_error: false,
             structured: None,
             not_found: false,
+            view: None,
         }
     }
 
@@ -274,6 +278,7 @@ impl ToolOutput {
             is_error: true,
             structured: None,
             not_found: false,
+            view: None,
         }
     }
 
@@ -285,6 +290,19 @@ impl ToolOutput {
         });
         if let Some(structured) = &self.structured {
             result["structuredContent"] = structured.clone();
+        }
+        result
+    }
+
+    /// [`ToolOutput::to_json`] for a client that hosts the MCP App (`apps`): the App's
+    /// view is the `structuredContent` of a tool that has none of its own.
+    pub fn to_json_for(&self, apps: bool) -> Value {
+        let mut result = self.to_json();
+        if apps
+            && self.structured.is_none()
+            && let Some(view) = &self.view
+        {
+            result["structuredContent"] = view.clone();
         }
         result
     }

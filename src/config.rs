@@ -54,6 +54,8 @@ pub struct Config {
     /// `PERPLEXITY_STATE_URL` and its companions: the state replicas share; `None` =
     /// everything in this process and its store.
     pub state: Option<crate::state::StateConfig>,
+    /// `PERPLEXITY_UI` (on by default): the MCP App offered to clients that host Apps.
+    pub ui: bool,
 }
 
 /// A setting that cannot be used. The process refuses to start rather than guess,
@@ -218,6 +220,7 @@ impl Config {
             connectors: connectors_from(env("PERPLEXITY_ALLOWED_CONNECTORS").as_deref())?,
             spend: spend_config(&env)?,
             state: state_config(&env)?,
+            ui: on_off(&env, "PERPLEXITY_UI", true)?,
             file_servers: match config_file(&env) {
                 None => Vec::new(),
                 Some(path) => crate::gateway::load_file(&path, &gateway, &|name: &str| env(name))
@@ -583,23 +586,31 @@ impl HttpConfig {
     }
 }
 
+/// A switch: `on`/`true`/`1` or `off`/`false`/`0`; unset or blank is `default`.
+fn on_off(
+    env: &impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+    default: bool,
+) -> Result<bool, ConfigError> {
+    match env(variable)
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("") => Ok(default),
+        Some("off" | "false" | "0") => Ok(false),
+        Some("on" | "true" | "1") => Ok(true),
+        Some(other) => Err(ConfigError {
+            variable,
+            problem: format!("{other:?} is neither on nor off"),
+        }),
+    }
+}
+
 /// `PERPLEXITY_METRICS` (`on`/`off`, default off) and `PERPLEXITY_METRICS_TOKEN`.
 fn metrics_access(
     env: &impl Fn(&str) -> Option<String>,
 ) -> Result<Option<MetricsAccess>, ConfigError> {
-    let on = match env("PERPLEXITY_METRICS")
-        .map(|v| v.trim().to_ascii_lowercase())
-        .as_deref()
-    {
-        None | Some("" | "off" | "false" | "0") => false,
-        Some("on" | "true" | "1") => true,
-        Some(other) => {
-            return Err(ConfigError {
-                variable: "PERPLEXITY_METRICS",
-                problem: format!("{other:?} is neither on nor off"),
-            });
-        }
-    };
+    let on = on_off(env, "PERPLEXITY_METRICS", false)?;
     let token = env("PERPLEXITY_METRICS_TOKEN")
         .filter(|t| !t.trim().is_empty())
         .map(secrecy::SecretString::from);

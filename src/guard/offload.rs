@@ -65,6 +65,13 @@ impl Offload {
             .structured
             .as_mut()
             .is_some_and(|s| fit_structured(s, self.max_chars));
+        // The App's view is the structured content of the clients that host it: the
+        // same budget, so it cannot carry what the cut text no longer does.
+        let view_cut = output
+            .view
+            .as_mut()
+            .is_some_and(|v| fit_structured(v, self.max_chars));
+        let structured_cut = structured_cut || view_cut;
         let kept = self.cut_text(output);
         (kept.is_some() || structured_cut, kept)
     }

@@ -13,7 +13,7 @@ use super::protocol::{
     result_frame, server_info,
 };
 use super::tasks::{self, Answered, TaskDesk, TaskMode};
-use super::{prompts, resources};
+use super::{app, prompts, resources};
 use crate::call::{Caller, FrontEnd, ToolOutput};
 use crate::identity::Identity;
 use crate::tools::{Admitted, Tools};
@@ -74,6 +74,9 @@ pub struct CallJob {
     pub task: Option<TaskMode>,
     /// Who asked: the call runs as, and its state belongs to, this caller.
     pub who: Identity,
+    /// The client hosts the MCP App: the result carries the App's view as its
+    /// `structuredContent` (`mcp::app`).
+    pub apps: bool,
     /// The caller's W3C trace context (`_meta.traceparent`, or over HTTP the header);
     /// boxed, as most calls have none.
     pub trace: Option<Box<crate::call::Trace>>,
@@ -102,20 +105,27 @@ pub enum ReplyAs {
 /// A serialized `tools/list` result and the list version it was made from.
 type CachedList = (u64, Arc<str>);
 
+/// Which cached `tools/list` a request gets: its era, and whether it shows the App.
+fn list_slot(era: Era, apps: bool) -> usize {
+    usize::from(era == Era::Modern) * 2 + usize::from(apps)
+}
+
 pub struct Dispatcher {
     tools: Arc<Tools>,
     tasks: Arc<TaskDesk>,
     /// Who stdio's messages come from: the user running the server.
     local: Identity,
-    /// The `tools/list` results of callers limited to some tools, by era and list.
-    limited_text: Mutex<std::collections::HashMap<(bool, String), CachedList>>,
+    /// The `tools/list` results of callers limited to some tools, by slot and list.
+    limited_text: Mutex<std::collections::HashMap<(usize, String), CachedList>>,
     /// The `tools/list` result of each era, serialized once per version of the list
     /// (it changes only when a downstream server's tools do): rebuilding ~7 KB of JSON
     /// per request was most of the HTTP server's CPU.
-    list_text: [Mutex<Option<CachedList>>; 2],
+    list_text: [Mutex<Option<CachedList>>; 4],
     /// Set by a transport that delivers `notifications/tools/list_changed` (stdio) when
     /// the list can change (downstream servers): only then is `listChanged` advertised.
     list_changed: std::sync::atomic::AtomicBool,
+    /// stdio's client declared the MCP App at its (2025-11-25) `initialize`.
+    stdio_apps: std::sync::atomic::AtomicBool,
 }
 
 impl Dispatcher {
@@ -127,8 +137,9 @@ impl Dispatcher {
             tasks: Arc::new(TaskDesk::new(FrontEnd::McpStdio)),
             local: Identity::unrestricted(Caller::local()),
             limited_text: Mutex::default(),
-            list_text: [Mutex::new(None), Mutex::new(None)],
+            list_text: std::array::from_fn(|_| Mutex::new(None)),
             list_changed: std::sync::atomic::AtomicBool::new(false),
+            stdio_apps: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -141,19 +152,21 @@ impl Dispatcher {
         params: &Map<String, Value>,
         era: Era,
         who: &Identity,
+        session_apps: bool,
     ) -> Option<String> {
         if method != "tools/list" || params.get("cursor").is_some_and(|c| !c.is_null()) {
             return None;
         }
+        let apps = self.hosts_app(era, params, session_apps);
         let generation = self.tools.list_generation();
         let build = || -> Arc<str> {
             let mut result = Map::with_capacity(1);
-            result.insert("tools".to_owned(), self.tool_list(era, who));
+            result.insert("tools".to_owned(), self.tool_list(era, who, apps));
             shape(era, method, Value::Object(result)).to_string().into()
         };
         let result = match &who.access.tools {
             None => {
-                let slot = &self.list_text[usize::from(era == Era::Modern)];
+                let slot = &self.list_text[list_slot(era, apps)];
                 let cached = slot
                     .lock()
                     .ok()
@@ -169,7 +182,7 @@ impl Dispatcher {
                 })
             }
             Some(allowed) => {
-                let key = (era == Era::Modern, allowed.as_written().to_owned());
+                let key = (list_slot(era, apps), allowed.as_written().to_owned());
                 let cached = self
                     .limited_text
                     .lock()
@@ -204,8 +217,11 @@ impl Dispatcher {
     /// The tool list as `era` shows it: 2025-11-25 tools that can run as tasks say so
     /// (`execution.taskSupport`), except in the reference peer's drop-in profile; the
     /// 2026-07-28 extension needs no such mark.
-    fn tool_list(&self, era: Era, who: &Identity) -> Value {
+    fn tool_list(&self, era: Era, who: &Identity, apps: bool) -> Value {
         let mut list = self.tools.list();
+        if apps && let Value::Array(tools) = &mut list {
+            app::mark_tools(tools);
+        }
         // A caller limited to some tools sees only those: what it may not call is not
         // offered to its model.
         if who.access.tools.is_some()
@@ -228,6 +244,16 @@ impl Dispatcher {
             }
         }
         list
+    }
+
+    /// Whether this request's client hosts the MCP App: a 2026-07-28 request says so in
+    /// its `_meta`, a 2025-11-25 session at its `initialize` (`session_apps`).
+    fn hosts_app(&self, era: Era, params: &Map<String, Value>, session_apps: bool) -> bool {
+        self.tools.offers_app()
+            && match era {
+                Era::Modern => app::declared_by_request(params),
+                Era::Legacy => session_apps,
+            }
     }
 
     /// For the HTTP transport, which says who asks with each request.
@@ -361,7 +387,14 @@ impl Dispatcher {
         {
             return Action::Reply(error_frame(&id, &e));
         }
-        self.answer(id, &method, params, era, &self.local)
+        use std::sync::atomic::Ordering;
+        // One stdio process, one client: its initialize says for the whole session.
+        if method == "initialize" {
+            self.stdio_apps
+                .store(app::declared_at_initialize(&params), Ordering::Relaxed);
+        }
+        let apps = self.stdio_apps.load(Ordering::Relaxed);
+        self.answer(id, &method, params, era, &self.local, apps)
     }
 
     /// Answers a request whose era the transport has decided and whose `_meta` it has
@@ -373,8 +406,10 @@ impl Dispatcher {
         params: Map<String, Value>,
         era: Era,
         who: &Identity,
+        session_apps: bool,
     ) -> Action {
-        match self.request(method, era, params, &id, who) {
+        let apps = self.hosts_app(era, &params, session_apps);
+        match self.request(method, era, params, &id, who, apps) {
             Ok(Handled::Result(result)) => {
                 Action::Reply(result_frame(&id, shape(era, method, result)))
             }
@@ -392,10 +427,17 @@ impl Dispatcher {
         params: Map<String, Value>,
         request_id: &Value,
         who: &Identity,
+        apps: bool,
     ) -> Result<Handled, RpcError> {
         let result = match (method, era) {
             ("initialize", _) => {
-                initialize(&params, self.list_changes(), !self.tools.is_reference())
+                let mut result =
+                    initialize(&params, self.list_changes(), !self.tools.is_reference());
+                // Said back only to a client that declared it.
+                if apps {
+                    result["capabilities"]["extensions"] = json!({ app::EXTENSION: {} });
+                }
+                result
             }
             ("ping", _) => json!({}),
             ("server/discover", _) => {
@@ -411,8 +453,15 @@ impl Dispatcher {
                 })
             }
             ("resources/list", _) => {
-                // Runs are not listed: their ids are capabilities, known to whoever started them.
-                json!({"resources": []})
+                // Runs are not listed: their ids are capabilities, known to whoever started
+                // them. The App is, to the clients that host it.
+                let listed: Vec<Value> = apps.then(app::resource).into_iter().collect();
+                json!({ "resources": listed })
+            }
+            ("resources/read", _)
+                if apps && params.get("uri").and_then(Value::as_str) == Some(app::URI) =>
+            {
+                app::contents()
             }
             ("resources/templates/list", _) => {
                 json!({"resourceTemplates": [resources::template()]})
@@ -434,6 +483,7 @@ impl Dispatcher {
                     reply: ReplyAs::Resource { uri },
                     task: None,
                     who: who.clone(),
+                    apps: false,
                     trace: trace_of(&params),
                 }));
             }
@@ -445,7 +495,7 @@ impl Dispatcher {
                     return Err(RpcError::new(code::INVALID_PARAMS, "Invalid cursor."));
                 }
                 let mut result = Map::with_capacity(1);
-                result.insert("tools".to_owned(), self.tool_list(era, who));
+                result.insert("tools".to_owned(), self.tool_list(era, who, apps));
                 Value::Object(result)
             }
             ("tasks/get" | "tasks/update" | "tasks/cancel", Era::Modern)
@@ -484,9 +534,14 @@ impl Dispatcher {
                 }));
             }
             ("tools/call", _) => {
-                return self
-                    .tool_call(params, era, request_id, who)
-                    .map(Handled::Call);
+                return self.tool_call(params, era, request_id, who).map(|job| {
+                    Handled::Call(CallJob {
+                        apps,
+                        // A task's result is kept as the caller will read it.
+                        task: job.task.map(|mode| TaskMode { apps, ..mode }),
+                        ..job
+                    })
+                });
             }
             ("logging/setLevel", Era::Legacy) => {
                 let level = params.get("level").and_then(Value::as_str);
@@ -580,6 +635,7 @@ impl Dispatcher {
             reply: ReplyAs::ToolResult,
             task,
             who: who.clone(),
+            apps: false,
             trace: trace_of(&params),
         })
     }
@@ -588,7 +644,8 @@ impl Dispatcher {
     pub fn call_reply(&self, job: &CallJob, output: &ToolOutput) -> Value {
         match &job.reply {
             ReplyAs::ToolResult => {
-                result_frame(&job.id, shape(job.era, "tools/call", output.to_json()))
+                let result = output.to_json_for(job.apps);
+                result_frame(&job.id, shape(job.era, "tools/call", result))
             }
             ReplyAs::Resource { uri } => match resources::contents(uri, output) {
                 Ok(result) => result_frame(&job.id, shape(job.era, "resources/read", result)),

@@ -7,6 +7,7 @@
 //!
 //! Touches: stdin/stdout (stdio.rs only), the tool catalogue. No network of its own.
 
+pub mod app;
 mod cursor;
 pub(crate) mod decode;
 pub mod dispatch;

@@ -166,6 +166,8 @@ pub struct Tools {
     snapshots: Arc<responses::snapshots::Snapshots>,
     /// The ledger and the budgets.
     spend: Arc<Spend>,
+    /// `PERPLEXITY_UI`: the MCP App may be offered.
+    ui: bool,
 }
 
 /// The services tool calls use, each built once by the composition root (`app.rs`).
@@ -220,6 +222,7 @@ impl Tools {
             list,
             selection: selection.clone(),
             obligations,
+            ui: true,
         }
     }
 
@@ -238,6 +241,18 @@ impl Tools {
     /// Exactly the lifecycle profile: the reference peer's drop-in, byte for byte.
     pub fn is_reference(&self) -> bool {
         self.reference_texts
+    }
+
+    /// With `PERPLEXITY_UI=off`, the MCP App is offered to no one.
+    pub fn with_ui(mut self, on: bool) -> Self {
+        self.ui = on;
+        self
+    }
+
+    /// Whether the MCP App is offered to clients that host Apps: not when switched off,
+    /// nor in the lifecycle profile, which stays the reference peer's drop-in.
+    pub fn offers_app(&self) -> bool {
+        self.ui && !self.reference_texts
     }
 
     pub fn gateway(&self) -> Option<&Arc<Gateway>> {

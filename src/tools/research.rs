@@ -473,8 +473,79 @@ pub fn render_missing(id: &str, missing: ApiError) -> ToolOutput {
     ))
 }
 
-/// The MCP rendering of an outcome: answers spotlighted, failures as `isError`.
+/// The MCP rendering of an outcome: answers spotlighted, failures as `isError`; and
+/// what the MCP App shows of it.
 pub fn render_outcome(outcome: &ResearchOutcome) -> ToolOutput {
+    ToolOutput {
+        view: Some(view_of(outcome)),
+        ..texts_of(outcome)
+    }
+}
+
+/// How often the App asks again about a run still going.
+const POLL_AFTER_MS: u64 = 2_000;
+
+/// The App's research view (`mcp::app`): the answer and its numbered sources as data,
+/// bounded as the text is; the App renders each string as text, never as markup.
+fn view_of(outcome: &ResearchOutcome) -> Value {
+    let mut view = serde_json::json!({"view": "research"});
+    if let Some(id) = outcome.run_id() {
+        view["response_id"] = Value::from(id);
+    }
+    match outcome {
+        ResearchOutcome::Finished { run, .. } => {
+            view["status"] = Value::from(run.status().unwrap_or("unknown"));
+            if let Some(answer) = render::answer_text(run) {
+                view["answer"] = Value::from(answer);
+            }
+            view["sources"] = render::sources(run)
+                .into_iter()
+                .map(|s| serde_json::json!({"id": s.number, "title": s.title, "url": s.url, "date": null}))
+                .collect();
+            let finance: Vec<Value> = run
+                .finance_results()
+                .take(render::MAX_FINANCE_RESULTS)
+                .cloned()
+                .collect();
+            if !finance.is_empty() {
+                view["finance"] = Value::Array(finance);
+            }
+            view["security_flags"] = outcome.facts().security_flags.into();
+            if run.status() == Some("failed") {
+                view["error"] = Value::from(render::failed_text(run));
+            }
+        }
+        ResearchOutcome::Running { progress, .. } => {
+            view["status"] = Value::from(
+                progress
+                    .as_ref()
+                    .and_then(|(p, _)| p.status.as_deref())
+                    .filter(|s| *s == "queued")
+                    .unwrap_or("in_progress"),
+            );
+            let mut shown =
+                serde_json::json!({"summary": outcome.progress_text().unwrap_or_default()});
+            if let Some((p, elapsed)) = progress {
+                shown["searches"] = p.searches.into();
+                shown["pages"] = p.pages.into();
+                shown["elapsed_seconds"] = (elapsed.max(0.0).round() as u64).into();
+            }
+            view["progress"] = shown;
+            view["poll_after_ms"] = POLL_AFTER_MS.into();
+            view["sources"] = Value::Array(Vec::new());
+            view["security_flags"] = Value::Array(Vec::new());
+        }
+        ResearchOutcome::Failed(e) => {
+            view["status"] = Value::from("failed");
+            view["error"] = Value::from(render::wait_error(e));
+            view["sources"] = Value::Array(Vec::new());
+            view["security_flags"] = Value::Array(Vec::new());
+        }
+    }
+    view
+}
+
+fn texts_of(outcome: &ResearchOutcome) -> ToolOutput {
     match outcome {
         ResearchOutcome::Finished { id, run } => match run.status() {
             Some("completed") => ToolOutput::ok(spotlight(&render::answer_body(run))),

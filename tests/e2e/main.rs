@@ -5,6 +5,8 @@
 // locality rules (clippy.toml) are for the product.
 #![allow(clippy::disallowed_methods)]
 
+/// The MCP App: offered only to clients that declare it, in both eras and transports.
+mod app;
 /// `perplexity_ask`: the fast-preset answer, its bounds and rendering.
 mod ask;
 /// The command line as a person runs it: stdout, stderr, exit codes, the tool bounds.

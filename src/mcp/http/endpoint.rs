@@ -226,6 +226,7 @@ fn route(
             era: Era::Modern,
             session: None,
             who,
+            session_apps: false,
         })
     } else {
         legacy(endpoint, headers, session, id, &method, params, who)
@@ -319,6 +320,7 @@ fn modern(
         era: Era::Modern,
         session: None,
         who,
+        session_apps: false,
     })
 }
 
@@ -332,13 +334,15 @@ fn legacy(
     who: Identity,
 ) -> Routed {
     if method == "initialize" {
+        let apps = crate::mcp::app::declared_at_initialize(&params);
         return Routed::Initialize(Incoming {
             id,
             method: method.to_owned(),
             params,
             era: Era::Legacy,
-            session: Some(endpoint.sessions.create(who.caller.key())),
+            session: Some(endpoint.sessions.create(who.caller.key(), apps)),
             who,
+            session_apps: apps,
         });
     }
     let Some(session) = session else {
@@ -374,6 +378,7 @@ fn legacy(
         method: method.to_owned(),
         params,
         era: Era::Legacy,
+        session_apps: endpoint.sessions.hosts_app(&session),
         session: Some(session),
         who,
     })

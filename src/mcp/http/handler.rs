@@ -29,6 +29,9 @@ pub struct Incoming {
     pub session: Option<String>,
     /// Who sent it, as the policy authenticated them.
     pub who: crate::identity::Identity,
+    /// Its legacy session's client declared the MCP App at `initialize` (a modern
+    /// request declares it in its own `_meta`).
+    pub session_apps: bool,
 }
 
 /// The handler's answer.

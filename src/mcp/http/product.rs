@@ -62,6 +62,7 @@ impl Handler for Product {
             &request.params,
             request.era,
             &request.who,
+            request.session_apps,
         ) {
             return Handled::NowText(text);
         }
@@ -71,6 +72,7 @@ impl Handler for Product {
             request.params,
             request.era,
             &request.who,
+            request.session_apps,
         ) {
             Action::Reply(frame) => Handled::Now(Some(frame)),
             Action::Call(job) => self.call(job, out),

@@ -30,6 +30,8 @@ pub struct Sessions {
 struct Session {
     /// The `Caller` key of whoever initialized it.
     owner: String,
+    /// Its client declared the MCP App at `initialize` (`mcp::app`).
+    apps: bool,
     last_used: Instant,
     /// Calls in flight, by the JSON text of their request id, for `notifications/cancelled`.
     calls: HashMap<String, CancellationToken>,
@@ -44,7 +46,7 @@ impl Sessions {
     }
 
     /// A new session id: 128 bits from the OS CSPRNG, lowercase hex (visible ASCII).
-    pub fn create(&self, owner: &str) -> String {
+    pub fn create(&self, owner: &str, apps: bool) -> String {
         let id = secure_hex::<16>();
         let mut table = self.lock();
         let now = Instant::now();
@@ -64,6 +66,7 @@ impl Sessions {
             id.clone(),
             Session {
                 owner: owner.to_owned(),
+                apps,
                 last_used: now,
                 calls: HashMap::new(),
                 pending: HashMap::new(),
@@ -89,6 +92,11 @@ impl Sessions {
             }
             None => false,
         }
+    }
+
+    /// Whether the session's client declared the MCP App at `initialize`.
+    pub fn hosts_app(&self, id: &str) -> bool {
+        self.lock().get(id).is_some_and(|s| s.apps)
     }
 
     /// Ends the caller's session and the waits of its calls; `false` when it was
@@ -177,7 +185,7 @@ mod tests {
     #[test]
     fn lifecycle_and_cancel() {
         let sessions = Sessions::default();
-        let id = sessions.create("a");
+        let id = sessions.create("a", false);
         assert_eq!(id.len(), 32);
         assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)));
         assert!(sessions.touch(&id, "a"));
@@ -203,9 +211,9 @@ mod tests {
     #[test]
     fn the_table_is_bounded() {
         let sessions = Sessions::default();
-        let first = sessions.create("a");
+        let first = sessions.create("a", false);
         for _ in 0..MAX_SESSIONS {
-            sessions.create("a");
+            sessions.create("a", false);
         }
         assert_eq!(sessions.lock().len(), MAX_SESSIONS);
         assert!(

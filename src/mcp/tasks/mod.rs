@@ -69,6 +69,8 @@ const FOREIGN_POLL: Duration = Duration::from_secs(5);
 pub struct TaskMode {
     pub era: Era,
     pub ttl_ms: i64,
+    /// The caller hosts the MCP App: the result is kept with the App's view.
+    pub apps: bool,
 }
 
 impl TaskMode {
@@ -76,6 +78,7 @@ impl TaskMode {
         TaskMode {
             era: Era::Modern,
             ttl_ms: TTL_MS,
+            apps: false,
         }
     }
 
@@ -87,6 +90,7 @@ impl TaskMode {
         Some(TaskMode {
             era: Era::Legacy,
             ttl_ms: asked.map_or(TTL_MS, |t| t.clamp(MIN_TTL_MS, TTL_MS)),
+            apps: false,
         })
     }
 }
@@ -261,7 +265,7 @@ impl TaskDesk {
             let update = match rx.await.ok().flatten() {
                 // A contained panic is the server failing, not the tool: `failed`.
                 Some(done) if done.panicked => Some(failure(&done.output.text)),
-                Some(done) => Some(finished(&done.output)),
+                Some(done) => Some(finished(&done.output, mode.apps)),
                 // Only `tasks/cancel` ends a task's wait, and it settles the task itself
                 // once Perplexity has heard of it.
                 None => None,
@@ -635,7 +639,9 @@ impl TaskDesk {
         tokio::spawn(async move {
             let at = (desk.front_end, &caller);
             if let Some(output) = collect(&tools, at, collector, &run, &cancel).await {
-                desk.settle(&tools, &id, &caller, finished(&output)).await;
+                // Adopted: who reads it is not known here, so the plain result.
+                desk.settle(&tools, &id, &caller, finished(&output, false))
+                    .await;
             }
             desk.done_here(&tools, &id).await;
         });
@@ -917,10 +923,10 @@ async fn stop_run(
     }
 }
 
-fn finished(output: &ToolOutput) -> TaskUpdate {
+fn finished(output: &ToolOutput, apps: bool) -> TaskUpdate {
     TaskUpdate {
         status: Some("completed".to_owned()),
-        result: Some(output.to_json().to_string()),
+        result: Some(output.to_json_for(apps).to_string()),
         ..TaskUpdate::default()
     }
 }

@@ -207,6 +207,7 @@ fn finished(
         is_error,
         structured: Some(structured),
         not_found: false,
+        view: None,
     };
     (output, flags)
 }
