@@ -338,7 +338,29 @@ impl Spend {
         }
         // The replicas' sums: the rows no replica counted yet, and the hold given back.
         let mut shared_sums = None;
+        let budgeted = self.applies(&who.own) || shared_hold.is_some();
         if let Some(shared) = self
+            .shared
+            .as_ref()
+            .filter(|_| !costs.is_empty() && !budgeted)
+        {
+            // No budget of this caller's waits for the sums: they are added beside the
+            // reply, not before it (they are read by `server_metrics` and by budgets set
+            // for others or later).
+            let (shared, window, costs) = (shared.clone(), window_of(&windows), costs.clone());
+            let (key, name) = (who.caller.key().to_owned(), who.caller.name().to_owned());
+            let running = running.map(str::to_owned);
+            tokio::spawn(async move {
+                let settled = shared
+                    .settle_budget(window, (&key, &name), None, running.as_deref(), &costs)
+                    .await;
+                if let Err(e) = settled {
+                    tracing::warn!(
+                        "the replicas' spend could not be updated in the shared state ({e}); this call's cost is missing from the shared sums"
+                    );
+                }
+            });
+        } else if let Some(shared) = self
             .shared
             .as_ref()
             .filter(|_| !costs.is_empty() || shared_hold.is_some())
