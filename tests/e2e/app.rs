@@ -84,6 +84,7 @@ fn a_stdio_client_that_declares_the_app_gets_it_and_one_that_does_not_sees_nothi
     // Declared at initialize: the tools are marked, the App is listed and read.
     let mut s = Server::start(&env);
     let init = s.request(&initialize(1, declaring()));
+    assert_frame(Era::Legacy, "initialize", &init);
     assert_eq!(
         init["result"]["capabilities"]["extensions"][EXTENSION],
         json!({}),
