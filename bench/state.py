@@ -251,10 +251,12 @@ def main() -> int:
                     got.setdefault(kind, []).append(load(a, srv, spec, conns))
         srv = servers["redis"]
         trips = {
-            "admission (perplexity_search)": round_trips(redis, lambda: post(
+            "a billable call (perplexity_search): its admission, and its cost added to the "
+            "team's sums in a batch a second": round_trips(redis, lambda: post(
                 srv, "tools/call", {"name": "perplexity_search", "arguments": {"query": "q"},
                                     "_meta": MODERN}, "perplexity_search"), 100),
-            "admission and settlement with a budget (perplexity_search)": round_trips(
+            "a budgeted billable call (perplexity_search): the rate charge, the budget's "
+            "admission and its settlement": round_trips(
                 redis, lambda: post(servers["redis_budget"], "tools/call", {
                     "name": "perplexity_search", "arguments": {"query": "q"},
                     "_meta": MODERN}, "perplexity_search"), 100),

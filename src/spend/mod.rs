@@ -112,6 +112,63 @@ pub struct Spend {
     sums: std::sync::Mutex<Option<Sums>>,
     /// The replicas' shared sums and holds; `None`: this process's ledger alone.
     shared: Option<Arc<Shared>>,
+    /// Spend not yet added to the replicas' sums (calls without a budget).
+    unsent: Arc<Unsent>,
+}
+
+/// Costs of calls without a budget, added to the replicas' sums once a second in one
+/// script per caller, not one round trip per call. At most a second of them is lost when
+/// the process dies (the replica's ledger still has every row); a batch Redis does not
+/// take is dropped with a warning rather than kept growing.
+#[derive(Default)]
+struct Unsent {
+    rows: std::sync::Mutex<HashMap<CallerOf, Vec<(String, Micros)>>>,
+    flushing: AtomicBool,
+    /// The budgets' zone: which day and month a batch is added to.
+    zone: BudgetZone,
+}
+
+/// A caller's key and name; the rows are (request key, micro-dollars).
+type CallerOf = (String, String);
+
+/// How often unsent spend is added to the replicas' sums.
+const UNSENT_EVERY: Duration = Duration::from_secs(1);
+
+impl Unsent {
+    fn add(self: &Arc<Self>, shared: &Arc<Shared>, caller: &Caller, costs: Vec<(String, Micros)>) {
+        let key = (caller.key().to_owned(), caller.name().to_owned());
+        self.rows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_default()
+            .extend(costs);
+        if self.flushing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (unsent, shared) = (self.clone(), shared.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(UNSENT_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let batch =
+                    std::mem::take(&mut *unsent.rows.lock().unwrap_or_else(|e| e.into_inner()));
+                let window = window_of(&unsent.zone.windows(now_ms()));
+                for ((key, name), rows) in batch {
+                    if let Err(e) = shared
+                        .settle_budget(window, (&key, &name), None, None, &rows)
+                        .await
+                    {
+                        tracing::warn!(
+                            "the replicas' spend could not be updated in the shared state ({e}); {} request(s) are missing from the shared sums",
+                            rows.len()
+                        );
+                    }
+                }
+            }
+        });
+    }
 }
 
 struct Sums {
@@ -142,6 +199,7 @@ struct Limit<'a> {
 
 impl Spend {
     pub fn new(config: SpendConfig, store: Arc<StoreHandle>) -> Self {
+        let zone = config.zone.clone();
         Spend {
             config,
             store,
@@ -151,6 +209,10 @@ impl Spend {
             warned: AtomicBool::new(false),
             sums: std::sync::Mutex::new(None),
             shared: None,
+            unsent: Arc::new(Unsent {
+                zone,
+                ..Unsent::default()
+            }),
         }
     }
 
@@ -344,22 +406,10 @@ impl Spend {
             .as_ref()
             .filter(|_| !costs.is_empty() && !budgeted)
         {
-            // No budget of this caller's waits for the sums: they are added beside the
-            // reply, not before it (they are read by `server_metrics` and by budgets set
-            // for others or later).
-            let (shared, window, costs) = (shared.clone(), window_of(&windows), costs.clone());
-            let (key, name) = (who.caller.key().to_owned(), who.caller.name().to_owned());
-            let running = running.map(str::to_owned);
-            tokio::spawn(async move {
-                let settled = shared
-                    .settle_budget(window, (&key, &name), None, running.as_deref(), &costs)
-                    .await;
-                if let Err(e) = settled {
-                    tracing::warn!(
-                        "the replicas' spend could not be updated in the shared state ({e}); this call's cost is missing from the shared sums"
-                    );
-                }
-            });
+            // No budget of this caller's waits for the sums: they go to Redis in one batch
+            // a second (read by `server_metrics`, and by budgets set for others or later),
+            // so a billable call without a budget costs one round trip, its admission.
+            self.unsent.add(shared, who.caller, costs.clone());
         } else if let Some(shared) = self
             .shared
             .as_ref()

@@ -1141,3 +1141,32 @@ fn a_run_handed_back_on_one_replica_stops_holding_budget_once_another_collects_i
     let (text, is_error) = tool_text(&next);
     assert!(!is_error, "{text}");
 }
+
+#[test]
+fn without_a_budget_the_teams_spend_still_adds_up_in_every_replica() {
+    let test = "without_a_budget_the_teams_spend_still_adds_up_in_every_replica";
+    if !have("redis-server", test) {
+        return;
+    }
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    let fake = FakePerplexity::start();
+    let dir = Scratch::new("replica-unbudgeted");
+    let replicas = budget_replicas(&dir, &fake, redis_port, "");
+    for (n, r) in replicas.iter().enumerate() {
+        let got = r
+            .modern(&modern_call(n as i64, "perplexity_search", json!({"query": "q"})))
+            .json();
+        assert_eq!(got["result"]["isError"], false, "{got}");
+    }
+    // Added in a batch a second, not per call: the team's three searches, read anywhere.
+    let today = || {
+        let metrics = replicas[0]
+            .modern(&modern_call(9, "server_metrics", json!({})))
+            .json();
+        structured(&metrics)["spend"]["today"].as_f64()
+    };
+    wait_until("the batches to reach Redis", Duration::from_secs(10), || {
+        today() == Some(0.015)
+    });
+}
