@@ -23,7 +23,7 @@ import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { readFile, writeFile, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { existsSync } from "node:fs";
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 import { compareLoosely } from "./png.mjs";
 import { FakeUpstream, McpServer, resourceUriOf, readApp } from "./mcp.mjs";
 
@@ -115,26 +115,7 @@ before(async () => {
 
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing (Debian: apt-get install chromium)`);
   profileDir = await mkdtemp(path.join(os.tmpdir(), "browser-harness-profile-"));
-  context = await chromium.launchPersistentContext(profileDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-    viewport: { width: 700, height: 900 },
-    deviceScaleFactor: 1,
-    colorScheme: "light",
-    reducedMotion: "reduce",
-    locale: "en-US",
-    timezoneId: "UTC",
-  });
+  context = await launchChromium(CHROMIUM, profileDir);
 });
 
 after(async () => {

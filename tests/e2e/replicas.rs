@@ -1007,29 +1007,50 @@ fn budget_replicas(
         .collect()
 }
 
+/// A team for the budget tests: Redis, the fake answering `scenario`, and three ready
+/// replicas with a daily budget of `budget` (none when empty). Dropped in this order.
+struct BudgetTeam {
+    replicas: Vec<Http>,
+    fake: FakePerplexity,
+    _redis: Stopped,
+    _dir: Scratch,
+}
+
+fn budget_team(name: &str, scenario: serde_json::Value, budget: &str) -> BudgetTeam {
+    let redis_port = free_port();
+    let redis = redis(redis_port, None);
+    let fake = FakePerplexity::start_with(scenario);
+    let dir = Scratch::new(name);
+    let replicas = budget_replicas(&dir, &fake, redis_port, budget);
+    for r in &replicas {
+        wait_until("each replica to be ready", Duration::from_secs(10), || {
+            ready(r.client) == 200
+        });
+    }
+    BudgetTeam {
+        replicas,
+        fake,
+        _redis: redis,
+        _dir: dir,
+    }
+}
+
 #[test]
 fn three_replicas_share_one_budget() {
     let test = "three_replicas_share_one_budget";
     if !have("redis-server", test) || !have("haproxy", test) {
         return;
     }
-    let redis_port = free_port();
-    let _redis = redis(redis_port, None);
     // Each run holds its preset's estimate (medium: 0.04) until its cost is known, so
     // 0.40 has room for ten; the runs take long enough that none settles meanwhile.
-    let fake = FakePerplexity::start_with(json!({"duration_ms": 20000}));
-    let dir = Scratch::new("replica-budget");
-    let replicas = budget_replicas(&dir, &fake, redis_port, "0.40");
-    let (_lb, lb) = behind_haproxy(&replicas);
+    let team = budget_team("replica-budget", json!({"duration_ms": 20000}), "0.40");
+    let (fake, replicas) = (&team.fake, &team.replicas);
+    let (_lb, lb) = behind_haproxy(replicas);
     // Thirty at once through three replicas, each with a ledger of its own: the room is
     // the team's, so ten, not thirty.
     let (ok, refused) = refused_in_storm(lb, TOKEN, 30, "Refused before any request", false);
     assert_eq!((ok, refused), (10, 20));
-    assert_eq!(
-        agent_creates(&fake).len(),
-        10,
-        "ten runs reached Perplexity"
-    );
+    assert_eq!(agent_creates(fake).len(), 10, "ten runs reached Perplexity");
 }
 
 #[test]
@@ -1038,17 +1059,13 @@ fn a_replicas_spend_counts_on_every_other_and_a_run_collected_twice_counts_once(
     if !have("redis-server", test) {
         return;
     }
-    let redis_port = free_port();
-    let _redis = redis(redis_port, None);
-    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "cost": 0.04}));
-    let dir = Scratch::new("replica-spend");
-    let replicas = budget_replicas(&dir, &fake, redis_port, "0.05");
+    let team = budget_team(
+        "replica-spend",
+        json!({"duration_ms": 100, "cost": 0.04}),
+        "0.05",
+    );
+    let (fake, replicas) = (&team.fake, &team.replicas);
     let (a, b, c) = (&replicas[0], &replicas[1], &replicas[2]);
-    for r in &replicas {
-        wait_until("each replica to be ready", Duration::from_secs(10), || {
-            ready(r.client) == 200
-        });
-    }
     let first = a
         .modern(&modern_call(1, "perplexity_agent", json!({"query": "q"})))
         .json();
@@ -1074,7 +1091,7 @@ fn a_replicas_spend_counts_on_every_other_and_a_run_collected_twice_counts_once(
         "{refusal}"
     );
     assert_eq!(
-        agent_creates(&fake).len(),
+        agent_creates(fake).len(),
         1,
         "nothing was sent for the refused call"
     );
@@ -1105,17 +1122,13 @@ fn a_run_handed_back_on_one_replica_stops_holding_budget_once_another_collects_i
     if !have("redis-server", test) {
         return;
     }
-    let redis_port = free_port();
-    let _redis = redis(redis_port, None);
-    let fake = FakePerplexity::start_with(json!({"duration_ms": 300, "cost": 0.04}));
-    let dir = Scratch::new("replica-hold");
     // Room for 0.10: a run's estimate (0.04) held twice plus one spent would not fit.
-    let replicas = budget_replicas(&dir, &fake, redis_port, "0.10");
-    for r in &replicas {
-        wait_until("each replica to be ready", Duration::from_secs(10), || {
-            ready(r.client) == 200
-        });
-    }
+    let team = budget_team(
+        "replica-hold",
+        json!({"duration_ms": 300, "cost": 0.04}),
+        "0.10",
+    );
+    let (fake, replicas) = (&team.fake, &team.replicas);
     let started = replicas[0]
         .modern(&modern_call(
             1,
@@ -1148,14 +1161,15 @@ fn without_a_budget_the_teams_spend_still_adds_up_in_every_replica() {
     if !have("redis-server", test) {
         return;
     }
-    let redis_port = free_port();
-    let _redis = redis(redis_port, None);
-    let fake = FakePerplexity::start();
-    let dir = Scratch::new("replica-unbudgeted");
-    let replicas = budget_replicas(&dir, &fake, redis_port, "");
+    let team = budget_team("replica-unbudgeted", serde_json::Value::Null, "");
+    let replicas = &team.replicas;
     for (n, r) in replicas.iter().enumerate() {
         let got = r
-            .modern(&modern_call(n as i64, "perplexity_search", json!({"query": "q"})))
+            .modern(&modern_call(
+                n as i64,
+                "perplexity_search",
+                json!({"query": "q"}),
+            ))
             .json();
         assert_eq!(got["result"]["isError"], false, "{got}");
     }
@@ -1166,7 +1180,9 @@ fn without_a_budget_the_teams_spend_still_adds_up_in_every_replica() {
             .json();
         structured(&metrics)["spend"]["today"].as_f64()
     };
-    wait_until("the batches to reach Redis", Duration::from_secs(10), || {
-        today() == Some(0.015)
-    });
+    wait_until(
+        "the batches to reach Redis",
+        Duration::from_secs(10),
+        || today() == Some(0.015),
+    );
 }
