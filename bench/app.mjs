@@ -21,13 +21,13 @@ import os from "node:os";
 import path from "node:path";
 import zlib from "node:zlib";
 import { parseArgs } from "node:util";
-import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { readFile, writeFile, mkdtemp, rm, stat } from "node:fs/promises";
 import { existsSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { FakeUpstream, McpServer, resourceUriOf, UI_EXTENSION, APP_MIME } from "../tests/browser/mcp.mjs";
 import { launchChromium } from "../tests/browser/chromium.mjs";
+import { bundleHost } from "../tests/browser/hostpage.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, "..");
@@ -263,24 +263,6 @@ function compareLists(withExt, without) {
 }
 
 // ---- the host page (tests/browser/host.html + host.mjs), served on loopback -----------------
-
-async function bundleHost() {
-  // As tests/browser/run.mjs does: esbuild and ext-apps from app/node_modules.
-  const appRequire = createRequire(path.join(REPO, "app", "package.json"));
-  const esbuild = appRequire("esbuild");
-  const r = await esbuild.build({
-    entryPoints: [path.join(BROWSER_DIR, "host.mjs")],
-    bundle: true,
-    format: "iife",
-    platform: "browser",
-    target: ["es2022"],
-    write: false,
-    logLevel: "warning",
-    nodePaths: [path.join(REPO, "app", "node_modules")],
-    define: { "process.env.NODE_ENV": '"production"' },
-  });
-  return r.outputFiles[0].text;
-}
 
 async function startHostServer() {
   const hostHtml = await readFile(path.join(BROWSER_DIR, "host.html"), "utf8");

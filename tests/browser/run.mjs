@@ -19,11 +19,11 @@ import { parseArgs } from "node:util";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
-import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { readFile, writeFile, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { existsSync } from "node:fs";
 import { launchChromium } from "./chromium.mjs";
+import { bundleHost } from "./hostpage.mjs";
 import { compareLoosely } from "./png.mjs";
 import { FakeUpstream, McpServer, resourceUriOf, readApp } from "./mcp.mjs";
 
@@ -64,25 +64,6 @@ let httpServer;
 let context;
 let profileDir;
 let appHtml = "";
-
-async function bundleHost() {
-  // esbuild and ext-apps come from app/node_modules (installed by tests/npm-ci.sh app),
-  // so the host side runs the same ext-apps version as the App.
-  const appRequire = createRequire(path.join(REPO, "app", "package.json"));
-  const esbuild = appRequire("esbuild");
-  const r = await esbuild.build({
-    entryPoints: [path.join(HERE, "host.mjs")],
-    bundle: true,
-    format: "iife",
-    platform: "browser",
-    target: ["es2022"],
-    write: false,
-    logLevel: "warning",
-    nodePaths: [path.join(REPO, "app", "node_modules")],
-    define: { "process.env.NODE_ENV": '"production"' },
-  });
-  return r.outputFiles[0].text;
-}
 
 before(async () => {
   await mkdir(OUT, { recursive: true });
