@@ -2,7 +2,8 @@
 # Streamable HTTP benchmark: builds our release binaries and the load
 # generator (bench/loadgen), installs the official Node peer @perplexity-ai/mcp-server
 # into bench/.work/npm (idempotent, shared with bench/run.sh), then runs
-# bench/http_bench.py. Extra arguments go to http_bench.py (e.g. `--runs 1 --duration 3`).
+# bench/http_bench.py, with Debian's nginx (installed when missing) serving the same bytes
+# as the same-run reference. Extra arguments go to http_bench.py (e.g. `--runs 1 --duration 3`).
 #
 # Exits 0 when our server was measured, even if the Node peer could not be installed
 # (the report then marks it n/a with the reason). Only loopback is contacted at run
@@ -44,11 +45,18 @@ else
     OIDC_ARGS=(--oidc-unavailable "tests/oidc/install.sh failed (node/npm?)")
 fi
 
+# ---- the reference: Debian's nginx serving the same bytes (issue 34) -------------------
+if ! command -v nginx >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "installing Debian's nginx-light (the same-run reference)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
+fi
+NGINX_ARGS=(--nginx "$(command -v nginx || echo /usr/sbin/nginx)")
+
 # ---- run ----------------------------------------------------------------------------
 log "running bench/http_bench.py"
 PYTHON="$(command -v python3.11 || command -v python3)"
 "$PYTHON" "$HERE/http_bench.py" --ours "$BIN/perplexity-agent" --fake "$BIN/fake-perplexity" \
-    --loadgen "$BIN/loadgen" "${NODE_ARGS[@]}" "${OIDC_ARGS[@]}" --out "$WORK" "$@"
+    --loadgen "$BIN/loadgen" "${NODE_ARGS[@]}" "${OIDC_ARGS[@]}" "${NGINX_ARGS[@]}" --out "$WORK" "$@"
 rc=$?
 if [ "$rc" -ne 0 ]; then
     log "http_bench.py failed (exit $rc)"

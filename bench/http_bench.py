@@ -313,13 +313,84 @@ class Server:
         stop(self.p)
 
 
+class Nginx:
+    """The reference: Debian's nginx, one process (no master, one worker), answering every
+    POST /mcp with the very bytes `ours` answers the same tools/list — a static file
+    server's cost for the same exchange, measured in the same run (issue 34)."""
+
+    def __init__(self, binary: str, body: bytes, tmp: str):
+        self.kind = "nginx"
+        self.token = None
+        root = os.path.join(tmp, "nginx")
+        os.makedirs(root, exist_ok=True)
+        with open(os.path.join(root, "tools.json"), "wb") as f:
+            f.write(body)
+        self.port = free_port()
+        temp = {k: os.path.join(root, k) for k in
+                ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
+        conf = os.path.join(root, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""daemon off;
+master_process off;
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000000;
+    keepalive_timeout 300s;
+    client_body_temp_path {temp['client_body']};
+    proxy_temp_path {temp['proxy']};
+    fastcgi_temp_path {temp['fastcgi']};
+    uwsgi_temp_path {temp['uwsgi']};
+    scgi_temp_path {temp['scgi']};
+    server {{
+        listen 127.0.0.1:{self.port};
+        root {root};
+        default_type application/json;
+        # A static file answers GET only: a POST gets 405, which is turned into the file
+        # (as GET) with status 200 - the same bytes `ours` sends for the same request.
+        location = /mcp {{ error_page 405 =200 /tools.json; return 405; }}
+        location = /tools.json {{ }}
+        location = /healthz {{ return 200 "ok"; }}
+    }}
+}}
+""")
+        self.stderr_path = os.path.join(root, "stderr")
+        self.argv = [binary, "-c", conf, "-p", root, "-e", os.path.join(root, "error.log")]
+        self.p = spawn(self.argv, os.environ.copy(), self.stderr_path)
+        self.env_shown = {}
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                status, _, _ = http("GET", f"http://127.0.0.1:{self.port}/healthz")
+                if status == 200:
+                    break
+            except OSError:
+                pass
+            if self.p.poll() is not None or time.monotonic() > deadline:
+                raise BenchError(f"nginx did not start: {tail(self.stderr_path)}")
+            time.sleep(0.05)
+
+    @property
+    def pid(self) -> int:
+        return self.p.pid
+
+    def alive(self) -> bool:
+        return self.p.poll() is None
+
+    def stop(self) -> None:
+        stop(self.p)
+
+
 # --------------------------------------------------------------------------- requests
 
 def throughput_spec(key: str, srv: Server) -> dict:
     """What the load generator sends to one contender: headers, body, optional setup."""
-    if key in AUTH_CONTENDERS:
+    if key in AUTH_CONTENDERS or key == "nginx":
         return {
-            "headers": [f"Authorization: Bearer {srv.token}",
+            "headers": [f"Authorization: Bearer {srv.token or 'nginx-ignores-it'}",
                         "MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/list"],
             "body": dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
                            "params": {"_meta": MODERN_META}}),
@@ -594,7 +665,8 @@ def render(a, info, tp: dict, tp_specs: dict, tp_rss: dict, mem: dict, unavailab
              f"loadgen --threads {a.threads}, on the same {info['nproc']} cores as the server")
     L.append(f"- memory: {a.burst} concurrent calls, fake run duration {a.burst_duration_ms} ms\n")
 
-    keys = [k for k in ("ours", "ours-legacy", "node", *list(AUTH_CONTENDERS)[1:]) if k in tp]
+    keys = [k for k in ("ours", "ours-legacy", "nginx", "node", *list(AUTH_CONTENDERS)[1:])
+            if k in tp]
     L.append("## Throughput: tools/list\n")
     L.append("Medians over the runs. `server CPU` = the server process's CPU time ÷ wall time "
              "(cores); `other load` = the machine's busy cores minus server and loadgen "
@@ -639,6 +711,17 @@ def render(a, info, tp: dict, tp_specs: dict, tp_rss: dict, mem: dict, unavailab
             g = summary["ours-legacy"]
             L.append(f"- ours-legacy vs node: req/s {ratio(g['rps'], n['rps'])}, "
                      f"p99 {ratio(n['p99'], g['p99'])}")
+        L.append("")
+    if "ours" in summary and "nginx" in summary:
+        s, x = summary["ours"], summary["nginx"]
+        L.append("Against the floor: nginx (one process) serving the same bytes as a static file, "
+                 "in the same run (above 1 means ours costs more; goals: CPU per request and "
+                 "p99 ≤ 1.0×):\n")
+        L.append(f"- server CPU per request ours ÷ nginx: {s['cpu_req'] / x['cpu_req']:.2f}× "
+                 f"({s['cpu_req']:.1f} µs vs {x['cpu_req']:.1f} µs, "
+                 f"{s['cpu_req'] - x['cpu_req']:+.1f} µs)")
+        L.append(f"- p99 ours ÷ nginx: {s['p99'] / x['p99']:.2f}× ({fmt_ms(s['p99'])} vs "
+                 f"{fmt_ms(x['p99'])}); req/s ours ÷ nginx: {s['rps'] / x['rps']:.2f}×")
         L.append("")
     auth_keys = [k for k in list(AUTH_CONTENDERS)[1:] if k in summary]
     if "ours" in summary and auth_keys:
@@ -746,6 +829,8 @@ def main() -> int:
                     help="measure only the single token (no clients / JWT contenders)")
     ap.add_argument("--oidc", help="tests/oidc with its node_modules (the JWT contenders)")
     ap.add_argument("--oidc-unavailable", help="why the JWT contenders are not measured")
+    ap.add_argument("--nginx", default="/usr/sbin/nginx",
+                    help="nginx binary: the reference serving ours' bytes ('' to skip)")
     ap.add_argument("--out", help="directory for http-results.md / http-results.json")
     a = ap.parse_args()
 
@@ -781,6 +866,18 @@ def main() -> int:
             contenders = [("ours", servers["ours"]), ("ours-legacy", servers["ours"])]
             if "node" in servers:
                 contenders.append(("node", servers["node"]))
+            if a.nginx and os.access(a.nginx, os.X_OK):
+                spec = throughput_spec("ours", servers["ours"])
+                headers = {"Content-Type": "application/json",
+                           "Accept": "application/json, text/event-stream",
+                           **dict(h.split(": ", 1) for h in spec["headers"])}
+                _, _, body = http("POST", f"http://127.0.0.1:{servers['ours'].port}/mcp",
+                                  spec["body"], headers)
+                servers["nginx"] = Nginx(a.nginx, body, tmp)
+                contenders.append(("nginx", servers["nginx"]))
+            else:
+                unavailable["nginx"] = ("no nginx (Debian: apt-get install nginx-light)"
+                                        if a.nginx else "skipped (--nginx '')")
             if not a.skip_auth:
                 servers["ours-clients"] = Server("ours", a, fake, tmp, "clients", auth="clients")
                 contenders.append(("ours-clients", servers["ours-clients"]))

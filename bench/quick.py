@@ -10,6 +10,8 @@ bench/http.sh):
   - peak RSS (VmHWM) of a stdio cold start: spawn -> initialize + tools/list -> EOF, median
     of --runs, with its anonymous and file-backed parts (file-backed pages of the binary
     and libc are shared by every process running them);
+  - time from spawn to the tools/list answer, as a ratio to the exec floor: `cat` through
+    the same harness (the same pipes and lines), interleaved with ours;
   - idle RSS of `serve --http` 1 s after it answered /healthz;
   - peak RSS with --burst research calls waiting at once over HTTP (bench/http_bench.py's
     burst: the fake holds every run, the calls still going are counted);
@@ -24,10 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -38,6 +42,7 @@ GOALS = {
     "idle": "≤ 8 MiB",
     "burst": "≤ 48 MiB",
     "default": "≤ 8,000 bytes",
+    "start": "≤ 2× the exec floor",
 }
 
 
@@ -77,6 +82,38 @@ def stdio_session(binary: str, env: dict[str, str]) -> tuple[dict[str, float], i
         p.stdin.close()
         p.wait(10)
         return memory, size
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def answer_ms(argv: list[str], env: dict[str, str]) -> float:
+    """Milliseconds from spawning `argv` to reading the answer to `tools/list`, through the
+    same pipes and the same three lines as a client's first exchange. Run with `cat`
+    (which echoes each line back) it is the floor: what exec, the pipes and this harness
+    cost with no server at all."""
+    started = time.perf_counter()
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, env=env)
+    try:
+        lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                     "protocolVersion": "2025-11-25", "capabilities": {},
+                     "clientInfo": {"name": "quick-bench", "version": "0"}}},
+                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                 {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+        p.stdin.write("".join(json.dumps(line) + "\n" for line in lines).encode())
+        p.stdin.flush()
+        while True:
+            line = p.stdout.readline()
+            if not line:
+                raise http_bench.BenchError(f"{argv[0]} closed stdout before answering")
+            if json.loads(line).get("id") == 2:
+                break
+        took = (time.perf_counter() - started) * 1000
+        p.stdin.close()
+        p.wait(10)
+        return took
     finally:
         if p.poll() is None:
             p.kill()
@@ -136,6 +173,13 @@ def main() -> int:
         _, sizes[profile] = stdio_session(a.ours, {**env, "PERPLEXITY_TOOLS": profile})
     cold = [stdio_session(a.ours, env)[0] for _ in range(a.runs)]
     med = {k: statistics.median(c[k] for c in cold) for k in ("VmHWM", "RssAnon", "RssFile")}
+    # Cold start against the exec floor, interleaved so both see the same machine.
+    floor_argv = [shutil.which("cat") or "/bin/cat"]
+    times: dict[str, list[float]] = {"ours": [], "floor": []}
+    for _ in range(max(a.runs, 5) * 2):
+        times["ours"].append(answer_ms([a.ours], env))
+        times["floor"].append(answer_ms(floor_argv, env))
+    ours_ms, floor_ms = (statistics.median(times[k]) for k in ("ours", "floor"))
 
     # The burst harness's settings, as bench/http.sh would pass them.
     burst_args = types.SimpleNamespace(
@@ -158,6 +202,9 @@ def main() -> int:
         ("peak RSS, stdio cold start (median of %d)" % a.runs,
          f"{mib(med['VmHWM'])} (anon {mib(med['RssAnon'])}, file-backed {mib(med['RssFile'])})",
          GOALS["cold"]),
+        ("cold start to the tools/list answer (median of %d)" % len(times["ours"]),
+         f"{ours_ms:.1f} ms = {ours_ms / floor_ms:.1f}× the exec floor (cat through the same "
+         f"harness: {floor_ms:.1f} ms)", GOALS["start"]),
         ("idle RSS of serve --http", mib(burst.get("idle_rss_kib")), GOALS["idle"]),
         (f"peak RSS with {a.burst} research calls waiting (HTTP)",
          f"{mib(burst.get('hwm_kib'))} ({waited} runs in flight at most)", GOALS["burst"]),
