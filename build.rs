@@ -12,9 +12,13 @@ fn main() {
         // thousand functions of a first request kept ~7 MiB resident. A name
         // the order lists but the build no longer has is skipped; regenerate the file
         // with scripts/startup-order.py.
+        // The linker reads a copy in OUT_DIR: Cargo reuses this script's output for a
+        // clone of the workspace elsewhere sharing the target directory, and a path into
+        // a clone since deleted failed the link.
         let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
-        let order = format!("{dir}/link/startup.order");
-        if std::path::Path::new(&order).exists() {
+        let out = std::env::var("OUT_DIR").unwrap_or_default();
+        let order = format!("{out}/startup.order");
+        if std::fs::copy(format!("{dir}/link/startup.order"), &order).is_ok() {
             println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={order}");
             println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
         }

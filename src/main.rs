@@ -76,7 +76,7 @@ impl Drop for ScrubbedStderr {
         let text = String::from_utf8_lossy(&self.0);
         let scrubbed = perplexity_agent::guard::redact::scrub_outbound(
             &text,
-            &perplexity_agent::perplexity::key::secrets_to_scrub(),
+            perplexity_agent::perplexity::key::secrets_to_scrub(),
         );
         let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), scrubbed.as_bytes());
     }

@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
+use memchr::memmem;
 use regex::Regex;
 use serde_json::{Map, Value};
 
@@ -86,29 +87,27 @@ pub fn scrub_text(text: &str, secrets: &[String]) -> String {
 pub fn scrub_outbound<'a>(text: &'a str, secrets: &[String]) -> Cow<'a, str> {
     let mut out = Cow::Borrowed(text);
     for secret in secrets.iter().filter(|s| s.len() >= 8) {
-        // The secret as JSON text writes it (the same, unless it holds `"`, `\` or controls).
-        let encoded = serde_json::to_string(secret).unwrap_or_default();
+        // The secret as JSON text writes it: the same, unless it holds `"`, `\` or
+        // controls (only then is the encoded form worth building).
+        let escaped = secret.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20);
+        let encoded = escaped.then(|| serde_json::to_string(secret).unwrap_or_default());
         let encoded = encoded
-            .get(1..encoded.len().saturating_sub(1))
-            .unwrap_or(secret);
-        for form in [secret.as_str(), encoded] {
-            if out.contains(form) {
+            .as_deref()
+            .and_then(|e| e.get(1..e.len().saturating_sub(1)));
+        for form in std::iter::once(secret.as_str()).chain(encoded) {
+            if memmem::find(out.as_bytes(), form.as_bytes()).is_some() {
                 out = Cow::Owned(out.replace(form, REDACTED));
             }
         }
     }
-    // Cheap literal checks first: most frames hold neither, and the patterns are only
-    // compiled (memory at start-up) once one is seen.
-    if out.contains("pplx-")
+    // Cheap literal scans first (SIMD, and no allocation): most frames hold neither, and
+    // the patterns are only compiled (memory at start-up) once one is seen.
+    if memmem::find(out.as_bytes(), b"pplx-").is_some()
         && let Cow::Owned(replaced) = pplx().replace_all(&out, PPLX_REDACTED)
     {
         out = Cow::Owned(replaced);
     }
-    if out
-        .as_bytes()
-        .windows(6)
-        .any(|w| w.eq_ignore_ascii_case(b"bearer"))
-    {
+    if holds_bearer(out.as_bytes()) {
         static BEARER: OnceLock<Regex> = OnceLock::new();
         let bearer =
             BEARER.get_or_init(|| compile(r"(?i-u)\b(bearer)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)"));
@@ -125,6 +124,15 @@ pub fn scrub_outbound<'a>(text: &'a str, secrets: &[String]) -> Cow<'a, str> {
         }
     }
     out
+}
+
+/// Whether `text` holds "bearer" in any case: a SIMD scan for its first letter, then the
+/// five after it (the byte-by-byte window it replaces was a sixth of a `tools/list`'s CPU).
+fn holds_bearer(text: &[u8]) -> bool {
+    memchr::memchr2_iter(b'b', b'B', text).any(|at| {
+        text.get(at..at + 6)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"bearer"))
+    })
 }
 
 fn compile(pattern: &str) -> Regex {
@@ -177,6 +185,16 @@ mod tests {
             scrub_outbound("a planted-secret-value", &secret),
             format!("a {REDACTED}")
         );
+    }
+
+    #[test]
+    fn bearer_is_found_in_any_case_and_at_either_end() {
+        for text in ["Bearer", "x bEaReR", "BEARER y", "bb bearer"] {
+            assert!(holds_bearer(text.as_bytes()), "{text}");
+        }
+        for text in ["", "beare", "b earer", "bearEs", "Bear"] {
+            assert!(!holds_bearer(text.as_bytes()), "{text}");
+        }
     }
 
     #[test]

@@ -9,8 +9,8 @@ use serde_json::{Map, Value, json};
 
 use super::era::{Era, shape_modern, stdio_era, validate_modern_meta};
 use super::protocol::{
-    INSTRUCTIONS, LOG_LEVELS, RpcError, SUPPORTED_VERSIONS, code, error_frame, negotiated_version,
-    result_frame, server_info,
+    INSTRUCTIONS, LOG_LEVELS, RpcError, SUPPORTED_VERSIONS, Scrubbed, code, error_frame,
+    negotiated_version, result_frame, server_info,
 };
 use super::tasks::{self, Answered, TaskDesk, TaskMode};
 use super::{app, prompts, resources};
@@ -102,8 +102,8 @@ pub enum ReplyAs {
     },
 }
 
-/// A serialized `tools/list` result and the list version it was made from.
-type CachedList = (u64, Arc<str>);
+/// A serialized, scrubbed `tools/list` result and the list version it was made from.
+type CachedList = (u64, Arc<Scrubbed>);
 
 /// Which cached `tools/list` a request gets: its era, and whether it shows the App.
 fn list_slot(era: Era, apps: bool) -> usize {
@@ -153,16 +153,19 @@ impl Dispatcher {
         era: Era,
         who: &Identity,
         session_apps: bool,
-    ) -> Option<String> {
+    ) -> Option<Scrubbed> {
         if method != "tools/list" || params.get("cursor").is_some_and(|c| !c.is_null()) {
             return None;
         }
         let apps = self.hosts_app(era, params, session_apps);
         let generation = self.tools.list_generation();
-        let build = || -> Arc<str> {
+        // Scrubbed once when built: the list holds downstream servers' text.
+        let build = || -> Arc<Scrubbed> {
             let mut result = Map::with_capacity(1);
             result.insert("tools".to_owned(), self.tool_list(era, who, apps));
-            shape(era, method, Value::Object(result)).to_string().into()
+            Arc::new(Scrubbed::new(
+                &shape(era, method, Value::Object(result)).to_string(),
+            ))
         };
         let result = match &who.access.tools {
             None => {
@@ -204,10 +207,9 @@ impl Dispatcher {
                 })
             }
         };
-        let id = serde_json::to_string(id).ok()?;
-        Some(format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#
-        ))
+        // The id is the client's text: scrubbed per request.
+        let id = Scrubbed::new(&serde_json::to_string(id).ok()?);
+        Some(Scrubbed::reply(&id, &result))
     }
 
     pub fn tools(&self) -> &Arc<Tools> {

@@ -125,5 +125,82 @@ pub fn notification(method: &str, params: Value) -> Value {
 /// Every frame's text on its way out, whichever transport writes it: the configured key,
 /// key-shaped strings and bearer credentials never leave in one.
 pub fn outbound(text: &str) -> std::borrow::Cow<'_, str> {
-    crate::guard::redact::scrub_outbound(text, &crate::perplexity::key::secrets_to_scrub())
+    crate::guard::redact::scrub_outbound(text, crate::perplexity::key::secrets_to_scrub())
+}
+
+/// Text that has been through [`outbound`]: the only frame text a transport writes
+/// without scrubbing it again. Its fields are private so nothing unscrubbed can become
+/// one; a reply assembled from scrubbed parts ([`Scrubbed::reply`]) lets the cached
+/// `tools/list` (~7 KB, scrubbed once when built) skip a per-request scan.
+#[derive(Debug)]
+pub struct Scrubbed(String);
+
+/// The text between a reply's parts. Each piece is next to one of these characters, so
+/// no match of a pattern (their characters are letters, digits, `-`, `.`, `_`, `~`, `+`,
+/// `/`, `=`, space and tab) can span two parts; a configured secret holding one of them
+/// could, and then the whole reply is scrubbed again.
+const REPLY_GLUE: [u8; 5] = [b'{', b'}', b'"', b',', b':'];
+
+impl Scrubbed {
+    pub fn new(text: &str) -> Self {
+        Scrubbed(outbound(text).into_owned())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
+    /// `{"jsonrpc":"2.0","id":<id>,"result":<result>}`, in one copy of the parts.
+    pub fn reply(id: &Scrubbed, result: &Scrubbed) -> Scrubbed {
+        Self::reply_with(id, result, crate::perplexity::key::secrets_to_scrub())
+    }
+
+    fn reply_with(id: &Scrubbed, result: &Scrubbed, secrets: &[String]) -> Scrubbed {
+        const HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
+        const MIDDLE: &str = r#","result":"#;
+        let mut text =
+            String::with_capacity(HEAD.len() + id.0.len() + MIDDLE.len() + result.0.len() + 1);
+        for part in [HEAD, &id.0, MIDDLE, &result.0, "}"] {
+            text.push_str(part);
+        }
+        if secrets
+            .iter()
+            .any(|s| s.bytes().any(|b| REPLY_GLUE.contains(&b)))
+        {
+            return Scrubbed(crate::guard::redact::scrub_outbound(&text, secrets).into_owned());
+        }
+        Scrubbed(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guard::redact::scrub_outbound;
+
+    fn scrubbed(text: &str, secrets: &[String]) -> Scrubbed {
+        Scrubbed(scrub_outbound(text, secrets).into_owned())
+    }
+
+    #[test]
+    fn a_reply_of_scrubbed_parts_is_scrubbed_whole() {
+        let plain = ["planted-secret-value".to_owned()];
+        let id = scrubbed(r#""Bearer c1ient5upplied0token0abc""#, &plain);
+        let result = scrubbed(r#"{"tools":["planted-secret-value"]}"#, &plain);
+        let reply = Scrubbed::reply_with(&id, &result, &plain);
+        let parsed: Value = serde_json::from_str(reply.as_str()).unwrap();
+        assert_eq!(parsed["id"], "Bearer ***REDACTED***");
+        assert_eq!(parsed["result"]["tools"][0], "***REDACTED***");
+        // A secret that could span the glue between parts (`12345678,` after a numeric
+        // id) is caught by scrubbing the reply again.
+        let glued = ["12345678,\"result".to_owned()];
+        let id = scrubbed("12345678", &glued);
+        let result = scrubbed(r#"{"tools":[]}"#, &glued);
+        let reply = Scrubbed::reply_with(&id, &result, &glued);
+        assert!(!reply.as_str().contains(&glued[0]), "{}", reply.as_str());
+    }
 }

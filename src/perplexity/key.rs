@@ -31,15 +31,20 @@ pub fn from_env() -> Option<SecretString> {
 }
 
 /// The secret values every writer scrubs — the audit log, each frame, each log line: the
-/// key as it is now (read per use, like every other use of the key), when it is long
-/// enough to scrub without mangling text.
-pub fn secrets_to_scrub() -> Vec<String> {
-    read()
-        .ok()
-        .map(|k| k.expose_secret().to_owned())
-        .filter(|k| k.len() >= MIN_SCRUB_LEN)
-        .into_iter()
-        .collect()
+/// key, when it is long enough to scrub without mangling text. Read at the first use and
+/// kept: a process's environment changes only through the process itself, and nothing in
+/// it sets this variable, so the value cannot differ from a per-use read (which cost a
+/// lock, a scan of the environment and three allocations per frame written).
+pub fn secrets_to_scrub() -> &'static [String] {
+    static SECRETS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    SECRETS.get_or_init(|| {
+        read()
+            .ok()
+            .map(|k| k.expose_secret().to_owned())
+            .filter(|k| k.len() >= MIN_SCRUB_LEN)
+            .into_iter()
+            .collect()
+    })
 }
 
 /// Removes the key from upstream bytes before anything else reads them.

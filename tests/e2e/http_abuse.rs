@@ -407,3 +407,31 @@ fn key_shaped_strings_are_scrubbed_from_http_frames_too() {
     assert!(!r.text().contains(pplx), "{}", r.text());
     assert!(r.text().contains("pplx-***REDACTED***"), "{}", r.text());
 }
+
+/// The cached `tools/list` is scrubbed once when built and only the id per request: an id
+/// that is a credential still never comes back, in either era.
+#[test]
+fn the_cached_tool_list_scrubs_the_id_it_echoes() {
+    let h = Http::start(&http_env(&[("PERPLEXITY_API_KEY", KEY)]));
+    let session = h.initialize();
+    for id in [
+        "pplx-ClientShaped0123456",
+        "Bearer c1ient5upplied0token0abc",
+        KEY,
+    ] {
+        let r = h.modern(&request(id, "tools/list", json!({"_meta": modern_meta()})));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let legacy = h.post(
+            &request(id, "tools/list", json!({})),
+            &[("Mcp-Session-Id", &session)],
+        );
+        for r in [r, legacy] {
+            assert!(!r.text().contains(id), "{id} reflected: {}", r.text());
+            assert!(
+                r.json()["result"]["tools"]
+                    .as_array()
+                    .is_some_and(|t| !t.is_empty())
+            );
+        }
+    }
+}

@@ -392,6 +392,14 @@ async fn dispatch(
     request: Incoming,
     slot: Option<OwnedSemaphorePermit>,
 ) -> Response {
+    if let Some(frame) = endpoint.handler.answer_now(&request) {
+        return (
+            StatusCode::OK,
+            [(CONTENT_TYPE, "application/json")],
+            Bytes::from(frame.into_string()),
+        )
+            .into_response();
+    }
     let era = request.era;
     let session = request.session.clone();
     let key = request.id.to_string();
@@ -411,14 +419,6 @@ async fn dispatch(
     let work = match endpoint.handler.clone().handle(request, out) {
         Handled::Now(Some(frame)) => return json(status_of(era, &frame), frame),
         Handled::Now(None) => return StatusCode::ACCEPTED.into_response(),
-        Handled::NowText(frame) => {
-            return (
-                StatusCode::OK,
-                [(CONTENT_TYPE, "application/json")],
-                Bytes::from(outbound(&frame).into_owned()),
-            )
-                .into_response();
-        }
         Handled::Later(work) => work,
     };
     if let Some(session) = &session {

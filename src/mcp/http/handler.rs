@@ -38,8 +38,6 @@ pub struct Incoming {
 pub enum Handled {
     /// The reply frame, now (`None`: no reply).
     Now(Option<Value>),
-    /// The reply frame, now, already serialized (for replies built once and reused).
-    NowText(String),
     /// Work that runs in its own task (so a client going away cannot cut it short); its
     /// frame, if any, is the reply.
     Later(BoxFuture<'static, Option<Value>>),
@@ -47,6 +45,13 @@ pub enum Handled {
 
 pub trait Handler: Send + Sync + 'static {
     fn handle(self: Arc<Self>, request: Incoming, out: Outbound) -> Handled;
+
+    /// A reply that is ready before any of a call's machinery (cancel token, stream,
+    /// task): the cached `tools/list`, already serialized and scrubbed. `None` sends the
+    /// request on to [`Handler::handle`].
+    fn answer_now(&self, _request: &Incoming) -> Option<crate::mcp::protocol::Scrubbed> {
+        None
+    }
 
     /// Whether this replica should get new requests (`/readyz`): its dependencies answer.
     fn ready(&self) -> bool {

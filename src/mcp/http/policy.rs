@@ -187,18 +187,19 @@ pub async fn gate(State(policy): State<Arc<Policy>>, request: Request, next: Nex
     // One time limit for the body and the endpoint together: a request that outlives any
     // legitimate wait is cut off.
     let deadline = Instant::now() + policy.request_timeout;
-    // Boxed, so the stages' state (the body read among it) is freed once they pass
-    // instead of staying part of the future of a call that waits.
-    let request = match tokio::time::timeout_at(deadline, Box::pin(stages(&policy, request))).await
-    {
-        Ok(Ok(request)) => request,
-        Ok(Err(refused)) => return refused,
-        Err(_) => return too_long(),
+    let gated = async move {
+        // Boxed, so the stages' state (the body read among it) is freed once they pass
+        // instead of staying part of the future of a call that waits.
+        let staged = Box::pin(stages(&policy, request)).await;
+        match staged {
+            Ok(request) => next.run(request).await,
+            Err(refused) => refused,
+        }
     };
-    match tokio::time::timeout_at(deadline, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => too_long(),
-    }
+    // One timer per request (a second one for the endpoint cost a timer-wheel entry).
+    tokio::time::timeout_at(deadline, gated)
+        .await
+        .unwrap_or_else(|_| too_long())
 }
 
 /// Everything before the endpoint: a refusal, or the request with its slot and its body.

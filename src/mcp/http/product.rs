@@ -10,6 +10,7 @@ use super::handler::{Handled, Handler, Incoming, Outbound};
 use crate::call::FrontEnd;
 use crate::mcp::dispatch::{Action, CallJob, Dispatcher};
 use crate::mcp::era::request_meta;
+use crate::mcp::protocol::Scrubbed;
 use crate::mcp::run::Port;
 
 pub struct Product {
@@ -55,17 +56,18 @@ impl Handler for Product {
                     .is_some_and(|t| t.is_string() || crate::text::json_integer(t).is_some())
     }
 
-    fn handle(self: Arc<Self>, request: Incoming, out: Outbound) -> Handled {
-        if let Some(text) = self.dispatcher.list_reply_text(
+    fn answer_now(&self, request: &Incoming) -> Option<Scrubbed> {
+        self.dispatcher.list_reply_text(
             &request.id,
             &request.method,
             &request.params,
             request.era,
             &request.who,
             request.session_apps,
-        ) {
-            return Handled::NowText(text);
-        }
+        )
+    }
+
+    fn handle(self: Arc<Self>, request: Incoming, out: Outbound) -> Handled {
         match self.dispatcher.answer(
             request.id,
             &request.method,
