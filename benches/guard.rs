@@ -24,7 +24,7 @@ fn main() {
                 max_output_chars: 100_000,
                 replica_id: "bench".to_owned(),
             },
-            Vec::new,
+            || &[],
         )
         .expect("guard"),
     );
