@@ -53,9 +53,10 @@ tokio::task_local! {
     static METER: Arc<Meter>;
 }
 
-/// Runs `work` with its billable requests reported to `meter`.
-pub async fn scope<F: Future>(meter: Arc<Meter>, work: F) -> F::Output {
-    METER.scope(meter, work).await
+/// Runs `work` with its billable requests reported to `meter`. Not an `async fn`, for
+/// the reason given at `trace::scope`.
+pub fn scope<F: Future>(meter: Arc<Meter>, work: F) -> impl Future<Output = F::Output> {
+    METER.scope(meter, work)
 }
 
 /// A run's final state was learned (polled, streamed, answered by a foreground create).

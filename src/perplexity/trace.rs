@@ -10,8 +10,10 @@ tokio::task_local! {
 }
 
 /// Runs `work` with `traceparent` on every upstream request it makes (on this task).
-pub async fn scope<F: Future>(traceparent: String, work: F) -> F::Output {
-    TRACEPARENT.scope(traceparent, work).await
+/// Not an `async fn`: that would hold `work` twice (as its argument and inside the scope),
+/// and every waiting call pays for its future's size.
+pub fn scope<F: Future>(traceparent: String, work: F) -> impl Future<Output = F::Output> {
+    TRACEPARENT.scope(traceparent, work)
 }
 
 /// The traceparent of the call being served, if any.

@@ -251,8 +251,14 @@ impl Tools {
 
     /// Step 3: the handler, then the output budget and the closing audit record. A
     /// panic in a handler becomes [`UNEXPECTED_FAILURE`], never a dead server.
-    pub async fn run(&self, admitted: Admitted, ctx: &CallContext) -> Option<ToolOutput> {
-        self.complete(admitted, ctx).await.map(|done| done.output)
+    /// Not an `async fn`, which would hold `admitted` beside `complete`'s own copy.
+    pub fn run<'a>(
+        &'a self,
+        admitted: Admitted,
+        ctx: &'a CallContext,
+    ) -> impl Future<Output = Option<ToolOutput>> + 'a {
+        self.complete(admitted, ctx)
+            .map(|done| done.map(|done| done.output))
     }
 
     /// [`Tools::run`], keeping the typed outcome for front ends that render it for
@@ -267,6 +273,9 @@ impl Tools {
             _slot,
         } = admitted;
         let wait = ctx.wait.unwrap_or(self.wait).as_secs();
+        // The awaits at either end of a call (owners, budget hold, settlement, the
+        // output budget) are boxed: inline, the largest would size this future for the
+        // whole call, and 1,000 waiting calls each pay for it while they wait.
         let mut typed = Outcome::Output;
         let caller = pass.caller().clone();
         let _ = ctx
@@ -276,7 +285,7 @@ impl Tools {
         // Isolation, before any upstream request: a run the caller did not start is
         // answered as one that never existed (owners.rs).
         let hidden = match call.named_run() {
-            Some(id) => !self.run_owners.visible(id, &caller).await,
+            Some(id) => !Box::pin(self.run_owners.visible(id, &caller)).await,
             None => false,
         };
         // Budgets, before any upstream request: a call that would start billable work
@@ -289,7 +298,7 @@ impl Tools {
         };
         let hold = match call.budget_estimate().filter(|_| !hidden) {
             None => None,
-            Some(estimate) => match self.spend.reserve(&billing, estimate).await {
+            Some(estimate) => match Box::pin(self.spend.reserve(&billing, estimate)).await {
                 Ok(hold) => Some(hold),
                 Err(refusal) => return Some(over_budget(pass, refusal, ctx)),
             },
@@ -472,9 +481,15 @@ impl Tools {
                 let task = ctx.task_id.get().map(String::as_str);
                 let metered = meter.take();
                 let running = unsettled(&ctx.run_ids.snapshot(), &metered);
-                self.spend
-                    .settle(&billing, hold, metered, per_run, task, running.as_deref())
-                    .await;
+                Box::pin(self.spend.settle(
+                    &billing,
+                    hold,
+                    metered,
+                    per_run,
+                    task,
+                    running.as_deref(),
+                ))
+                .await;
                 self.guard.abandoned(pass, &ctx.run_ids.snapshot(), task);
                 return None;
             }
@@ -492,23 +507,21 @@ impl Tools {
         facts.task_id = ctx.task_id.get().cloned();
         let metered = meter.take();
         let running = unsettled(&ctx.run_ids.snapshot(), &metered);
-        let warning = self
-            .spend
-            .settle(
-                &billing,
-                hold,
-                metered,
-                per_run,
-                facts.task_id.as_deref(),
-                running.as_deref(),
-            )
-            .await;
+        let warning = Box::pin(self.spend.settle(
+            &billing,
+            hold,
+            metered,
+            per_run,
+            facts.task_id.as_deref(),
+            running.as_deref(),
+        ))
+        .await;
         if let Some(warning) = warning.filter(|_| !output.is_error) {
             output.text.push_str("\n\n");
             output.text.push_str(&warning);
         }
         let mut shown = output.clone();
-        let truncated = self.guard.budget(&mut shown, &caller).await;
+        let truncated = Box::pin(self.guard.budget(&mut shown, &caller)).await;
         pass.finish(&output, &facts, truncated);
         Some(Done {
             output: shown,

@@ -112,10 +112,11 @@ impl Product {
         // A pending charge keeps its future (dropping it could lose a token Redis
         // already took); the executor's next poll gives it the real waker.
         let mut context = Context::from_waker(Waker::noop());
+        // An answer here frees the finished future now rather than with the call.
         let now = match accepting.as_mut().poll(&mut context) {
             Poll::Ready((Err(refused), _, _)) => return Handled::Now(Some(refused)),
-            Poll::Ready(accepted) => Some(accepted),
-            Poll::Pending => None,
+            Poll::Ready(accepted) => Ok(accepted),
+            Poll::Pending => Err(accepting),
         };
         let port = Port {
             frames: out.frames(),
@@ -124,8 +125,8 @@ impl Product {
         };
         Handled::Later(Box::pin(async move {
             let (accepted, job, dispatcher) = match now {
-                Some(accepted) => accepted,
-                None => accepting.await,
+                Ok(accepted) => accepted,
+                Err(accepting) => accepting.await,
             };
             match accepted {
                 Ok(admitted) => dispatcher.run_call(job, admitted, port).await,
