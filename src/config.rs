@@ -510,6 +510,15 @@ pub enum HttpAuth {
 /// Shortest accepted bearer token: 32 characters (e.g. `openssl rand -hex 32` gives 64).
 pub const MIN_HTTP_TOKEN_CHARS: usize = 32;
 
+/// `PERPLEXITY_HTTP_WORKERS`: the async runtime's worker threads for `serve --http`
+/// (1–256, default 2). Apart from [`HttpConfig`] because the runtime is built before it
+/// is read. One worker matches a one-process reference such as nginx's, and on a machine
+/// shared with other busy processes keeps the tail from waiting on the scheduler.
+pub fn http_workers(env: impl Fn(&str) -> Option<String>) -> Result<usize, ConfigError> {
+    const VAR: &str = "PERPLEXITY_HTTP_WORKERS";
+    Ok(bounded_int(VAR, env(VAR).as_deref(), 2, 1, 256)? as usize)
+}
+
 impl HttpConfig {
     pub fn from_env(bind: &str, allow_remote: bool) -> Result<HttpConfig, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok(), bind, allow_remote)
@@ -1056,6 +1065,19 @@ mod tests {
             None,
         );
         assert_eq!(bad.unwrap_err().variable, "PERPLEXITY_MAX_RETRIES");
+    }
+
+    #[test]
+    fn http_workers_are_two_unless_set_within_bounds() {
+        let set = |value: &'static str| move |_: &str| Some(value.to_owned());
+        assert_eq!(http_workers(|_| None).unwrap(), 2);
+        assert_eq!(http_workers(set("1")).unwrap(), 1);
+        assert_eq!(http_workers(set(" 8 ")).unwrap(), 8);
+        for bad in ["0", "257", "two", "-1"] {
+            let e = http_workers(set(bad)).unwrap_err();
+            assert_eq!(e.variable, "PERPLEXITY_HTTP_WORKERS", "{bad}");
+            assert!(e.to_string().contains("1 to 256"), "{e}");
+        }
     }
 
     #[test]

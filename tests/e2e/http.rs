@@ -270,6 +270,11 @@ fn startup_needs_a_long_token_and_loopback_unless_told() {
             vec!["serve", "--http", "--bind", "0.0.0.0:0"],
             "pass --allow-remote",
         ),
+        (
+            http_env(&[("PERPLEXITY_HTTP_WORKERS", "0")]),
+            vec!["serve", "--http"],
+            "PERPLEXITY_HTTP_WORKERS: must be a whole number from 1 to 256",
+        ),
     ] {
         let mut s = Server::start_with_args(&args, &env);
         let status = s.wait_exit(Duration::from_secs(10));
