@@ -18,7 +18,11 @@ load generator). Two phases, in one run, against one loopback fake-perplexity:
                   as ours, an OAuth access token (PERPLEXITY_OAUTH_ISSUER) signed ES256 /
                   RS256 by a real OpenID provider (tests/oidc, oauth2-mock-server; with
                   --oidc DIR), its key cached after the first request;
-     ours-metrics as ours, with PERPLEXITY_METRICS=on (then /metrics is scraped and timed).
+     ours-metrics as ours, with PERPLEXITY_METRICS=on (then /metrics is scraped and timed);
+     ours-1w      as ours, with PERPLEXITY_HTTP_WORKERS=1: one thread, like the one nginx
+                  process beside it (two workers and the load generator on two cores wait
+                  on the scheduler, which is most of ours' p99);
+     nginx        one process serving ours' tools/list bytes as a static file (the floor).
    The server's CPU time (/proc/PID/stat), the load generator's (os.times of reaped children) and the whole
    machine's (/proc/stat) are recorded for each run, so the share taken by other work on
    this shared machine is visible.
@@ -388,7 +392,7 @@ http {{
 
 def throughput_spec(key: str, srv: Server) -> dict:
     """What the load generator sends to one contender: headers, body, optional setup."""
-    if key in AUTH_CONTENDERS or key == "nginx":
+    if key in AUTH_CONTENDERS or key in ("nginx", "ours-1w"):
         return {
             "headers": [f"Authorization: Bearer {srv.token or 'nginx-ignores-it'}",
                         "MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/list"],
@@ -665,7 +669,8 @@ def render(a, info, tp: dict, tp_specs: dict, tp_rss: dict, mem: dict, unavailab
              f"loadgen --threads {a.threads}, on the same {info['nproc']} cores as the server")
     L.append(f"- memory: {a.burst} concurrent calls, fake run duration {a.burst_duration_ms} ms\n")
 
-    keys = [k for k in ("ours", "ours-legacy", "nginx", "node", *list(AUTH_CONTENDERS)[1:])
+    keys = [k for k in ("ours", "ours-1w", "ours-legacy", "nginx", "node",
+                        *list(AUTH_CONTENDERS)[1:])
             if k in tp]
     L.append("## Throughput: tools/list\n")
     L.append("Medians over the runs. `server CPU` = the server process's CPU time ÷ wall time "
@@ -722,6 +727,12 @@ def render(a, info, tp: dict, tp_specs: dict, tp_rss: dict, mem: dict, unavailab
                  f"{s['cpu_req'] - x['cpu_req']:+.1f} µs)")
         L.append(f"- p99 ours ÷ nginx: {s['p99'] / x['p99']:.2f}× ({fmt_ms(s['p99'])} vs "
                  f"{fmt_ms(x['p99'])}); req/s ours ÷ nginx: {s['rps'] / x['rps']:.2f}×")
+        if "ours-1w" in summary:
+            w = summary["ours-1w"]
+            L.append(f"- ours-1w (one worker, as nginx's one process): CPU per request "
+                     f"{w['cpu_req'] / x['cpu_req']:.2f}× ({w['cpu_req']:.1f} µs), p99 "
+                     f"{w['p99'] / x['p99']:.2f}× ({fmt_ms(w['p99'])}), req/s "
+                     f"{w['rps'] / x['rps']:.2f}×")
         L.append("")
     auth_keys = [k for k in list(AUTH_CONTENDERS)[1:] if k in summary]
     if "ours" in summary and auth_keys:
@@ -863,7 +874,10 @@ def main() -> int:
             servers["ours"] = Server("ours", a, fake, tmp, "tp")
             if "node" not in unavailable:
                 servers["node"] = Server("node", a, fake, tmp, "tp")
-            contenders = [("ours", servers["ours"]), ("ours-legacy", servers["ours"])]
+            servers["ours-1w"] = Server("ours", a, fake, tmp, "tp-1w",
+                                        extra={"PERPLEXITY_HTTP_WORKERS": "1"})
+            contenders = [("ours", servers["ours"]), ("ours-1w", servers["ours-1w"]),
+                          ("ours-legacy", servers["ours"])]
             if "node" in servers:
                 contenders.append(("node", servers["node"]))
             if a.nginx and os.access(a.nginx, os.X_OK):

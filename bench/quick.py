@@ -173,10 +173,11 @@ def main() -> int:
         _, sizes[profile] = stdio_session(a.ours, {**env, "PERPLEXITY_TOOLS": profile})
     cold = [stdio_session(a.ours, env)[0] for _ in range(a.runs)]
     med = {k: statistics.median(c[k] for c in cold) for k in ("VmHWM", "RssAnon", "RssFile")}
-    # Cold start against the exec floor, interleaved so both see the same machine.
+    # Cold start against the exec floor, interleaved so both see the same machine; 40
+    # pairs (a fifth of a second), as ten moved the median by a millisecond between runs.
     floor_argv = [shutil.which("cat") or "/bin/cat"]
     times: dict[str, list[float]] = {"ours": [], "floor": []}
-    for _ in range(max(a.runs, 5) * 2):
+    for _ in range(max(a.runs * 2, 40)):
         times["ours"].append(answer_ms([a.ours], env))
         times["floor"].append(answer_ms(floor_argv, env))
     ours_ms, floor_ms = (statistics.median(times[k]) for k in ("ours", "floor"))
