@@ -40,7 +40,7 @@ import http_bench  # noqa: E402  (the burst, the fake and the HTTP server harnes
 GOALS = {
     "cold": "≤ 8 MiB",
     "idle": "≤ 8 MiB",
-    "burst": "≤ 48 MiB",
+    "burst": "≤ 32 MiB",
     "default": "≤ 8,000 bytes",
     "start": "≤ 2× the exec floor",
 }

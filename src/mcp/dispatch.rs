@@ -45,8 +45,9 @@ const KNOWN_METHODS: [&str; 18] = [
 pub enum Action {
     /// Write this frame.
     Reply(Value),
-    /// Run this tool call concurrently, then write [`Dispatcher::call_reply`].
-    Call(CallJob),
+    /// Run this tool call concurrently, then write [`Dispatcher::call_reply`]. Boxed: the
+    /// transport's future and the runner's each hold it while the call waits.
+    Call(Box<CallJob>),
     /// `notifications/cancelled` for this request id.
     Cancel(Value),
     /// A `tasks/*` request: answer [`Dispatcher::task_reply`] (it reads the store).
@@ -415,7 +416,7 @@ impl Dispatcher {
             Ok(Handled::Result(result)) => {
                 Action::Reply(result_frame(&id, shape(era, method, result)))
             }
-            Ok(Handled::Call(job)) => Action::Call(job),
+            Ok(Handled::Call(job)) => Action::Call(Box::new(job)),
             Ok(Handled::Task(job)) => Action::Task(job),
             Ok(Handled::Listen(job)) => Action::Listen(job),
             Err(e) => Action::Reply(error_frame(&id, &e)),

@@ -59,7 +59,12 @@ impl Dispatcher {
     /// no reply, and the runs it started are named on stderr, so paid work can still be
     /// collected. A call cut short by the server's stop is answered saying so, with its
     /// runs (SECURITY.md, "What shutdown guarantees").
-    pub async fn run_call(&self, job: CallJob, admitted: Admitted, port: Port) -> Option<Value> {
+    pub async fn run_call(
+        &self,
+        job: Box<CallJob>,
+        admitted: Admitted,
+        port: Port,
+    ) -> Option<Value> {
         if let Some(mode) = job.task {
             // Detached from its request: neither a closed stream nor a cancellation of
             // the request ends a task; `tasks/cancel` does.

@@ -223,12 +223,12 @@ impl Tools {
             .guard
             .admit(who, &validated.tool, &validated.params, cost)
             .await?;
-        Ok(Admitted {
+        Ok(Admitted(Box::new(AdmittedCall {
             call: validated.call,
             tool: validated.tool,
             pass,
             _slot: slot,
-        })
+        })))
     }
 
     /// The one way in, awaited where refusals must keep request order (a read loop):
@@ -264,20 +264,17 @@ impl Tools {
     /// [`Tools::run`], keeping the typed outcome for front ends that render it for
     /// people. `None` when the caller abandoned the call.
     pub async fn complete(&self, admitted: Admitted, ctx: &CallContext) -> Option<Done> {
-        // The slot is held until the call has finished (it is dropped with `admitted`'s
-        // remains at the end of this function).
-        let Admitted {
-            call,
-            tool,
-            pass,
-            _slot,
-        } = admitted;
+        // Read in place, not moved out: the call's parts stay in their box instead of
+        // adding ~540 bytes to this future for as long as the call waits. The slot is
+        // held until the call has finished (it goes with the box, at the end).
+        let admitted = admitted.0;
+        let (call, tool) = (&admitted.call, &admitted.tool);
         let wait = ctx.wait.unwrap_or(self.wait).as_secs();
         // The awaits at either end of a call (owners, budget hold, settlement, the
         // output budget) are boxed: inline, the largest would size this future for the
         // whole call, and 1,000 waiting calls each pay for it while they wait.
         let mut typed = Outcome::Output;
-        let caller = pass.caller().clone();
+        let caller = admitted.pass.caller().clone();
         let _ = ctx
             .run_ids
             .owner
@@ -292,15 +289,15 @@ impl Tools {
         // holds its estimate (spend/mod.rs), or is refused here.
         let billing = Billing {
             caller: &caller,
-            own: pass.budget(),
-            front_end: pass.front_end(),
-            tool: &tool,
+            own: admitted.pass.budget(),
+            front_end: admitted.pass.front_end(),
+            tool,
         };
         let hold = match call.budget_estimate().filter(|_| !hidden) {
             None => None,
             Some(estimate) => match Box::pin(self.spend.reserve(&billing, estimate)).await {
                 Ok(hold) => Some(hold),
-                Err(refusal) => return Some(over_budget(pass, refusal, ctx)),
+                Err(refusal) => return Some(over_budget(admitted.pass, refusal, ctx)),
             },
         };
         let per_run = call.per_run_estimate();
@@ -318,7 +315,7 @@ impl Tools {
             if hidden {
                 return call.not_found();
             }
-            match &call {
+            match call {
                 Call::Lifecycle(call) => {
                     let (mut output, facts, outcome) =
                         research::run(&self.client, wait, call, ctx).await;
@@ -356,7 +353,7 @@ impl Tools {
                         (Some(_), true) => {
                             let chain = responses::functions::Chain {
                                 tools: self,
-                                front_end: pass.front_end(),
+                                front_end: admitted.pass.front_end(),
                                 caller: caller.clone(),
                                 wait,
                             };
@@ -449,12 +446,12 @@ impl Tools {
         .catch_unwind();
         // Every upstream request of the call carries its trace, and every log line the
         // call writes names the trace id.
-        let span = tracing::info_span!("call", trace_id = %pass.trace_id());
+        let span = tracing::info_span!("call", trace_id = %admitted.pass.trace_id());
         // And everything it is billed for is metered for the ledger.
         let run = tracing::Instrument::instrument(
             crate::perplexity::meter::scope(
                 meter.clone(),
-                crate::perplexity::trace::scope(pass.traceparent(), run),
+                crate::perplexity::trace::scope(admitted.pass.traceparent(), run),
             ),
             span,
         );
@@ -464,16 +461,22 @@ impl Tools {
                 ran = &mut run => Some(ran),
                 () = ctx.cancel.cancelled() => None,
             };
-            if finished.is_none() && ctx.run_ids.awaiting_id() {
-                let answered = async {
-                    tokio::select! {
-                        _ = &mut run => {}
-                        () = ctx.run_ids.id_known() => {}
+            match finished {
+                Some(ran) => Some(ran),
+                None => {
+                    if ctx.run_ids.awaiting_id() {
+                        let answered = async {
+                            tokio::select! {
+                                _ = &mut run => {}
+                                () = ctx.run_ids.id_known() => {}
+                            }
+                        };
+                        // Boxed, like the other one-off waits: see the top.
+                        let _ = Box::pin(tokio::time::timeout(CREATE_ANSWER_GRACE, answered)).await;
                     }
-                };
-                let _ = tokio::time::timeout(CREATE_ANSWER_GRACE, answered).await;
+                    None
+                }
             }
-            finished
         };
         let ran = match ran {
             Some(ran) => ran,
@@ -490,7 +493,8 @@ impl Tools {
                     running.as_deref(),
                 ))
                 .await;
-                self.guard.abandoned(pass, &ctx.run_ids.snapshot(), task);
+                self.guard
+                    .abandoned(admitted.pass, &ctx.run_ids.snapshot(), task);
                 return None;
             }
         };
@@ -522,7 +526,7 @@ impl Tools {
         }
         let mut shown = output.clone();
         let truncated = Box::pin(self.guard.budget(&mut shown, &caller)).await;
-        pass.finish(&output, &facts, truncated);
+        admitted.pass.finish(&output, &facts, truncated);
         Some(Done {
             output: shown,
             full: output,
@@ -611,7 +615,11 @@ pub struct Validated {
 }
 
 /// A call the guard admitted: it holds its rate-limit token, audit pair and call slot.
-pub struct Admitted {
+/// Boxed: it is handed through a transport's future, the runner's and the pipeline's,
+/// and each would otherwise keep its own ~540 bytes for as long as the call waits.
+pub struct Admitted(Box<AdmittedCall>);
+
+struct AdmittedCall {
     call: Call,
     tool: String,
     pass: Pass,
@@ -622,7 +630,7 @@ impl Admitted {
     /// False when the caller asked for its run back at once (`wait: false`): the
     /// hand-back is then the whole answer, even for a task.
     pub fn waits(&self) -> bool {
-        match &self.call {
+        match &self.0.call {
             Call::Lifecycle(research::LifecycleCall::Agent(request)) => request.wait,
             Call::Create(call) => call.wait,
             _ => true,

@@ -102,7 +102,7 @@ impl Product {
     /// is awaited with the call. An admitted call runs later, through the runner both
     /// transports share. The HTTP policy caps requests in flight across callers before
     /// the body is read, so a call takes no connection slot here.
-    fn call(&self, job: CallJob, out: Outbound) -> Handled {
+    fn call(&self, job: Box<CallJob>, out: Outbound) -> Handled {
         let dispatcher = self.dispatcher.clone();
         let mut accepting = Box::pin(async move {
             let accepted = dispatcher.accept_call(FrontEnd::McpHttp, &job, None).await;
