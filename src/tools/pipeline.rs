@@ -471,7 +471,8 @@ impl Tools {
                                 () = ctx.run_ids.id_known() => {}
                             }
                         };
-                        // Boxed, like the other one-off waits: see the top.
+                        // Boxed, like the other one-off waits (see the top), and with
+                        // `finished` already matched away: neither sizes the waiting call.
                         let _ = Box::pin(tokio::time::timeout(CREATE_ANSWER_GRACE, answered)).await;
                     }
                     None
