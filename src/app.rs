@@ -193,7 +193,7 @@ mod tests {
             else {
                 panic!("tools/list is answered at once");
             };
-            assert_eq!(serde_json::from_str::<Value>(text.as_str()).unwrap(), frame);
+            assert_eq!(serde_json::from_str::<Value>(&text.text()).unwrap(), frame);
         }
         let cursor = json!({"cursor": "c"}).as_object().cloned().unwrap();
         assert!(

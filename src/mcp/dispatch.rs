@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 
+use super::decode::Message;
 use super::era::{Era, shape_modern, stdio_era, validate_modern_meta};
 use super::protocol::{
-    INSTRUCTIONS, LOG_LEVELS, RpcError, SUPPORTED_VERSIONS, Scrubbed, code, error_frame,
-    negotiated_version, result_frame, server_info,
+    INSTRUCTIONS, LOG_LEVELS, RpcError, SUPPORTED_VERSIONS, Scrubbed, ScrubbedReply, code,
+    error_frame, negotiated_version, result_frame, server_info,
 };
 use super::tasks::{self, Answered, TaskDesk, TaskMode};
 use super::{app, prompts, resources};
@@ -154,7 +155,7 @@ impl Dispatcher {
         era: Era,
         who: &Identity,
         session_apps: bool,
-    ) -> Option<Scrubbed> {
+    ) -> Option<ScrubbedReply> {
         if method != "tools/list" || params.get("cursor").is_some_and(|c| !c.is_null()) {
             return None;
         }
@@ -376,7 +377,7 @@ impl Dispatcher {
         }
     }
 
-    pub fn handle_message(&self, message: Value) -> Action {
+    pub fn handle_message(&self, message: Message) -> Action {
         let (id, method, params) = match envelope(message) {
             Envelope::Request { id, method, params } => (id, method, params),
             Envelope::Other(action) => return action,
@@ -687,16 +688,16 @@ pub enum Envelope {
 }
 
 /// Object? notification (no `id` key; `"id": null` is a request)? method a string?
-pub fn envelope(message: Value) -> Envelope {
-    let Value::Object(mut message) = message else {
+pub fn envelope(message: Message) -> Envelope {
+    if message.not_an_object {
         // Batches included: removed from MCP in 2025-06-18.
         return Envelope::Other(Action::Reply(error_frame(
             &Value::Null,
             &RpcError::new(code::INVALID_REQUEST, "Invalid request."),
         )));
-    };
-    let Some(id) = message.remove("id") else {
-        return Envelope::Other(notification(&message));
+    }
+    let Some(id) = message.id else {
+        return Envelope::Other(notification(message.method, message.params));
     };
     // MCP ids are strings or numbers (null is answered as JSON-RPC's "unknown id").
     // An object, array or boolean id is refused without echoing it: echoing would hand
@@ -711,17 +712,13 @@ pub fn envelope(message: Value) -> Envelope {
             ),
         )));
     }
-    let Some(method) = message
-        .get("method")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-    else {
+    let Some(Value::String(method)) = message.method else {
         return Envelope::Other(Action::Reply(error_frame(
             &id,
             &RpcError::new(code::INVALID_REQUEST, "Missing method."),
         )));
     };
-    let params = match message.remove("params") {
+    let params = match message.params {
         Some(Value::Object(params)) => params,
         None | Some(Value::Null) => Map::new(),
         // JSON-RPC params are structured; MCP's are always an object.
@@ -747,11 +744,12 @@ fn shape(era: Era, method: &str, result: Value) -> Value {
 
 /// Notifications are never answered and never executed (an id-less `tools/call`
 /// spends nothing); only a cancellation changes anything.
-fn notification(message: &Map<String, Value>) -> Action {
-    if message.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
-        && let Some(id) = message.get("params").and_then(|p| p.get("requestId"))
+fn notification(method: Option<Value>, params: Option<Value>) -> Action {
+    if method.as_ref().and_then(Value::as_str) == Some("notifications/cancelled")
+        && let Some(Value::Object(mut params)) = params
+        && let Some(id) = params.remove("requestId")
     {
-        return Action::Cancel(id.clone());
+        return Action::Cancel(id);
     }
     Action::Nothing
 }

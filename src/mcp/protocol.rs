@@ -1,5 +1,7 @@
 //! Protocol constants and frame builders shared by every transport.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 /// The revision without a handshake.
@@ -154,26 +156,66 @@ impl Scrubbed {
         self.0
     }
 
-    /// `{"jsonrpc":"2.0","id":<id>,"result":<result>}`, in one copy of the parts.
-    pub fn reply(id: &Scrubbed, result: &Scrubbed) -> Scrubbed {
+    /// `{"jsonrpc":"2.0","id":<id>,"result":<result>}`, the shared result not copied.
+    pub fn reply(id: &Scrubbed, result: &Arc<Scrubbed>) -> ScrubbedReply {
         Self::reply_with(id, result, crate::perplexity::key::secrets_to_scrub())
     }
 
-    fn reply_with(id: &Scrubbed, result: &Scrubbed, secrets: &[String]) -> Scrubbed {
+    fn reply_with(id: &Scrubbed, result: &Arc<Scrubbed>, secrets: &[String]) -> ScrubbedReply {
         const HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
         const MIDDLE: &str = r#","result":"#;
-        let mut text =
-            String::with_capacity(HEAD.len() + id.0.len() + MIDDLE.len() + result.0.len() + 1);
-        for part in [HEAD, &id.0, MIDDLE, &result.0, "}"] {
-            text.push_str(part);
+        let mut head = String::with_capacity(HEAD.len() + id.0.len() + MIDDLE.len());
+        for part in [HEAD, &id.0, MIDDLE] {
+            head.push_str(part);
         }
         if secrets
             .iter()
             .any(|s| s.bytes().any(|b| REPLY_GLUE.contains(&b)))
         {
-            return Scrubbed(crate::guard::redact::scrub_outbound(&text, secrets).into_owned());
+            let whole = [head.as_str(), &result.0, REPLY_TAIL].concat();
+            return ScrubbedReply {
+                head: crate::guard::redact::scrub_outbound(&whole, secrets).into_owned(),
+                result: None,
+            };
         }
-        Scrubbed(text)
+        ScrubbedReply {
+            head,
+            result: Some(result.clone()),
+        }
+    }
+}
+
+impl AsRef<[u8]> for Scrubbed {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+/// What closes a reply whose result is its own piece.
+pub const REPLY_TAIL: &str = "}";
+
+/// A reply frame of scrubbed pieces, written one after the other: the result (the cached
+/// `tools/list`, ~7 KB) is shared by every reply instead of copied into each (issue 34).
+#[derive(Debug)]
+pub struct ScrubbedReply {
+    /// `{"jsonrpc":"2.0","id":<id>,"result":`, or the whole frame when `result` is `None`.
+    head: String,
+    /// The result, followed by [`REPLY_TAIL`].
+    result: Option<Arc<Scrubbed>>,
+}
+
+impl ScrubbedReply {
+    /// The head, and the shared result (to be followed by [`REPLY_TAIL`]) if it is apart.
+    pub fn into_pieces(self) -> (String, Option<Arc<Scrubbed>>) {
+        (self.head, self.result)
+    }
+
+    /// The frame's whole text (copies the result).
+    pub fn text(&self) -> String {
+        match &self.result {
+            Some(result) => [self.head.as_str(), result.as_str(), REPLY_TAIL].concat(),
+            None => self.head.clone(),
+        }
     }
 }
 
@@ -191,8 +233,8 @@ mod tests {
         let plain = ["planted-secret-value".to_owned()];
         let id = scrubbed(r#""Bearer c1ient5upplied0token0abc""#, &plain);
         let result = scrubbed(r#"{"tools":["planted-secret-value"]}"#, &plain);
-        let reply = Scrubbed::reply_with(&id, &result, &plain);
-        let parsed: Value = serde_json::from_str(reply.as_str()).unwrap();
+        let reply = Scrubbed::reply_with(&id, &Arc::new(result), &plain);
+        let parsed: Value = serde_json::from_str(&reply.text()).unwrap();
         assert_eq!(parsed["id"], "Bearer ***REDACTED***");
         assert_eq!(parsed["result"]["tools"][0], "***REDACTED***");
         // A secret that could span the glue between parts (`12345678,` after a numeric
@@ -200,7 +242,7 @@ mod tests {
         let glued = ["12345678,\"result".to_owned()];
         let id = scrubbed("12345678", &glued);
         let result = scrubbed(r#"{"tools":[]}"#, &glued);
-        let reply = Scrubbed::reply_with(&id, &result, &glued);
-        assert!(!reply.as_str().contains(&glued[0]), "{}", reply.as_str());
+        let reply = Scrubbed::reply_with(&id, &Arc::new(result), &glued);
+        assert!(!reply.text().contains(&glued[0]), "{}", reply.text());
     }
 }

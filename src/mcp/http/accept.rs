@@ -125,14 +125,16 @@ pub async fn serve(
         };
         let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
-        // The peer address rides on each request: `/metrics` without a token answers
-        // loopback peers only.
+        // The peer address rides on the requests that read it: `/metrics` without a token
+        // answers loopback peers only (a request it misses finds no peer and is refused).
         let service = TowerToHyperService::new(tower::ServiceExt::map_request(
             app.clone(),
             move |mut request: axum::http::Request<hyper::body::Incoming>| {
-                request
-                    .extensions_mut()
-                    .insert(axum::extract::ConnectInfo(peer));
+                if request.uri().path() == "/metrics" {
+                    request
+                        .extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
+                }
                 request
             },
         ));

@@ -5,12 +5,14 @@
 //! answer is the [`Handler`]'s business; this file only decides who may ask what, in
 //! which era, and how the answer travels (JSON, or SSE when the handler streams).
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
+use axum::http::header::AsHeaderName;
 use axum::http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -21,21 +23,22 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::handler::{Handled, Handler, Incoming, Outbound};
-use super::policy::{BodyShare, Held, MAX_BODY_BYTES, Slot, plain};
+use super::policy::{Admission, MAX_BODY_BYTES, plain};
 use super::sessions::Sessions;
 use crate::identity::Identity;
 use crate::mcp::decode::decode;
 use crate::mcp::dispatch::{Action, Envelope, envelope};
 use crate::mcp::era::{Era, request_meta, validate_modern_meta};
 use crate::mcp::protocol::{
-    META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, RpcError, SUPPORTED_VERSIONS, code,
-    error_frame, outbound,
+    META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, REPLY_TAIL, RpcError, SUPPORTED_VERSIONS,
+    ScrubbedReply, code, error_frame, outbound,
 };
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
-const METHOD_HEADER: &str = "mcp-method";
-const NAME_HEADER: &str = "mcp-name";
+// Names made once: a lookup by `&str` parses the name again on every request.
+static SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+static VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+static METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
+static NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
 /// Versions whose clients do the handshake; any other `MCP-Protocol-Version` marks a
 /// modern request.
 const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -80,9 +83,7 @@ pub async fn post(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Re
     if let Some(created) = minted {
         match HeaderValue::from_str(&created) {
             Ok(value) if response.status() == StatusCode::OK => {
-                response
-                    .headers_mut()
-                    .insert(HeaderName::from_static(SESSION_HEADER), value);
+                response.headers_mut().insert(SESSION_HEADER.clone(), value);
             }
             _ => {
                 endpoint.sessions.remove_minted(&created);
@@ -95,18 +96,13 @@ pub async fn post(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Re
 /// The message and its headers, read and routed; with the request's in-flight slot.
 async fn prepare(endpoint: &Endpoint, request: Request) -> (Routed, Option<OwnedSemaphorePermit>) {
     let (mut parts, body) = request.into_parts();
-    let slot = take_permit(parts.extensions.remove::<Slot>().map(|Slot(held)| held));
     // The policy authenticated the request and said who it is; without that, nothing.
-    let Some(who) = parts.extensions.remove::<Identity>() else {
+    let Some(admission) = parts.extensions.remove::<Admission>() else {
         let refused = plain(StatusCode::UNAUTHORIZED, "Missing or invalid bearer token.");
-        return (Routed::Answered(refused), slot);
+        return (Routed::Answered(refused), None);
     };
-    let budget = take_permit(
-        parts
-            .extensions
-            .remove::<BodyShare>()
-            .map(|BodyShare(held)| held),
-    );
+    let (slot, budget) = (admission.take_slot(), admission.take_share());
+    let who = admission.who;
     // The policy has read the body already (within its cap): this only takes the bytes.
     let Ok(body) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
         let refused = plain(
@@ -119,11 +115,6 @@ async fn prepare(endpoint: &Endpoint, request: Request) -> (Routed, Option<Owned
     // call would hold that buffer too (hyper reads on into a fresh one): they go with
     // `parts`, before the call runs.
     (route(endpoint, &parts.headers, body, budget, who), slot)
-}
-
-/// A permit the policy left in the request (`None` when it is missing or already taken).
-fn take_permit(held: Option<Held>) -> Option<OwnedSemaphorePermit> {
-    held.and_then(|held| held.take())
 }
 
 /// What a POST turns out to be, decided from its headers and message alone.
@@ -155,17 +146,16 @@ fn route(
     // The bytes and their share of the body budget are released before the call runs.
     drop(body);
     drop(budget);
-    let session = header(headers, SESSION_HEADER);
+    let session = header(headers, &SESSION_HEADER).map(Cow::into_owned);
     // A response from the client: to a request we asked in its session (else ignored).
-    if message.get("method").is_none()
-        && (message.get("result").is_some() || message.get("error").is_some())
-    {
-        if let (Some(session), Some(id)) = (&session, message.get("id"))
+    if message.is_response() {
+        if let (Some(session), Some(id)) = (&session, &message.id)
             && endpoint.sessions.touch(session, who.caller.key())
         {
+            let key = id.to_string();
             endpoint
                 .sessions
-                .deliver(session, &id.to_string(), message.clone());
+                .deliver(session, &key, message.into_value());
         }
         return Routed::Answered(StatusCode::ACCEPTED.into_response());
     }
@@ -197,7 +187,7 @@ fn route(
             .or_insert_with(|| Value::Object(Map::new()));
         if let Some(meta) = meta.as_object_mut() {
             meta.entry("traceparent")
-                .or_insert(Value::String(traceparent));
+                .or_insert(Value::String(traceparent.into_owned()));
         }
     }
     // A tool outside an OAuth token's scopes is refused at the HTTP layer, as RFC 6750
@@ -214,7 +204,7 @@ fn route(
     let has_version_meta =
         request_meta(&params).is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
     let modern_header =
-        header(headers, VERSION_HEADER).is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&v.as_str()));
+        header(headers, &VERSION_HEADER).is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&&*v));
     if session.is_none() && (has_version_meta || modern_header) {
         modern(endpoint, headers, id, &method, params, who)
     } else if session.is_none() && method == "server/discover" {
@@ -243,7 +233,7 @@ fn modern(
     who: Identity,
 ) -> Routed {
     let bad = |e: RpcError| Routed::Answered(rpc_error(StatusCode::BAD_REQUEST, &id, e));
-    let Some(version_header) = header(headers, VERSION_HEADER) else {
+    let Some(version_header) = header(headers, &VERSION_HEADER) else {
         return bad(mismatch(
             "MCP-Protocol-Version is required on 2026-07-28 requests",
         ));
@@ -268,16 +258,16 @@ fn modern(
         .with_data(json!({ "missing": missing })));
     }
     let meta_version = meta.and_then(|m| m.get(META_PROTOCOL_VERSION));
-    if meta_version.and_then(Value::as_str) != Some(version_header.as_str()) {
+    if meta_version.and_then(Value::as_str) != Some(&*version_header) {
         return bad(mismatch("MCP-Protocol-Version differs from _meta"));
     }
-    if !SUPPORTED_VERSIONS.contains(&version_header.as_str()) {
+    if !SUPPORTED_VERSIONS.contains(&&*version_header) {
         // validate_modern_meta words the -32022 with its data.
         if let Err(e) = validate_modern_meta(method, &params) {
             return bad(e);
         }
     }
-    if let Some(e) = differs(headers, METHOD_HEADER, "Mcp-Method", Some(method)) {
+    if let Some(e) = differs(headers, &METHOD_HEADER, "Mcp-Method", Some(method)) {
         return bad(e);
     }
     let named = match method {
@@ -293,8 +283,8 @@ fn modern(
         // requester most clients use, never sends it (and the Python SDK's servers do
         // not ask for it). The header only helps routers; the body's taskId is what is
         // checked, against the caller. A present header must still match.
-        let lenient = method.starts_with("tasks/") && header(headers, NAME_HEADER).is_none();
-        if !lenient && let Some(e) = differs(headers, NAME_HEADER, "Mcp-Name", expected) {
+        let lenient = method.starts_with("tasks/") && header(headers, &NAME_HEADER).is_none();
+        if !lenient && let Some(e) = differs(headers, &NAME_HEADER, "Mcp-Name", expected) {
             return bad(e);
         }
     }
@@ -358,8 +348,8 @@ fn legacy(
     if !endpoint.sessions.touch(&session, who.caller.key()) {
         return Routed::Answered(session_unknown(&id));
     }
-    if let Some(version) = header(headers, VERSION_HEADER)
-        && !HANDSHAKE_VERSIONS.contains(&version.as_str())
+    if let Some(version) = header(headers, &VERSION_HEADER)
+        && !HANDSHAKE_VERSIONS.contains(&&*version)
     {
         return Routed::Answered(rpc_error(
             StatusCode::BAD_REQUEST,
@@ -392,11 +382,11 @@ async fn dispatch(
     request: Incoming,
     slot: Option<OwnedSemaphorePermit>,
 ) -> Response {
-    if let Some(frame) = endpoint.handler.answer_now(&request) {
+    if let Some(reply) = endpoint.handler.answer_now(&request) {
         return (
             StatusCode::OK,
             [(CONTENT_TYPE, "application/json")],
-            Bytes::from(frame.into_string()),
+            axum::body::Body::new(Pieces::of(reply)),
         )
             .into_response();
     }
@@ -525,9 +515,9 @@ pub async fn delete(State(endpoint): State<Arc<Endpoint>>, request: Request) -> 
     }
     let owner = request
         .extensions()
-        .get::<Identity>()
-        .map(|who| who.caller.key().to_owned());
-    match (header(headers, SESSION_HEADER), owner) {
+        .get::<Admission>()
+        .map(|admitted| admitted.who.caller.key().to_owned());
+    match (header(headers, &SESSION_HEADER), owner) {
         (None, _) => (StatusCode::METHOD_NOT_ALLOWED, [(ALLOW, "POST")]).into_response(),
         (Some(session), Some(owner)) if endpoint.sessions.remove(&session, &owner) => {
             StatusCode::NO_CONTENT.into_response()
@@ -598,7 +588,7 @@ fn check_param_headers(
 /// whether it was missing or different (a client author fixes those differently).
 fn differs(
     headers: &HeaderMap,
-    name: &str,
+    name: impl AsHeaderName,
     shown: &str,
     expected: Option<&str>,
 ) -> Option<RpcError> {
@@ -607,7 +597,7 @@ fn differs(
             HEADER_MISMATCH,
             format!("Header missing: {shown}."),
         )),
-        Some(v) if Some(v.as_str()) != expected => Some(mismatch(shown)),
+        Some(v) if Some(&*v) != expected => Some(mismatch(shown)),
         Some(_) => None,
     }
 }
@@ -616,8 +606,78 @@ fn mismatch(what: &str) -> RpcError {
     RpcError::new(HEADER_MISMATCH, format!("Header mismatch: {what}."))
 }
 
+/// A reply's pieces as a body of known length (so it keeps its `Content-Length`): hyper
+/// queues them and writes them with the head in one `writev`, and the shared result is
+/// sent from where it is cached rather than copied into each response.
+struct Pieces {
+    pieces: [Bytes; 3],
+    next: usize,
+}
+
+impl Pieces {
+    fn of(reply: ScrubbedReply) -> Self {
+        let (head, result) = reply.into_pieces();
+        let (result, tail) = match result {
+            Some(result) => (Bytes::from_owner(Shared(result)), REPLY_TAIL),
+            None => (Bytes::new(), ""),
+        };
+        Pieces {
+            pieces: [
+                Bytes::from(head),
+                result,
+                Bytes::from_static(tail.as_bytes()),
+            ],
+            next: 0,
+        }
+    }
+}
+
+/// The cached result, lent to `Bytes` for as long as hyper writes it.
+struct Shared(Arc<crate::mcp::protocol::Scrubbed>);
+
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_ref().as_ref()
+    }
+}
+
+impl hyper::body::Body for Pieces {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        while let Some(piece) = this.pieces.get_mut(this.next) {
+            this.next += 1;
+            if !piece.is_empty() {
+                return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(std::mem::take(
+                    piece,
+                )))));
+            }
+        }
+        std::task::Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pieces.iter().skip(self.next).all(Bytes::is_empty)
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        let left = self
+            .pieces
+            .iter()
+            .skip(self.next)
+            .map(Bytes::len)
+            .sum::<usize>();
+        hyper::body::SizeHint::with_exact(left as u64)
+    }
+}
+
 /// A header's value: trimmed, `=?base64?…?=` decoded, `None` when absent or not text.
-fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+fn header<'h>(headers: &'h HeaderMap, name: impl AsHeaderName) -> Option<Cow<'h, str>> {
     let value = headers.get(name)?.to_str().ok()?.trim();
     if let Some(encoded) = value
         .strip_prefix("=?base64?")
@@ -626,9 +686,9 @@ fn header(headers: &HeaderMap, name: &str) -> Option<String> {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(encoded)
             .ok()?;
-        return String::from_utf8(bytes).ok();
+        return String::from_utf8(bytes).ok().map(Cow::Owned);
     }
-    Some(value.to_owned())
+    Some(Cow::Borrowed(value))
 }
 
 fn json(status: StatusCode, frame: Value) -> Response {

@@ -49,7 +49,7 @@ pub trait Handler: Send + Sync + 'static {
     /// A reply that is ready before any of a call's machinery (cancel token, stream,
     /// task): the cached `tools/list`, already serialized and scrubbed. `None` sends the
     /// request on to [`Handler::handle`].
-    fn answer_now(&self, _request: &Incoming) -> Option<crate::mcp::protocol::Scrubbed> {
+    fn answer_now(&self, _request: &Incoming) -> Option<crate::mcp::protocol::ScrubbedReply> {
         None
     }
 

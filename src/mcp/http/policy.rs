@@ -4,6 +4,7 @@
 //! headers only, so a client without it never takes a slot or has a body byte read. An
 //! auditor reads this file to know who can reach a tool over HTTP.
 
+use std::borrow::Cow;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -158,28 +159,44 @@ impl Policy {
     }
 }
 
-/// A permit a later stage gives back early (the handler moves it where it belongs).
+/// What the policy hands the endpoint, as one request extension (one allocation where
+/// three were): who asks, and the permits the request holds, each taken once — its
+/// in-flight slot (moved into a streamed response body, so a long SSE answer holds it
+/// until the stream ends) and its body's share of the budget (given back once decoded).
+/// `Clone`, as extensions must be, so the permits sit behind a shared lock.
 #[derive(Clone)]
-pub struct Held(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
-
-impl Held {
-    fn new(permit: OwnedSemaphorePermit) -> Self {
-        Held(Arc::new(Mutex::new(Some(permit))))
-    }
-
-    pub fn take(&self) -> Option<OwnedSemaphorePermit> {
-        self.0.lock().ok().and_then(|mut p| p.take())
-    }
+pub struct Admission {
+    pub who: Identity,
+    permits: Arc<Mutex<Permits>>,
 }
 
-/// The in-flight slot of one request. The endpoint moves it into a streamed response
-/// body, so a long SSE answer keeps holding its slot until the stream ends.
-#[derive(Clone)]
-pub struct Slot(pub Held);
+struct Permits {
+    slot: Option<OwnedSemaphorePermit>,
+    share: Option<OwnedSemaphorePermit>,
+}
 
-/// The request body's share of the body budget, given back once it is decoded.
-#[derive(Clone)]
-pub struct BodyShare(pub Held);
+impl Admission {
+    fn new(who: Identity, slot: OwnedSemaphorePermit, share: OwnedSemaphorePermit) -> Self {
+        let permits = Permits {
+            slot: Some(slot),
+            share: Some(share),
+        };
+        Admission {
+            who,
+            permits: Arc::new(Mutex::new(permits)),
+        }
+    }
+
+    /// The in-flight slot (`None` once taken).
+    pub fn take_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.permits.lock().ok().and_then(|mut p| p.slot.take())
+    }
+
+    /// The body's share of the budget (`None` once taken).
+    pub fn take_share(&self) -> Option<OwnedSemaphorePermit> {
+        self.permits.lock().ok().and_then(|mut p| p.share.take())
+    }
+}
 
 /// The whole policy as one layer, its stages in order: a layer per stage would box a
 /// future per stage, ~8 KiB more of every call that waits (BENCHMARKS.md, the lean table).
@@ -203,7 +220,7 @@ pub async fn gate(State(policy): State<Arc<Policy>>, request: Request, next: Nex
 }
 
 /// Everything before the endpoint: a refusal, or the request with its slot and its body.
-async fn stages(policy: &Policy, mut request: Request) -> Result<Request, Response> {
+async fn stages(policy: &Policy, request: Request) -> Result<Request, Response> {
     if let Some(refused) = head_refused(request.headers()) {
         return Err(refused);
     }
@@ -211,11 +228,14 @@ async fn stages(policy: &Policy, mut request: Request) -> Result<Request, Respon
         return Err(refused);
     }
     let who = authenticate(policy, request.headers()).await?;
-    request.extensions_mut().insert(who);
-    if let Some(refused) = admit(policy, &mut request) {
-        return Err(refused);
-    }
-    read_body(policy, request).await
+    let Some(slot) = admit(policy) else {
+        return Err(saturated());
+    };
+    let (mut request, share) = read_body(policy, request).await?;
+    request
+        .extensions_mut()
+        .insert(Admission::new(who, slot, share));
+    Ok(request)
 }
 
 /// Every route's head at most 32 KiB, exactly: hyper bounds its read buffer by that size
@@ -245,21 +265,22 @@ fn too_long() -> Response {
 }
 
 /// Admission: a saturated server answers 503 at once (with `Retry-After`) instead of
-/// queueing without bound. Gives the request its slot, or returns the refusal.
-fn admit(policy: &Policy, request: &mut Request) -> Option<Response> {
-    let Ok(permit) = policy.slots.clone().try_acquire_owned() else {
-        return Some(busy(
-            "The server is at its limit of requests in flight. Retry shortly.",
-        ));
-    };
-    request.extensions_mut().insert(Slot(Held::new(permit)));
-    None
+/// queueing without bound. The request's slot, or `None` (then [`saturated`]).
+fn admit(policy: &Policy) -> Option<OwnedSemaphorePermit> {
+    policy.slots.clone().try_acquire_owned().ok()
+}
+
+fn saturated() -> Response {
+    busy("The server is at its limit of requests in flight. Retry shortly.")
 }
 
 /// Reads the whole body (bounded in size, in time and against the shared budget) before
 /// the endpoint sees it: a keep-alive client reuses the socket, and an unread body would
 /// corrupt its next request.
-async fn read_body(policy: &Policy, request: Request) -> Result<Request, Response> {
+async fn read_body(
+    policy: &Policy,
+    request: Request,
+) -> Result<(Request, OwnedSemaphorePermit), Response> {
     let declared = request
         .headers()
         .get(CONTENT_LENGTH)
@@ -269,32 +290,41 @@ async fn read_body(policy: &Policy, request: Request) -> Result<Request, Respons
         return Err(too_large());
     }
     let declared = declared.map_or(0, |len| len as usize);
-    let (mut parts, body) = request.into_parts();
+    let (parts, body) = request.into_parts();
     let budget = policy.body_budget.clone();
     let read = async move {
         // Reserved up front for a declared length; a chunked body reserves as it comes.
         let mut share = reserve(&budget, declared)?;
-        let mut bytes = Vec::with_capacity(declared);
+        // A body that came in one chunk (the usual case) is kept as it is; only one in
+        // several is copied together.
+        let mut first = Bytes::new();
+        let mut joined: Option<Vec<u8>> = None;
         let mut chunks = body.into_data_stream();
         while let Some(chunk) = chunks.next().await {
             let chunk = chunk.map_err(|_| BodyError::Broken)?;
-            let total = bytes.len() + chunk.len();
+            let total = joined.as_ref().map_or(first.len(), Vec::len) + chunk.len();
             if total > MAX_BODY_BYTES {
                 return Err(BodyError::TooLarge);
             }
             if total > share.num_permits() {
                 share.merge(reserve(&budget, total - share.num_permits())?);
             }
-            bytes.extend_from_slice(&chunk);
+            match &mut joined {
+                Some(bytes) => bytes.extend_from_slice(&chunk),
+                None if first.is_empty() => first = chunk,
+                None => {
+                    let mut bytes = Vec::with_capacity(declared.max(total));
+                    bytes.extend_from_slice(&first);
+                    bytes.extend_from_slice(&chunk);
+                    joined = Some(bytes);
+                }
+            }
         }
-        Ok((bytes, share))
+        Ok((joined.map_or(first, Bytes::from), share))
     };
     // Slow senders are cut: a body that trickles in holds its budget and its slot.
     match tokio::time::timeout(policy.read_timeout, read).await {
-        Ok(Ok((bytes, share))) => {
-            parts.extensions.insert(BodyShare(Held::new(share)));
-            Ok(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
-        }
+        Ok(Ok((bytes, share))) => Ok((Request::from_parts(parts, Body::from(bytes)), share)),
         Ok(Err(BodyError::TooLarge)) => Err(too_large()),
         Ok(Err(BodyError::OverBudget)) => Err(busy(
             "The server is reading as much request data as it allows at once. Retry shortly.",
@@ -369,7 +399,7 @@ fn check_host_and_origin(policy: &Policy, request: &Request) -> Option<Response>
     let target = request.uri().authority().map(|a| a.as_str().as_bytes());
     let ours = |authority: &[u8]| {
         host_name(authority).is_some_and(|name| {
-            LOOPBACK_NAMES.contains(&name.as_str()) || policy.allowed_hosts.contains(&name)
+            LOOPBACK_NAMES.contains(&&*name) || policy.allowed_hosts.iter().any(|h| *h == name)
         })
     };
     if !ours(host.as_bytes()) || target.is_some_and(|t| !ours(t)) {
@@ -526,7 +556,7 @@ fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
 
 /// The host of an RFC 3986 authority without userinfo — `name[:port]` or
 /// `[IPv6][:port]` — lowercased, IPv6 in canonical form; `None` for anything else.
-fn host_name(authority: &[u8]) -> Option<String> {
+fn host_name(authority: &[u8]) -> Option<Cow<'_, str>> {
     let authority = std::str::from_utf8(authority).ok()?;
     let (name, port) = if let Some(rest) = authority.strip_prefix('[') {
         let (inside, after) = rest.split_once(']')?;
@@ -536,7 +566,7 @@ fn host_name(authority: &[u8]) -> Option<String> {
         } else {
             Some(after.strip_prefix(':')?)
         };
-        (format!("[{ip}]"), port)
+        (Cow::Owned(format!("[{ip}]")), port)
     } else {
         let (name, port) = match authority.split_once(':') {
             Some((name, port)) => (name, Some(port)),
@@ -549,7 +579,13 @@ fn host_name(authority: &[u8]) -> Option<String> {
         if !name_ok {
             return None;
         }
-        (name.to_ascii_lowercase(), port)
+        // Borrowed unless it has capitals: checked on every request.
+        let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(name.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(name)
+        };
+        (name, port)
     };
     let port_ok = port.is_none_or(|p| {
         (1..=5).contains(&p.len())
@@ -669,7 +705,7 @@ mod tests {
         let extra = ["mcp.example.com".to_owned()];
         let host = |h: &str| {
             host_name(h.as_bytes())
-                .is_some_and(|n| LOOPBACK_NAMES.contains(&n.as_str()) || extra.contains(&n))
+                .is_some_and(|n| LOOPBACK_NAMES.contains(&&*n) || extra.iter().any(|e| *e == n))
         };
         for h in [
             "localhost",

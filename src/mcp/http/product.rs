@@ -10,7 +10,7 @@ use super::handler::{Handled, Handler, Incoming, Outbound};
 use crate::call::FrontEnd;
 use crate::mcp::dispatch::{Action, CallJob, Dispatcher};
 use crate::mcp::era::request_meta;
-use crate::mcp::protocol::Scrubbed;
+use crate::mcp::protocol::ScrubbedReply;
 use crate::mcp::run::Port;
 
 pub struct Product {
@@ -56,7 +56,7 @@ impl Handler for Product {
                     .is_some_and(|t| t.is_string() || crate::text::json_integer(t).is_some())
     }
 
-    fn answer_now(&self, request: &Incoming) -> Option<Scrubbed> {
+    fn answer_now(&self, request: &Incoming) -> Option<ScrubbedReply> {
         self.dispatcher.list_reply_text(
             &request.id,
             &request.method,
