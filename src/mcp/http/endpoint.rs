@@ -206,7 +206,7 @@ fn route(
     let modern_header =
         header(headers, &VERSION_HEADER).is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&&*v));
     if session.is_none() && (has_version_meta || modern_header) {
-        modern(endpoint, headers, id, &method, params, who)
+        modern(endpoint, headers, id, method, params, who)
     } else if session.is_none() && method == "server/discover" {
         // The bare dual-era probe (no `_meta`, no modern header): answered as on stdio.
         Routed::Call(Incoming {
@@ -219,7 +219,7 @@ fn route(
             session_apps: false,
         })
     } else {
-        legacy(endpoint, headers, session, id, &method, params, who)
+        legacy(endpoint, headers, session, id, method, params, who)
     }
 }
 
@@ -228,10 +228,11 @@ fn modern(
     endpoint: &Endpoint,
     headers: &HeaderMap,
     id: Value,
-    method: &str,
+    owned_method: String,
     params: Map<String, Value>,
     who: Identity,
 ) -> Routed {
+    let method = owned_method.as_str();
     let bad = |e: RpcError| Routed::Answered(rpc_error(StatusCode::BAD_REQUEST, &id, e));
     let Some(version_header) = header(headers, &VERSION_HEADER) else {
         return bad(mismatch(
@@ -305,7 +306,7 @@ fn modern(
     }
     Routed::Call(Incoming {
         id,
-        method: method.to_owned(),
+        method: owned_method,
         params,
         era: Era::Modern,
         session: None,
@@ -319,15 +320,16 @@ fn legacy(
     headers: &HeaderMap,
     session: Option<String>,
     id: Value,
-    method: &str,
+    owned_method: String,
     params: Map<String, Value>,
     who: Identity,
 ) -> Routed {
+    let method = owned_method.as_str();
     if method == "initialize" {
         let apps = crate::mcp::app::declared_at_initialize(&params);
         return Routed::Initialize(Incoming {
             id,
-            method: method.to_owned(),
+            method: owned_method,
             params,
             era: Era::Legacy,
             session: Some(endpoint.sessions.create(who.caller.key(), apps)),
@@ -365,7 +367,7 @@ fn legacy(
     }
     Routed::Call(Incoming {
         id,
-        method: method.to_owned(),
+        method: owned_method,
         params,
         era: Era::Legacy,
         session_apps: endpoint.sessions.hosts_app(&session),
