@@ -329,13 +329,17 @@ async fn write_frames(
             }
             progress.stamp();
         }
-        progress.idle();
         if !written || stdout.flush().await.is_err() {
             // EPIPE: the client is gone. Nobody can be answered any more, so it ends like
             // a signal (waits end, tasks and promises are settled); frames are dropped.
+            progress.idle();
             gone.cancel();
             while frames.recv().await.is_some() {}
             return;
         }
+        // Idle only now: the last chunk is still being written until the flush returns,
+        // and an exit that counted it as written cut a paused reader's last replies short
+        // (and gave up on a stuck one after 1 s instead of STUCK_PEER).
+        progress.idle();
     }
 }

@@ -78,6 +78,34 @@ fn at_eof_a_slow_reader_gets_every_reply_whole() {
     );
 }
 
+/// Before: the writer said it was idle once it had handed its last chunk to stdout, not
+/// once that chunk was written; a reader that paused for more than a second after EOF
+/// found the process gone and its last replies cut. Requests sent one by one make each
+/// reply its own batch, so the batch that meets the full pipe is a single chunk.
+#[test]
+fn at_eof_a_reader_that_pauses_still_gets_every_reply() {
+    let fake = FakePerplexity::start();
+    let mut child = spawn_piped(&[], &env_for(&fake));
+    let mut stdin = child.stdin.take().unwrap();
+    for id in 0..40 {
+        let line = format!("{}\n", request(id, "tools/list", json!({})));
+        stdin.write_all(line.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(stdin);
+    let mut stdout = child.stdout.take().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let mut bytes = Vec::new();
+    stdout.read_to_end(&mut bytes).unwrap();
+    assert!(child.wait().unwrap().success());
+    let replies = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    assert!(bytes.ends_with(b"\n"), "the output ends mid-frame");
+    assert_eq!(replies, 40);
+}
+
 /// The drain is bounded for a client that takes nothing at all (15 s without a byte).
 #[test]
 fn at_eof_a_client_that_stops_reading_is_given_up_on() {

@@ -769,9 +769,20 @@ fn a_cancel_from_a_one_shot_process_has_reached_perplexity_when_it_is_answered()
             .as_str()
             .unwrap_or_else(|| panic!("{created}"))
             .to_owned();
+        // This task's own run: from round 1 on, an earlier round's `resp_` is listed too,
+        // and a wait that matched it let the cancel race ahead of this run being named.
         wait_until("the run on record", Duration::from_secs(10), || {
             let (out, _, _) = run_cli(&["tasks", "--json"], &env);
-            out.contains(&task_id) && out.contains("resp_")
+            serde_json::from_str::<Value>(&out).is_ok_and(|list| {
+                list["tasks"].as_array().is_some_and(|tasks| {
+                    tasks.iter().any(|t| {
+                        t["task_id"] == task_id.as_str()
+                            && t["response_id"]
+                                .as_str()
+                                .is_some_and(|r| r.starts_with("resp_"))
+                    })
+                })
+            })
         });
         let cancels_before = cancel_posts(&fake);
         let line = tasks_request(1, "tasks/cancel", &task_id).to_string() + "\n";
