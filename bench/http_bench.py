@@ -642,7 +642,9 @@ def machine_info() -> dict:
 def time_scrapes(srv: "Server", n: int = 50) -> dict:
     """`GET /metrics` of a server after its load (loopback, no token): n scrapes, timed
     one at a time from the client's side, and what the exposition holds."""
-    url = f"http://127.0.0.1:{srv.port}/metrics"
+    # The metrics listener (PERPLEXITY_METRICS_BIND), as the server's start-up line names it.
+    m = wait_for_line(srv.stderr_path, r"metrics on http://127\.0\.0\.1:(\d+)/metrics", srv.p, 30)
+    url = f"http://127.0.0.1:{m.group(1)}/metrics"
     times, body = [], b""
     for _ in range(n):
         t0 = time.perf_counter()
@@ -896,7 +898,8 @@ def main() -> int:
                 servers["ours-clients"] = Server("ours", a, fake, tmp, "clients", auth="clients")
                 contenders.append(("ours-clients", servers["ours-clients"]))
                 servers["ours-metrics"] = Server("ours", a, fake, tmp, "metrics",
-                                                 extra={"PERPLEXITY_METRICS": "on"})
+                                                 extra={"PERPLEXITY_METRICS": "on",
+                                                        "PERPLEXITY_METRICS_BIND": "127.0.0.1:0"})
                 contenders.append(("ours-metrics", servers["ours-metrics"]))
                 if a.oidc:
                     provider = Provider(a, tmp, "http://127.0.0.1:1/unused")

@@ -476,12 +476,21 @@ pub struct HttpConfig {
     pub metrics: Option<MetricsAccess>,
 }
 
-/// Who may scrape `/metrics`.
+/// Who may scrape `/metrics`, and where.
 #[derive(Clone)]
 pub struct MetricsAccess {
-    /// SHA-256 of `PERPLEXITY_METRICS_TOKEN`; `None`: loopback peers only.
+    /// SHA-256 of `PERPLEXITY_METRICS_TOKEN`; `None`: loopback peers of the metrics
+    /// listener only.
     pub token: Option<[u8; 32]>,
+    /// `PERPLEXITY_METRICS_BIND`: the metrics listener's own address (loopback by
+    /// default), apart from `/mcp`'s, so a reverse proxy in front of `/mcp` never
+    /// forwards a scrape to it.
+    pub bind: std::net::SocketAddr,
 }
+
+/// Where the metrics listener listens unless `PERPLEXITY_METRICS_BIND` says otherwise:
+/// loopback, on the port Prometheus exporters conventionally take for OpenTelemetry.
+pub const METRICS_BIND: &str = "127.0.0.1:9464";
 
 impl fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -623,17 +632,31 @@ fn metrics_access(
     let token = env("PERPLEXITY_METRICS_TOKEN")
         .filter(|t| !t.trim().is_empty())
         .map(secrecy::SecretString::from);
-    match (on, token) {
-        (false, None) => Ok(None),
-        (false, Some(_)) => Err(ConfigError {
-            variable: "PERPLEXITY_METRICS_TOKEN",
-            problem: "is set but PERPLEXITY_METRICS is not on: set PERPLEXITY_METRICS=on to serve /metrics".to_owned(),
-        }),
-        (true, None) => Ok(Some(MetricsAccess { token: None })),
-        (true, Some(token)) => Ok(Some(MetricsAccess {
-            token: Some(token_digest("PERPLEXITY_METRICS_TOKEN", &token)?),
-        })),
+    let written = env("PERPLEXITY_METRICS_BIND").filter(|b| !b.trim().is_empty());
+    if !on {
+        for (variable, set) in [
+            ("PERPLEXITY_METRICS_TOKEN", token.is_some()),
+            ("PERPLEXITY_METRICS_BIND", written.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError {
+                    variable,
+                    problem: "is set but PERPLEXITY_METRICS is not on: set PERPLEXITY_METRICS=on to serve /metrics".to_owned(),
+                });
+            }
+        }
+        return Ok(None);
     }
+    let bind_text = written.unwrap_or_else(|| METRICS_BIND.to_owned());
+    let bind: std::net::SocketAddr = bind_text.trim().parse().map_err(|_| ConfigError {
+        variable: "PERPLEXITY_METRICS_BIND",
+        problem: format!("{bind_text:?} is not an IP address and port, such as {METRICS_BIND}"),
+    })?;
+    let token = match token {
+        Some(token) => Some(token_digest("PERPLEXITY_METRICS_TOKEN", &token)?),
+        None => None,
+    };
+    Ok(Some(MetricsAccess { token, bind }))
 }
 
 fn list(raw: Option<&str>) -> impl Iterator<Item = &str> {

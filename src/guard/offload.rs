@@ -160,23 +160,90 @@ impl Offload {
 
 pub const UNKNOWN_KEY: &str = "Unknown or expired retrieve_key. Offloaded results are kept for one hour (at most 128 of them); run the original tool again.";
 
-/// The first `keep` characters; when `text` is spotlighted, the cut happens inside the
-/// wrapper and the wrapper is closed again, so untrusted content never loses its
-/// closing delimiter.
-/// Returns the shown text and how many characters of `text` it holds.
+/// The first `keep` characters of `text`, with every spotlight wrapper that is open at
+/// the cut closed again — wherever the wrapper starts (a notice line may come first, a
+/// result may hold several) — so untrusted content never loses its closing delimiter.
+/// No tag is ever shown in part. Returns the shown text and how many characters of
+/// `text` it holds (where `retrieve` goes on).
 fn cut_keeping_wrapper(text: &str, keep: usize) -> (String, usize) {
-    let nonce = text
-        .lines()
-        .next()
-        .and_then(|first| first.strip_prefix("<untrusted-web-content-"))
-        .and_then(|s| s.strip_suffix('>'));
-    let Some(nonce) = nonce else {
-        return (text.chars().take(keep).collect(), keep);
+    let byte_at = |chars: usize| {
+        text.char_indices()
+            .nth(chars)
+            .map_or(text.len(), |(i, _)| i)
     };
-    let close = format!("\n</untrusted-web-content-{nonce}>");
-    let consumed = keep.saturating_sub(close.len());
-    let inner: String = text.chars().take(consumed).collect();
-    (format!("{inner}{close}"), consumed)
+    let wrappers = wrappers_opened_before(text, byte_at(keep));
+    // Room for every close that may be needed (tags are ASCII: bytes are characters).
+    let room: usize = wrappers.iter().map(|w| w.close.len()).sum();
+    let mut end = byte_at(keep.saturating_sub(room));
+    // A cut through an opening line drops that line; one through a closing tag stops
+    // before it (it is written whole below). Each move only shortens: repeat until none.
+    loop {
+        let before = end;
+        for w in &wrappers {
+            if w.start < end && end < w.body {
+                end = w.start;
+            }
+            if let Some(at) = w.closed_at
+                && at < end
+                && end < at + w.close.len()
+            {
+                end = at;
+            }
+        }
+        if end == before {
+            break;
+        }
+    }
+    let mut shown = text[..end].to_owned();
+    // Innermost (latest opened) first.
+    for w in wrappers.iter().rev() {
+        let closed = w.closed_at.is_some_and(|at| at + w.close.len() <= end);
+        if w.start < end && !closed {
+            shown.push_str(&w.close);
+        }
+    }
+    (shown, text[..end].chars().count())
+}
+
+/// One spotlight wrapper in a text: where its opening line starts, where its body
+/// starts, its closing tag and where that is (byte offsets).
+struct Wrapper {
+    start: usize,
+    body: usize,
+    close: String,
+    closed_at: Option<usize>,
+}
+
+/// The wrappers whose opening line starts before byte `limit`, in order.
+fn wrappers_opened_before(text: &str, limit: usize) -> Vec<Wrapper> {
+    const OPEN: &str = "<untrusted-web-content-";
+    const NONCE: usize = 16;
+    text.match_indices(OPEN)
+        .map(|(at, _)| at)
+        .take_while(|at| *at < limit)
+        .filter(|at| *at == 0 || text.as_bytes().get(at - 1) == Some(&b'\n'))
+        .filter_map(|at| {
+            let rest = text.get(at + OPEN.len()..)?;
+            let nonce = rest.get(..NONCE)?;
+            let hex = nonce
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if !hex || !rest[NONCE..].starts_with(">\n") {
+                return None;
+            }
+            let body = at + OPEN.len() + NONCE + 2;
+            let close = format!("\n</untrusted-web-content-{nonce}>");
+            // The wrapping removed every copy of its own closing tag from the body, so
+            // the first one after the opening line is the wrapper's.
+            let closed_at = text[body - 1..].find(&close).map(|i| body - 1 + i);
+            Some(Wrapper {
+                start: at,
+                body,
+                close,
+                closed_at,
+            })
+        })
+        .collect()
 }
 
 /// Shrinks `value` until its JSON text has at most `max_chars` characters, keeping its
@@ -369,6 +436,60 @@ mod tests {
         assert_eq!(offload.retrieve(key, 0, "b").unwrap_err(), UNKNOWN_KEY);
         let mut small = ToolOutput::ok("short");
         assert!(!offload.apply(&mut small, "a"));
+    }
+
+    #[test]
+    fn a_cut_closes_every_wrapper_open_at_it_whatever_comes_first() {
+        let offload = Offload::new(1000);
+        // A notice line before the wrapper, as a result with injection flags has.
+        let notice = "Note: possible prompt injection patterns in this answer: fake-role-markup.\n";
+        for body in ["é".repeat(5000), "x\n".repeat(3000)] {
+            let full = format!("{notice}{}\n\nSources: a, b", spotlight(&body));
+            let nonce = &full[notice.len() + 23..notice.len() + 39];
+            let close = format!("</untrusted-web-content-{nonce}>");
+            let mut out = ToolOutput::ok(full.clone());
+            assert!(offload.apply(&mut out, "a"));
+            assert!(out.text.chars().count() <= 1000);
+            assert!(out.text.starts_with(notice));
+            assert_eq!(out.text.matches(&close).count(), 1, "{}", out.text);
+            assert!(
+                out.text
+                    .contains(&format!("\n{close}\n\n[Truncated: this result has ")),
+                "{}",
+                out.text
+            );
+        }
+        // Every cut point of a short wrapped text: the close is there exactly once, no
+        // tag is shown in part, and the shown part is the text's own prefix.
+        let full = format!("{notice}{}\ntail", spotlight("abc"));
+        let nonce = &full[notice.len() + 23..notice.len() + 39];
+        let open = format!("<untrusted-web-content-{nonce}>");
+        let close = format!("</untrusted-web-content-{nonce}>");
+        for keep in 0..=full.chars().count() {
+            let (shown, consumed) = cut_keeping_wrapper(&full, keep);
+            assert!(
+                shown.chars().count() <= keep.max(close.len() + 1),
+                "{keep}: {shown}"
+            );
+            let prefix: String = full.chars().take(consumed).collect();
+            assert!(shown.starts_with(&prefix), "{keep}");
+            if shown.contains(&open) {
+                assert_eq!(shown.matches(&close).count(), 1, "{keep}: {shown}");
+                assert!(shown.find(&open) < shown.find(&close), "{keep}: {shown}");
+            } else {
+                assert!(
+                    !shown.contains("<untrusted-web-content-"),
+                    "{keep}: {shown}"
+                );
+                assert!(!shown.contains(&close), "{keep}: {shown}");
+            }
+        }
+        // Two wrappers, the cut inside the second: only it needs closing.
+        let two = format!("{}\n{}", spotlight("first"), spotlight(&"y".repeat(4000)));
+        let mut out = ToolOutput::ok(two);
+        assert!(offload.apply(&mut out, "a"));
+        let opens = out.text.matches("\n<untrusted-web-content-").count() + 1;
+        assert_eq!(out.text.matches("</untrusted-web-content-").count(), opens);
     }
 
     #[test]

@@ -290,14 +290,7 @@ impl Dispatcher {
     ) -> Option<Value> {
         match self
             .tasks
-            .listen(
-                &self.tools,
-                &job.id,
-                &job.params,
-                frames,
-                cancel,
-                &job.who.caller,
-            )
+            .listen(&self.tools, &job.id, &job.params, frames, cancel, &job.who)
             .await
         {
             Ok(Some(result)) => Some(result_frame(&job.id, result)),
@@ -329,13 +322,7 @@ impl Dispatcher {
     pub async fn task_reply(&self, job: TaskJob) -> Value {
         match self
             .tasks
-            .answer(
-                &self.tools,
-                job.era,
-                &job.method,
-                &job.params,
-                &job.who.caller,
-            )
+            .answer(&self.tools, job.era, &job.method, &job.params, &job.who)
             .await
         {
             Ok(result) => result_frame(&job.id, result),

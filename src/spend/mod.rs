@@ -253,16 +253,21 @@ impl Spend {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         prune(&mut held);
         let (held_all, held_mine) = held.values().fold((0, 0), |(all, mine), h| {
-            let mine = mine
-                + if h.caller == who.caller.key() {
-                    h.micros
-                } else {
-                    0
-                };
-            (all + h.micros, mine)
+            let mine = if h.caller == who.caller.key() {
+                Micros::saturating_add(mine, h.micros)
+            } else {
+                mine
+            };
+            (Micros::saturating_add(all, h.micros), mine)
         });
         for limit in self.limits(who, &spent, &windows, held_all, held_mine) {
-            if limit.spent + limit.held + estimate > limit.limit {
+            // Sums of money saturate: a sum that wrapped around would admit everything.
+            if limit
+                .spent
+                .saturating_add(limit.held)
+                .saturating_add(estimate)
+                > limit.limit
+            {
                 return Err(limit.refusal(who.tool, estimate));
             }
         }
@@ -440,7 +445,7 @@ impl Spend {
             let mut written = 0;
             for ((_, micros), _) in costs.iter().zip(new).filter(|(_, new)| *new) {
                 crate::telemetry::spent(&label, who.tool, *micros);
-                written += micros;
+                written = Micros::saturating_add(written, *micros);
             }
             self.remember(who.caller.key(), written);
         }
@@ -474,8 +479,11 @@ impl Spend {
         };
         self.limits(who, &spent, &windows, 0, 0)
             .into_iter()
-            .filter(|l| l.limit > 0 && l.spent * 100 >= l.limit * WARN_AT_PERCENT)
-            .max_by_key(|l| l.spent * 100 / l.limit.max(1))
+            .filter(|l| {
+                l.limit > 0
+                    && l.spent.saturating_mul(100) >= l.limit.saturating_mul(WARN_AT_PERCENT)
+            })
+            .max_by_key(|l| l.spent.saturating_mul(100) / l.limit.max(1))
             .map(|l| l.warning())
     }
 
@@ -524,8 +532,16 @@ impl Spend {
         };
         let mine = sums.callers.get(caller.key()).copied().unwrap_or_default();
         Ok(SpentTotals {
-            all_day: sums.callers.values().map(|c| c.0).sum(),
-            all_month: sums.callers.values().map(|c| c.1).sum(),
+            all_day: sums
+                .callers
+                .values()
+                .map(|c| c.0)
+                .fold(0, Micros::saturating_add),
+            all_month: sums
+                .callers
+                .values()
+                .map(|c| c.1)
+                .fold(0, Micros::saturating_add),
             caller_day: mine.0,
             caller_month: mine.1,
         })
@@ -555,8 +571,9 @@ impl Spend {
     fn remember(&self, caller: &str, written: i64) {
         if let Some(sums) = self.sums.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             let c = sums.callers.entry(caller.to_owned()).or_default();
-            c.0 += written;
-            c.1 += written;
+            // Never lowers a spend, whatever it is handed.
+            c.0 = c.0.saturating_add(written.max(0));
+            c.1 = c.1.saturating_add(written.max(0));
         }
     }
 
@@ -666,8 +683,9 @@ impl Spend {
             "callers": callers,
         });
         if caller.is_operator() {
-            out["today"] = json!(money::as_f64(spent.iter().map(|c| c.day).sum()));
-            out["this_month"] = json!(money::as_f64(spent.iter().map(|c| c.month).sum()));
+            let sum = |of: fn(&_) -> Micros| spent.iter().map(of).fold(0, Micros::saturating_add);
+            out["today"] = json!(money::as_f64(sum(|c| c.day)));
+            out["this_month"] = json!(money::as_f64(sum(|c| c.month)));
             out["budget_daily"] = json!(self.config.budget.daily.map(money::as_f64));
             out["budget_monthly"] = json!(self.config.budget.monthly.map(money::as_f64));
         }
@@ -847,7 +865,8 @@ fn row(who: &Billing<'_>, m: Metered, per_run: Micros, task_id: Option<&str>) ->
             LedgerRow {
                 tokens: cost.tokens,
                 costs: cost.costs.map(|c| c.to_string()),
-                total_micros: cost.total,
+                // The ledger never lowers a spend (prices.rs bounds a run's cost too).
+                total_micros: cost.total.max(0),
                 currency: cost.currency,
                 estimated: cost.estimated,
                 ..base

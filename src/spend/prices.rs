@@ -54,6 +54,15 @@ pub fn preset_estimate(preset: Option<&str>) -> Micros {
     }
 }
 
+/// The most one run may cost before a figure is taken for nonsense (and the run
+/// estimated instead): far above any published price, far below what sums can overflow.
+pub const MAX_RUN_COST: Micros = 10_000 * super::money::PER_UNIT;
+
+/// A run's cost that can be charged: not negative, not absurd.
+fn believable(total: Micros) -> bool {
+    (0..=MAX_RUN_COST).contains(&total)
+}
+
 /// What one run's `usage` says it cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunCost {
@@ -108,24 +117,30 @@ pub fn run_cost(usage: Option<&Value>, model: Option<&str>, fallback: Micros) ->
         .unwrap_or("USD")
         .to_owned();
     let amount = |v: &Value| v.as_f64().and_then(super::money::from_f64);
+    // The parts are summed checked: an upstream (or a proxy) reporting parts that add up
+    // past what one run can cost is not believed, whatever each part says on its own.
     let reported = cost
         .and_then(|c| c.get("total_cost"))
         .and_then(amount)
         .or_else(|| {
-            let parts: Vec<Micros> = cost?
+            let mut parts = cost?
                 .as_object()?
                 .iter()
                 .filter(|(k, _)| k.ends_with("_cost") && *k != "total_cost")
                 .filter_map(|(_, v)| amount(v))
-                .collect();
-            (!parts.is_empty()).then(|| parts.iter().sum())
-        });
+                .peekable();
+            parts.peek()?;
+            parts.try_fold(0, |sum: Micros, part| sum.checked_add(part))
+        })
+        .filter(|total| believable(*total));
     let (total, estimated) = match reported {
         Some(total) => (total, false),
-        None => (
-            estimate(model, input_tokens, output_tokens, &invocations, fallback),
-            true,
-        ),
+        None => {
+            let ours = estimate(model, input_tokens, output_tokens, &invocations, fallback);
+            // Our estimate from reported tokens is held to the same bound: absurd token
+            // counts fall back to the preset's figure.
+            (if believable(ours) { ours } else { fallback }, true)
+        }
     };
     RunCost {
         tokens: Tokens {
@@ -157,7 +172,7 @@ fn estimate(
                 .find(|(t, _)| t == name)
                 .map_or(0, |(_, price)| price.saturating_mul(*n))
         })
-        .sum();
+        .fold(0, Micros::saturating_add);
     let priced = model.and_then(|m| MODEL_PRICES.iter().find(|(name, _, _)| *name == m));
     match (priced, input, output) {
         (Some((_, per_in, per_out)), Some(i), Some(o)) => {
@@ -207,6 +222,20 @@ mod tests {
             (c.total, c.estimated, c.currency.as_str()),
             (80_000, true, "USD")
         );
+        // Parts that wrap around when summed, or add up to an absurd figure, are not
+        // believed: the run is estimated (never a negative charge).
+        let mut wrapping = serde_json::Map::new();
+        for i in 0..18 {
+            wrapping.insert(format!("p{i}_cost"), json!(999_999_999_999.0));
+        }
+        wrapping.insert("last_cost".into(), json!(446_744_073_627.550_5));
+        let c = run_cost(Some(&json!({"cost": wrapping})), None, 40_000);
+        assert_eq!((c.total, c.estimated), (40_000, true));
+        let absurd = json!({"cost": {"input_cost": 20_000.0}});
+        assert_eq!(run_cost(Some(&absurd), None, 9).total, 9);
+        let tokens = json!({"input_tokens": i64::MAX, "output_tokens": i64::MAX});
+        let c = run_cost(Some(&tokens), Some("sonar-pro"), 11);
+        assert_eq!((c.total, c.estimated), (11, true));
         // Nonsense is absent, never a negative or huge charge.
         let junk = json!({"input_tokens": -5, "cost": {"total_cost": -3.0, "currency": "<b>"}});
         let c = run_cost(Some(&junk), None, 7);

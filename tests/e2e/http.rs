@@ -73,10 +73,34 @@ impl Reply {
 pub fn http_env(extra: &[(&str, &str)]) -> Vec<(String, String)> {
     let mut env = vec![("PERPLEXITY_HTTP_AUTH_TOKEN".to_owned(), TOKEN.to_owned())];
     env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    with_metrics_port(&mut env);
     env
 }
 
+/// With metrics on, the metrics listener on a free port (tests run side by side) unless
+/// `env` names one.
+pub fn with_metrics_port(env: &mut Vec<(String, String)>) {
+    let on = env
+        .iter()
+        .any(|(k, v)| k == "PERPLEXITY_METRICS" && v == "on");
+    if on && !env.iter().any(|(k, _)| k == "PERPLEXITY_METRICS_BIND") {
+        env.push(("PERPLEXITY_METRICS_BIND".into(), "127.0.0.1:0".into()));
+    }
+}
+
 impl Http {
+    /// The metrics listener (`PERPLEXITY_METRICS_BIND`), as the start-up line names it.
+    pub fn metrics(&self) -> Client {
+        let err = self.server.stderr();
+        let port = err
+            .split("metrics on http://")
+            .nth(1)
+            .and_then(|rest| rest.split_once("/metrics"))
+            .and_then(|(addr, _)| addr.rsplit(':').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no metrics listener in: {err}"));
+        Client { port }
+    }
+
     pub fn start(env: &[(String, String)]) -> Http {
         Self::start_with_args(&["serve", "--http", "--bind", "127.0.0.1:0"], env)
     }

@@ -1,5 +1,7 @@
-//! `GET /metrics`, black-box: off unless asked; the metrics token (or, without one, a
-//! loopback peer) and the Host rule of `/mcp` in front of it; the exposition accepted by
+//! `GET /metrics`, black-box: off unless asked; its own listener, where a loopback peer
+//! may scrape without the metrics token, while on `/mcp`'s listener (where a reverse
+//! proxy's clients arrive from loopback too) only the token does; the Host rule of `/mcp`
+//! in front of both; the exposition accepted by
 //! Debian's `promtool check metrics` and scraped by a real Prometheus server started here
 //! on loopback; counters that move with the calls; no secret or query in any label.
 
@@ -53,9 +55,12 @@ fn a_scrape_needs_its_token_moves_with_the_calls_and_passes_promtool() {
             ("PERPLEXITY_METRICS_TOKEN", METRICS_TOKEN),
         ],
     );
-    // The caller's token is not the metrics token, nor is nothing, nor a foreign Host.
+    // The caller's token is not the metrics token, nor is nothing, nor a foreign Host;
+    // on either listener.
     assert_eq!(scrape(&h, None).status, 401);
     assert_eq!(scrape(&h, Some(TOKEN)).status, 401);
+    let own = h.metrics().send("GET", "/metrics", &[], b"");
+    assert_eq!(own.status, 401, "{}", own.text());
     let rebound = h.send(
         "GET",
         "/metrics",
@@ -151,12 +156,47 @@ fn a_scrape_needs_its_token_moves_with_the_calls_and_passes_promtool() {
 }
 
 #[test]
-fn without_a_token_loopback_peers_may_scrape() {
+fn without_a_token_loopback_peers_may_scrape_the_metrics_listener_only() {
     let fake = FakePerplexity::start();
-    let h = server(&fake, &[("PERPLEXITY_METRICS", "on")]);
-    let reply = scrape(&h, None);
+    let h = server(
+        &fake,
+        &[
+            ("PERPLEXITY_METRICS", "on"),
+            ("PERPLEXITY_HTTP_ALLOWED_HOSTS", "mcp.example.com"),
+        ],
+    );
+    let err = h.server.stderr();
+    assert!(err.contains("metrics on http://127.0.0.1:"), "{err}");
+    let metrics = h.metrics();
+    assert_ne!(metrics.port, h.port);
+    let reply = metrics.send("GET", "/metrics", &[], b"");
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert!(reply.text().contains("perplexity_agent_build_info"));
+    // What a reverse proxy on this host forwards to /mcp's listener: a loopback peer,
+    // the public name. Nothing of the exposition, with or without the name.
+    for host in ["mcp.example.com", &format!("127.0.0.1:{}", h.port)] {
+        let proxied = h.send("GET", "/metrics", &[("Host", host)], b"");
+        assert_eq!(proxied.status, 404, "{host}: {}", proxied.text());
+        assert!(!proxied.text().contains("perplexity_agent_"), "{host}");
+    }
+    // The metrics listener serves nothing else.
+    assert_eq!(metrics.send("GET", "/healthz", &[], b"").status, 404);
+    assert_eq!(metrics.post(&json!({}), &[]).status, 404);
+}
+
+#[test]
+fn a_metrics_listener_that_cannot_listen_stops_the_start() {
+    let fake = FakePerplexity::start();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let bind = taken.local_addr().unwrap().to_string();
+    let mut env = env_for(&fake);
+    env.extend(http_env(&[
+        ("PERPLEXITY_METRICS", "on"),
+        ("PERPLEXITY_METRICS_BIND", &bind),
+    ]));
+    let (_, err, code) = run_cli(&["serve", "--http", "--bind", "127.0.0.1:0"], &env);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("PERPLEXITY_METRICS_BIND"), "{err}");
 }
 
 /// A Prometheus server, stopped (by PID) when dropped.

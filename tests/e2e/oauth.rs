@@ -553,6 +553,136 @@ fn a_call_outside_the_scopes_is_403_naming_the_scope() {
     assert_eq!(param(&params, "scope"), Some("perplexity:search"));
 }
 
+/// An operator debugging an OAuth set-up reads why a token was refused in the log at
+/// the default level — never the token — and a flood of bad tokens is a bounded number
+/// of lines.
+#[test]
+fn refusals_are_explained_in_the_log_at_the_default_level_and_bounded() {
+    if !node_or_skip("refusals_are_explained_in_the_log_at_the_default_level_and_bounded") {
+        return;
+    }
+    let s = Setup::start();
+    let list = modern_tools_list(1);
+    let wrong_aud = s
+        .provider
+        .token(json!({"claims": {"aud": "http://127.0.0.1:1/mcp", "scope": EVERY_SCOPE}}));
+    let expired = s
+        .provider
+        .token(json!({"claims": {"aud": s.audience, "exp": now() - 600, "scope": EVERY_SCOPE}}));
+    let narrow = s.token("perplexity:search");
+    for token in [&wrong_aud, &expired] {
+        assert_eq!(modern_as(&s.http, Some(token), &list).status, 401);
+    }
+    let r = modern_as(
+        &s.http,
+        Some(&narrow),
+        &modern_call(2, "perplexity_agent", json!({"query": "q"})),
+    );
+    assert_eq!(r.status, 403);
+    let reasons = [
+        "wrong audience",
+        "expired",
+        "lacks the scope perplexity:research",
+    ];
+    wait_until("the refusals in the log", Duration::from_secs(5), || {
+        let err = s.http.server.stderr();
+        reasons.iter().all(|r| err.contains(r))
+    });
+    for _ in 0..100 {
+        modern_as(&s.http, Some("not-a-jwt"), &list);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let err = s.http.server.stderr();
+    for token in [&wrong_aud, &expired, &narrow] {
+        assert!(!err.contains(token.as_str()), "a token in the log");
+    }
+    let lines = err.lines().filter(|l| l.contains("refused")).count();
+    assert!(
+        lines <= 20,
+        "{lines} refusal lines: the log is bounded\n{err}"
+    );
+}
+
+/// A task is its tool's result by another door: a token of the same subject without
+/// that tool's scope may not read, wait on, list or cancel it (as it may not call
+/// `perplexity_agent_result` on the run), and its cancel never reaches Perplexity.
+#[test]
+fn a_task_is_out_of_reach_of_a_token_without_its_tools_scope() {
+    if !node_or_skip("a_task_is_out_of_reach_of_a_token_without_its_tools_scope") {
+        return;
+    }
+    // Tasks are records in the store.
+    let dir = Scratch::new("oauth-tasks");
+    let store = dir.path("store.sqlite").display().to_string();
+    let port = free_port();
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    let provider = Provider::start(&audience);
+    let s = Setup::start_with(
+        provider,
+        port,
+        audience,
+        &[("PERPLEXITY_STORE_PATH", store.as_str())],
+    );
+    s.fake.set_scenario(json!({"duration_ms": 60000}));
+    let research = s.token("perplexity:research");
+    let search = s.token("perplexity:search");
+    let created = reply_frame(&modern_as(
+        &s.http,
+        Some(&research),
+        &crate::tasks::task_call(1, "perplexity_agent", json!({"query": "q"})),
+    ));
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    let tasks = |token: &str, id: i64, method: &str| {
+        reply_frame(&modern_as(
+            &s.http,
+            Some(token),
+            &crate::tasks::tasks_request(id, method, &task_id),
+        ))
+    };
+    let mine = tasks(&research, 2, "tasks/get");
+    assert_eq!(mine["result"]["status"], "working", "{mine}");
+    for (id, method) in [(3, "tasks/get"), (4, "tasks/cancel")] {
+        let refused = tasks(&search, id, method);
+        assert_eq!(refused["error"]["code"], -32602, "{method}: {refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("scopes")),
+            "{method}: {refused}"
+        );
+    }
+    // A 2025-11-25 session of the narrower token: tasks/result and tasks/list.
+    let session = s.http.initialize_as(&search);
+    let legacy = |id: i64, method: &str, params: Value| {
+        s.http
+            .post_as(
+                &search,
+                &request(id, method, params),
+                &[("Mcp-Session-Id", &session)],
+            )
+            .json()
+    };
+    let result = legacy(5, "tasks/result", json!({"taskId": task_id}));
+    assert_eq!(result["error"]["code"], -32602, "{result}");
+    let listed = legacy(6, "tasks/list", json!({}));
+    assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
+    // Untouched for the token that may: still working, and never cancelled upstream.
+    let mine = tasks(&research, 7, "tasks/get");
+    assert_eq!(mine["result"]["status"], "working", "{mine}");
+    assert!(
+        !s.fake
+            .requests()
+            .iter()
+            .any(|r| r.path.ends_with("/cancel")),
+        "a refused cancel reached Perplexity"
+    );
+    let cancelled = tasks(&research, 8, "tasks/cancel");
+    assert!(cancelled.get("error").is_none(), "{cancelled}");
+}
+
 #[test]
 fn a_rotated_key_works_after_one_refetch_and_unknown_kids_cost_nothing() {
     if !node_or_skip("a_rotated_key_works_after_one_refetch_and_unknown_kids_cost_nothing") {

@@ -246,9 +246,10 @@ fn a_replica_fails_closed_while_redis_is_away_and_recovers_by_itself() {
     wait_until("the replica to be ready", Duration::from_secs(10), || {
         ready(h.client) == 200
     });
-    // `/metrics` (from loopback, no metrics token) says whether the backend answers.
+    // `/metrics` (the metrics listener, from loopback, no metrics token) says whether
+    // the backend answers.
     let state_up = |h: &Http| {
-        let text = h.send("GET", "/metrics", &[], b"").text();
+        let text = h.metrics().send("GET", "/metrics", &[], b"").text();
         text.lines()
             .find_map(|l| l.strip_prefix("perplexity_agent_state_backend_up "))
             .map(str::to_owned)

@@ -105,6 +105,53 @@ fn a_spent_budget_refuses_the_next_run_before_any_request_and_a_restart_keeps_it
     assert_eq!(agent_creates(&fake).len(), creates);
 }
 
+/// An upstream whose cost parts wrap around when summed (each part passes on its own)
+/// must not make a charge negative and so lift a budget: the run is estimated, the
+/// budget refuses the next, and `usage` never shows a negative spend.
+#[test]
+fn a_cost_that_overflows_is_estimated_and_never_lifts_a_budget() {
+    let mut parts = serde_json::Map::new();
+    for i in 0..18 {
+        parts.insert(format!("part{i}_cost"), json!(999_999_999_999.0));
+    }
+    parts.insert("last_cost".into(), json!(446_744_073_627.550_5));
+    parts.insert("currency".into(), json!("USD"));
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50, "cost_object": parts}));
+    let dir = Scratch::new("spend-overflow");
+    let env = with(
+        env_with_store(&fake, &dir),
+        &[("PERPLEXITY_BUDGET_DAILY", "0.05")],
+    );
+    let mut s = Server::start(&env);
+    let mut admitted = 0;
+    for id in 1..=8 {
+        let reply = s.request(&call(id, "perplexity_agent", json!({"query": "q"})));
+        if !tool_text(&reply).1 {
+            admitted += 1;
+        }
+    }
+    assert_eq!(
+        admitted, 1,
+        "one run fits a 0.05 budget at the 0.04 estimate"
+    );
+    assert_eq!(agent_creates(&fake).len(), 1);
+    s.close_stdin();
+    s.wait_exit(Duration::from_secs(10));
+    let by_tool = usage(&env, &["--by", "tool"]);
+    let agent = by_tool["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["tool"] == "perplexity_agent")
+        .cloned()
+        .unwrap_or_else(|| panic!("{by_tool}"));
+    assert_eq!(
+        (agent["cost"].as_f64(), agent["estimated"].as_i64()),
+        (Some(0.04), Some(1)),
+        "{by_tool}"
+    );
+}
+
 #[test]
 fn thirty_concurrent_calls_with_room_for_ten_admit_ten() {
     // Each run holds its preset's estimate (medium: 0.04) until its cost is known, so

@@ -55,10 +55,15 @@ struct Team {
 }
 
 fn team(scenario: Value, extra: &[(&str, &str)]) -> Team {
+    team_of(&clients_file(TOKEN_A), scenario, extra)
+}
+
+/// [`team`] with the clients file `clients`.
+fn team_of(clients: &str, scenario: Value, extra: &[(&str, &str)]) -> Team {
     let fake = FakePerplexity::start_with(scenario);
     let dir = Scratch::new("team");
     let file = dir.path("clients.toml");
-    std::fs::write(&file, clients_file(TOKEN_A)).unwrap();
+    std::fs::write(&file, clients).unwrap();
     let mut env = env_with_store(&fake, &dir);
     env.push((
         "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
@@ -166,6 +171,52 @@ fn a_clients_own_rate_applies_and_no_one_elses() {
             "alice is not bot: {other}"
         );
     }
+}
+
+/// One caller minting legacy sessions in a loop pushes out only its own (its oldest
+/// first), never another caller's; and `initialize` takes a token of the caller's rate.
+#[test]
+fn a_caller_flooding_initialize_evicts_only_its_own_sessions() {
+    let file = format!(
+        "{}\n[[client]]\nname = \"bob\"\ntoken_sha256 = \"{}\"\ncreated = \"2026-12-02T10:00:02Z\"\n",
+        clients_file(TOKEN_A),
+        sha(TOKEN_A2)
+    );
+    let t = team_of(&file, json!({"answer": "ok"}), &[]);
+    let alice = t.http.initialize_as(TOKEN_A);
+    let bobs_first = t.http.initialize_as(TOKEN_A2);
+    for _ in 0..300 {
+        t.http.initialize_as(TOKEN_A2);
+    }
+    let ping = |token: &str, session: &str| {
+        t.http
+            .post_as(
+                token,
+                &request(1, "ping", json!({})),
+                &[("Mcp-Session-Id", session)],
+            )
+            .status
+    };
+    assert_eq!(ping(TOKEN_A, &alice), 200, "alice keeps her session");
+    assert_eq!(ping(TOKEN_A2, &bobs_first), 404, "bob's own oldest went");
+    // bot's rate (one a minute) covers initialize: the second is 429 with Retry-After.
+    t.http.initialize_as(TOKEN_B);
+    let r = t.http.post_as(
+        TOKEN_B,
+        &request(
+            0,
+            "initialize",
+            json!({"protocolVersion": V_LEGACY, "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}}),
+        ),
+        &[],
+    );
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert!(
+        r.header("retry-after")
+            .is_some_and(|s| s.parse::<u64>().is_ok())
+    );
+    assert!(r.header("mcp-session-id").is_none());
+    assert_eq!(ping(TOKEN_A, &alice), 200);
 }
 
 #[test]

@@ -417,6 +417,9 @@ impl Run {
                 "total_cost": total
             });
         }
+        if let Some(cost) = &self.scenario.cost_object {
+            usage["cost"] = cost.clone();
+        }
         usage
     }
 

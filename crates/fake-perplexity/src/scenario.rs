@@ -63,6 +63,8 @@ pub(crate) struct Scenario {
     pub cancelling_status: String,
     /// `usage.cost.total_cost` of a finished run; `None` = `usage` without `cost`.
     pub cost: Option<f64>,
+    /// `usage.cost` exactly as given (a hostile or broken upstream), in place of `cost`'s.
+    pub cost_object: Option<Value>,
 }
 
 /// `running_output`: what a GET of a running run shows.
@@ -131,6 +133,7 @@ impl Default for Scenario {
             strict_fields: true,
             cancelling_status: "in_progress".to_owned(),
             cost: Some(0.0123),
+            cost_object: None,
         }
     }
 }
@@ -266,6 +269,12 @@ impl Scenario {
                 }
                 "strict_fields" => s.strict_fields = boolean(key, v)?,
                 "cancelling_status" => s.cancelling_status = string(key, v)?,
+                "cost_object" => {
+                    if !v.is_object() {
+                        return Err(type_err(key, "a JSON object", v));
+                    }
+                    s.cost_object = Some(v.clone());
+                }
                 "cost" => {
                     s.cost = match v {
                         Value::String(t) if t == "unreported" => None,
@@ -329,6 +338,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "strict_fields",
     "cancelling_status",
     "cost",
+    "cost_object",
 ];
 
 const FUNCTION_CALL_FIELDS: &[&str] = &["name", "arguments", "call_id"];

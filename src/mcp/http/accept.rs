@@ -25,6 +25,7 @@ use crate::drain::Progress;
 /// it has said who it is. Larger heads get 431.
 pub(super) const MAX_HEAD_BYTES: usize = 32 * 1024;
 
+#[derive(Clone, Copy)]
 pub struct Limits {
     pub max_connections: usize,
     /// Also ends idle keep-alive connections: hyper arms it whenever it waits for a head.

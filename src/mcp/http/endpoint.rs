@@ -326,6 +326,30 @@ fn legacy(
 ) -> Routed {
     let method = owned_method.as_str();
     if method == "initialize" {
+        // A session is state kept for its caller: minting one takes a token of the
+        // caller's own rate, so a loop of initializes is slowed like a loop of calls.
+        if let Some(bucket) = &who.access.bucket
+            && let Err(wait) = bucket.try_take_n(1)
+        {
+            crate::telemetry::refused(crate::telemetry::Refusal::Rate);
+            let seconds = wait.as_secs() + 1;
+            let mut response = rpc_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                &id,
+                RpcError::new(
+                    code::INVALID_REQUEST,
+                    format!(
+                        "Too many new sessions: this caller's rate is spent. Retry in {seconds}s, or reuse the session you have."
+                    ),
+                ),
+            );
+            if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::RETRY_AFTER, value);
+            }
+            return Routed::Answered(response);
+        }
         let apps = crate::mcp::app::declared_at_initialize(&params);
         return Routed::Initialize(Incoming {
             id,

@@ -13,7 +13,11 @@
 //! reads (only one that takes nothing for [`STUCK_PEER`] is given up on), and tasks and
 //! promised side effects are settled before the process exits.
 //!
-//! Touches: one TCP listener; the tools through the guard. No outbound network of its own.
+//! With `PERPLEXITY_METRICS=on`, `/metrics` has a listener of its own
+//! (`PERPLEXITY_METRICS_BIND`, loopback by default), where a loopback peer may scrape
+//! without a token; on `/mcp`'s listener a scrape always needs `PERPLEXITY_METRICS_TOKEN`.
+//!
+//! Touches: the TCP listeners; the tools through the guard. No outbound network of its own.
 
 mod accept;
 mod endpoint;
@@ -116,22 +120,55 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
             }),
         );
     }
-    if let Some(access) = config.metrics.clone() {
-        let endpoint = endpoint.clone();
-        app = app.route(
-            "/metrics",
-            get(move |request: axum::extract::Request| {
-                scrape(endpoint.clone(), policy.clone(), access.clone(), request)
-            }),
-        );
-    }
-
-    crate::signals::watch(stop.clone());
     let limits = accept::Limits {
         max_connections: config.max_connections,
         header_timeout: config.read_timeout,
     };
     let progress = Arc::new(Progress::default());
+    if let Some(access) = config.metrics.clone() {
+        // The metrics listener is apart from /mcp's: a reverse proxy in front of /mcp
+        // forwards from a loopback address too, so on /mcp's listener a loopback peer
+        // proves nothing, and a scrape there needs the metrics token.
+        let listener = match tokio::net::TcpListener::bind(access.bind).await {
+            Ok(listener) => listener,
+            Err(e) => {
+                eprintln!(
+                    "perplexity-agent: cannot listen on PERPLEXITY_METRICS_BIND {}: {}. Choose another address or port.",
+                    access.bind,
+                    e.kind()
+                );
+                return 1;
+            }
+        };
+        let at = listener.local_addr().unwrap_or(access.bind);
+        let who = match (&access.token, at.ip().is_loopback()) {
+            (Some(_), _) => "with PERPLEXITY_METRICS_TOKEN",
+            (None, true) => "to loopback peers",
+            (None, false) => {
+                "to loopback peers only (set PERPLEXITY_METRICS_TOKEN to scrape from elsewhere)"
+            }
+        };
+        eprintln!("perplexity-agent: metrics on http://{at}/metrics, {who}");
+        let scrape_route = |access: crate::config::MetricsAccess| {
+            let (endpoint, policy) = (endpoint.clone(), policy.clone());
+            get(move |request: axum::extract::Request| {
+                scrape(endpoint.clone(), policy.clone(), access.clone(), request)
+            })
+        };
+        let metrics = Router::new().route("/metrics", scrape_route(access.clone()));
+        tokio::spawn(accept::serve(
+            listener,
+            metrics,
+            limits,
+            stop.clone(),
+            Arc::new(Progress::default()),
+        ));
+        if access.token.is_some() {
+            app = app.route("/metrics", scrape_route(access));
+        }
+    }
+
+    crate::signals::watch(stop.clone());
     let server = accept::serve(listener, app, limits, stop.clone(), progress.clone());
     tokio::pin!(server);
     // Until a signal, and through the drain period after it, the server runs as usual

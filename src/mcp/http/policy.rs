@@ -118,6 +118,10 @@ impl Authenticator {
             return None;
         }
         let scope = oauth::scope_for_tool(tool).unwrap_or("perplexity:research");
+        refusal_logged(format_args!(
+            "refused tool {tool} to {}: the access token lacks the scope {scope}",
+            crate::text::inert_line(who.caller.name())
+        ));
         let mut response = plain(
             StatusCode::FORBIDDEN,
             &format!("Tool {tool} needs the scope {scope}, which this access token does not have."),
@@ -457,7 +461,9 @@ async fn authenticate(policy: &Policy, headers: &HeaderMap) -> Result<Identity, 
                     })
                 }
                 Err(TokenError::Invalid(why)) => {
-                    tracing::info!("refused an HTTP request with an invalid access token: {why}");
+                    refusal_logged(format_args!(
+                        "refused an HTTP request with an invalid access token: {why}"
+                    ));
                     Err(unauthorized(&oauth::challenge(
                         metadata_url,
                         Some(("invalid_token", None)),
@@ -472,7 +478,14 @@ async fn authenticate(policy: &Policy, headers: &HeaderMap) -> Result<Identity, 
             };
         }
     }
-    tracing::info!("refused an HTTP request without a valid bearer token");
+    refusal_logged(format_args!(
+        "refused an HTTP request without a valid bearer token ({})",
+        if token.is_some() {
+            "the token presented is not one of this server's"
+        } else {
+            "none was presented"
+        }
+    ));
     Err(unauthorized("Bearer realm=\"perplexity-agent\""))
 }
 
@@ -627,6 +640,48 @@ pub fn plain(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
+/// Refusal lines written a minute at most; the rest are counted and said in one line.
+const REFUSALS_PER_MINUTE: u32 = 20;
+
+/// Why a request was refused, for the operator debugging a client or an identity
+/// provider: at the default level (the reason is what they need: wrong audience, issuer,
+/// expiry, kid, scope), never the token, and rate-limited so a flood of bad requests
+/// cannot fill a disk.
+fn refusal_logged(why: std::fmt::Arguments<'_>) {
+    struct Window {
+        started: std::time::Instant,
+        written: u32,
+        held_back: u64,
+    }
+    static WINDOW: std::sync::Mutex<Option<Window>> = std::sync::Mutex::new(None);
+    let mut window = WINDOW.lock().unwrap_or_else(|e| e.into_inner());
+    let now = std::time::Instant::now();
+    let w = window.get_or_insert(Window {
+        started: now,
+        written: 0,
+        held_back: 0,
+    });
+    if now.duration_since(w.started) >= Duration::from_secs(60) {
+        if w.held_back > 0 {
+            tracing::warn!(
+                "{} more refused requests in the last minute were not logged one by one",
+                w.held_back
+            );
+        }
+        *w = Window {
+            started: now,
+            written: 0,
+            held_back: 0,
+        };
+    }
+    if w.written < REFUSALS_PER_MINUTE {
+        w.written += 1;
+        tracing::warn!("{why}");
+    } else {
+        w.held_back += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -666,7 +721,8 @@ mod tests {
     #[test]
     fn scrapers_need_the_metrics_token_or_a_loopback_address() {
         use crate::config::MetricsAccess;
-        let open = MetricsAccess { token: None };
+        let bind = crate::config::METRICS_BIND.parse().unwrap();
+        let open = MetricsAccess { token: None, bind };
         let refused = |h: &HeaderMap, peer: Option<&str>, a: &MetricsAccess| {
             scraper_refused(h, peer.map(|p| p.parse().unwrap()), a).map(|r| r.status())
         };
@@ -685,6 +741,7 @@ mod tests {
         let token = "m".repeat(40);
         let guarded = MetricsAccess {
             token: Some(digest_of(token.as_bytes())),
+            bind,
         };
         let right = headers(&[("authorization", &format!("Bearer {token}"))]);
         let wrong = headers(&[("authorization", "Bearer mmmm")]);

@@ -18,6 +18,9 @@ use crate::random::secure_hex;
 
 /// Sessions kept at once.
 const MAX_SESSIONS: usize = 4096;
+/// Sessions one caller keeps at once: past it, its own least recently used goes, so a
+/// caller minting sessions in a loop only ever pushes out its own.
+const MAX_SESSIONS_PER_CALLER: usize = 256;
 /// A session unused for this long is forgotten (its next request gets 404 and the client
 /// re-initializes).
 const IDLE_EXPIRY: Duration = Duration::from_secs(3600);
@@ -53,9 +56,20 @@ impl Sessions {
         if table.len() >= MAX_SESSIONS {
             table.retain(|_, s| now.duration_since(s.last_used) < IDLE_EXPIRY);
         }
-        if table.len() >= MAX_SESSIONS
+        // The caller's own oldest first; when the table is full, the oldest of whoever
+        // holds the most (the caller itself, when it does), never a lighter caller's.
+        let mine = table.values().filter(|s| s.owner == owner).count();
+        let evict_from = if mine >= MAX_SESSIONS_PER_CALLER {
+            Some(owner.to_owned())
+        } else if table.len() >= MAX_SESSIONS {
+            heaviest(&table, owner)
+        } else {
+            None
+        };
+        if let Some(from) = evict_from
             && let Some(oldest) = table
                 .iter()
+                .filter(|(_, s)| s.owner == from)
                 .min_by_key(|(_, s)| s.last_used)
                 .map(|(k, _)| k.clone())
             && let Some(evicted) = table.remove(&oldest)
@@ -178,6 +192,19 @@ impl Sessions {
     }
 }
 
+/// The caller holding the most sessions (`owner` on a tie, so a caller at the cap
+/// replaces its own).
+fn heaviest(table: &HashMap<String, Session>, owner: &str) -> Option<String> {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for s in table.values() {
+        *counts.entry(s.owner.as_str()).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(who, n)| (*n, *who == owner))
+        .map(|(who, _)| who.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,16 +236,21 @@ mod tests {
     }
 
     #[test]
-    fn the_table_is_bounded() {
+    fn the_table_is_bounded_and_a_caller_only_ever_evicts_its_own() {
         let sessions = Sessions::default();
-        let first = sessions.create("a", false);
-        for _ in 0..MAX_SESSIONS {
-            sessions.create("a", false);
+        let alice = sessions.create("alice", false);
+        let bob = sessions.create("bob", false);
+        for _ in 0..MAX_SESSIONS * 2 {
+            sessions.create("bob", false);
+        }
+        assert_eq!(sessions.lock().len(), 1 + MAX_SESSIONS_PER_CALLER);
+        assert!(sessions.touch(&alice, "alice"), "another caller's flood");
+        assert!(!sessions.touch(&bob, "bob"), "its own oldest went first");
+        // Full: the heaviest callers give way, never the light one.
+        for n in 0..MAX_SESSIONS * 2 {
+            sessions.create(&format!("c{}", n % 40), false);
         }
         assert_eq!(sessions.lock().len(), MAX_SESSIONS);
-        assert!(
-            !sessions.touch(&first, "a"),
-            "the least recently used went first"
-        );
+        assert!(sessions.touch(&alice, "alice"));
     }
 }

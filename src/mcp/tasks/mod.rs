@@ -36,6 +36,7 @@ use super::protocol::{META_CLIENT_CAPABILITIES, RpcError, code};
 use crate::call::{Caller, FrontEnd, Refusal, Slots, ToolOutput};
 use crate::drain::CREATE_ANSWER_GRACE;
 use crate::guard::Charge;
+use crate::identity::Identity;
 use crate::perplexity::agent::CancelOutcome;
 use crate::perplexity::wait::RunIdSink;
 use crate::store::{TaskRecord, TaskUpdate};
@@ -347,13 +348,14 @@ impl TaskDesk {
         era: Era,
         method: &str,
         params: &Map<String, Value>,
-        caller: &Caller,
+        who: &Identity,
     ) -> Result<Value, RpcError> {
+        let caller = &who.caller;
         if method == "tasks/list" {
-            return self.list(tools, params, caller).await;
+            return self.list(tools, params, who).await;
         }
         let id = task_id(params)?;
-        let record = self.read(tools, id, caller).await?;
+        let record = self.read_for(tools, id, who).await?;
         match (era, method) {
             (Era::Modern, "tasks/get") => {
                 let record = self.resume_if_orphaned(tools, record, caller).await;
@@ -437,8 +439,9 @@ impl TaskDesk {
         &self,
         tools: &Arc<Tools>,
         params: &Map<String, Value>,
-        caller: &Caller,
+        who: &Identity,
     ) -> Result<Value, RpcError> {
+        let caller = &who.caller;
         let before = match params.get("cursor") {
             None | Some(Value::Null) => None,
             Some(c) => Some(
@@ -457,9 +460,12 @@ impl TaskDesk {
             .page(caller.key(), before, PAGE + 1)
             .await
             .map_err(store_unavailable)?;
+        // A task whose tool this caller may no longer call is left out (the page may be
+        // short; the cursor still follows the rows read).
         let page: Vec<Value> = rows
             .iter()
             .take(PAGE)
+            .filter(|(_, r)| who.refusal(&r.tool).is_none())
             .map(|(_, r)| task_json(r, Era::Legacy, false))
             .collect();
         let mut result = json!({ "tasks": page });
@@ -484,8 +490,9 @@ impl TaskDesk {
         params: &Map<String, Value>,
         frames: Option<tokio::sync::mpsc::Sender<Value>>,
         cancel: CancellationToken,
-        caller: &Caller,
+        who: &Identity,
     ) -> Result<Option<Value>, RpcError> {
+        let caller = &who.caller;
         let declared = declared(params);
         let wanted = params
             .get("notifications")
@@ -507,7 +514,7 @@ impl TaskDesk {
         }
         let mut pending = Vec::new();
         for task in &wanted {
-            if let Ok(record) = self.read(tools, task, caller).await
+            if let Ok(record) = self.read_for(tools, task, who).await
                 && !pending.contains(&record.id)
             {
                 pending.push(record.id);
@@ -539,7 +546,7 @@ impl TaskDesk {
             ended.as_mut().enable();
             let mut still = Vec::with_capacity(pending.len());
             for task in pending {
-                let record = match self.read(tools, &task, caller).await {
+                let record = match self.read_for(tools, &task, who).await {
                     Ok(record) => self.resume_if_orphaned(tools, record, caller).await,
                     // Expired while watched: nothing more will be said about it.
                     Err(_) => continue,
@@ -566,6 +573,23 @@ impl TaskDesk {
         let mut result = shape_modern("subscriptions/listen", json!({}));
         result["_meta"][SUBSCRIPTION_ID] = id.clone();
         Ok(Some(result))
+    }
+
+    /// The caller's task, when the caller may call the tool it ran *now*: a task is that
+    /// tool's result by another door, so a token without the tool's scope (or a named
+    /// client whose list no longer has it) may not read, wait on or cancel it — as
+    /// `perplexity_agent_result` and `resources/read` of the same run are refused.
+    async fn read_for(
+        &self,
+        tools: &Arc<Tools>,
+        id: &str,
+        who: &Identity,
+    ) -> Result<TaskRecord, RpcError> {
+        let record = self.read(tools, id, &who.caller).await?;
+        match who.refusal(&record.tool) {
+            Some(refused) => Err(RpcError::new(code::INVALID_PARAMS, refused)),
+            None => Ok(record),
+        }
     }
 
     async fn read(
