@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
@@ -479,28 +479,27 @@ fn no_client(name: &str) -> String {
     )
 }
 
-/// The file's text, refusing one others may write: whoever can write it can let
-/// themselves in. (Readable by others is allowed: it holds hashes of 256-bit tokens,
-/// and mounted secrets are often 0644.)
+/// The file's text, refusing one another user could have changed (`files::trusted`:
+/// owned by someone else, writable by others, or in a directory they may write): whoever
+/// can change it can let themselves in. (Readable by others is allowed: it holds hashes of
+/// 256-bit tokens, and mounted secrets are often 0644.)
 fn read(path: &Path) -> Result<String, String> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+    let failed = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => format!(
             "the clients file {shown} does not exist: create it with `perplexity-agent clients add NAME --file {shown}`"
         ),
-        std::io::ErrorKind::InvalidData => format!("{shown} is not UTF-8 text: it is not a clients file"),
-        kind => format!("cannot read the clients file {shown}: {kind}"),
-    })?;
-    #[cfg(unix)]
-    if let Ok(meta) = std::fs::metadata(path) {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o022 != 0 {
-            return Err(format!(
-                "the clients file {shown} may be written by other users (mode {mode:o}), who could add themselves a client: run `chmod 600 {shown}`"
-            ));
+        std::io::ErrorKind::InvalidData => {
+            format!("{shown} is not UTF-8 text: it is not a clients file")
         }
-    }
+        kind => format!("cannot read the clients file {shown}: {kind}"),
+    };
+    let mut file = std::fs::File::open(path).map_err(failed)?;
+    // Judged by the open file's own metadata, so the file checked is the file read.
+    let meta = file.metadata().map_err(failed)?;
+    crate::files::trusted(path, &meta, &format!("the clients file {shown}"))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(failed)?;
     Ok(text)
 }
 
@@ -1389,6 +1388,26 @@ mod tests {
         );
         assert_eq!(clients.current().len(), 2, "the old set stays");
         assert!(clients.current().find(&a.sha256()).is_some());
+
+        // A file another user could have changed is refused like a broken one: in a
+        // directory others may write, or (only root can give a file away) owned by
+        // someone else.
+        use std::os::unix::fs::PermissionsExt;
+        let c = file.add("c", None, None, None, Budget::default()).unwrap();
+        file.save(&path).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let error = clients.reload_now().unwrap_err();
+        assert!(error.contains("which other users may write"), "{error}");
+        assert_eq!(clients.current().len(), 2, "the old set stays");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+            let error = clients.reload_now().unwrap_err();
+            assert!(error.contains("(uid 65534)"), "{error}");
+            assert!(clients.current().find(&c.sha256()).is_none());
+            assert!(clients.current().find(&a.sha256()).is_some());
+        }
 
         ClientsFile::default().save(&path).unwrap();
         assert_eq!(

@@ -360,7 +360,10 @@ fn set_up(conn: &Connection) -> rusqlite::Result<()> {
     schema::migrate(conn)
 }
 
-/// The directory 0700 and the file 0600, both created by us, never through a symlink.
+/// The directory 0700 and the file 0600, both created by us, never through a symlink;
+/// an existing file another user could have changed (`files::trusted`) is refused, as are
+/// its WAL and shared-memory files: the store holds sealed secrets and the spending
+/// ledger, and SQLite reads a WAL's pages as the database's own.
 fn prepare_file(path: &Path) -> Result<(), StoreError> {
     let fail = |reason: String| StoreError::Open {
         path: path.to_owned(),
@@ -373,9 +376,23 @@ fn prepare_file(path: &Path) -> Result<(), StoreError> {
     if crate::files::is_link(path) {
         return Err(fail("it is a symbolic link".to_owned()));
     }
-    crate::files::open_private_append(path)
-        .map(drop)
-        .map_err(|e| fail(e.kind().to_string()))
+    let file = crate::files::open_private_append(path).map_err(|e| fail(e.kind().to_string()))?;
+    let meta = file.metadata().map_err(|e| fail(e.kind().to_string()))?;
+    crate::files::trusted(path, &meta, "it").map_err(fail)?;
+    for (suffix, name) in [("-wal", "write-ahead log"), ("-shm", "shared-memory file")] {
+        let mut side = path.as_os_str().to_owned();
+        side.push(suffix);
+        let side = PathBuf::from(side);
+        match std::fs::metadata(&side) {
+            Ok(meta) => {
+                let what = format!("its {name} {}", side.display());
+                crate::files::trusted(&side, &meta, &what).map_err(fail)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(fail(format!("{}: {}", side.display(), e.kind()))),
+        }
+    }
+    Ok(())
 }
 
 fn classify(path: &Path, error: &rusqlite::Error) -> StoreError {

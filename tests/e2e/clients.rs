@@ -2,15 +2,19 @@
 //! on stdout, the file holding only its SHA-256 (0600, written atomically, never through
 //! a link), `list` never showing a hash, rotate and remove, and every refusal's exit code
 //! and words. What a server does with the file (authentication, tools, rates, reloads)
-//! is in `team.rs`.
+//! is in `team.rs`, but for a file another user could have changed, refused here by the
+//! CLI, the server's start and its reload alike (and a store file likewise).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::Digest;
 
 use crate::common::*;
+use crate::http::Http;
+use crate::team::{TOKEN_A, clients_file};
 
 fn sha(token: &str) -> String {
     sha2::Sha256::digest(token.as_bytes())
@@ -365,4 +369,184 @@ fn concurrent_adds_lose_no_client() {
         );
     }
     assert_eq!(mode(&file), 0o600);
+}
+
+/// The user a test gives files to: `nobody`, as on most systems.
+const NOBODY: u32 = 65534;
+
+/// Whether this process can give a file to another user: only root can. CI runs as root,
+/// so there not being root is a failure rather than a skip.
+fn root_or_skip(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root && std::env::var_os("CI").is_some() {
+        panic!("{test}: not root, and CI must run this test (it gives a file to another user)");
+    }
+    if !root {
+        eprintln!("SKIP {test}: only root can give a file to another user");
+    }
+    root
+}
+
+/// `path` given to `nobody`, mode 0644: as the probe found it, readable by all and
+/// writable by its owner alone.
+fn give_to_nobody(path: &Path) {
+    std::os::unix::fs::chown(path, Some(NOBODY), None).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+/// `clients_file(TOKEN_A)` with one more client, `mallory`, whose token is `token`.
+fn with_mallory(token: &str) -> String {
+    format!(
+        "{}\n[[client]]\nname = \"mallory\"\ntoken_sha256 = \"{}\"\ncreated = \"2026-12-02T10:00:02Z\"\n",
+        clients_file(TOKEN_A),
+        sha(token)
+    )
+}
+
+/// `tools/list` as the holder of `token`: the HTTP status.
+fn list_status(http: &Http, token: &str) -> u16 {
+    http.post_as(
+        token,
+        &request(1, "tools/list", json!({"_meta": modern_meta()})),
+        &[
+            ("MCP-Protocol-Version", V_MODERN),
+            ("Mcp-Method", "tools/list"),
+        ],
+    )
+    .status
+}
+
+#[test]
+fn a_clients_file_another_user_owns_is_refused_by_the_cli_and_at_start() {
+    let test = "a_clients_file_another_user_owns_is_refused_by_the_cli_and_at_start";
+    if !root_or_skip(test) {
+        return;
+    }
+    let dir = Scratch::new("clients-owner");
+    let file = dir.path("clients.toml");
+    std::fs::write(&file, clients_file(TOKEN_A)).unwrap();
+    give_to_nobody(&file);
+    // The owner by name where the system has one (`nobody`), and always by number.
+    let owned_by_nobody = |stderr: &str| {
+        stderr.contains(&format!("the clients file {} is owned by ", file.display()))
+            && stderr.contains(&format!(
+                "(uid {NOBODY}), not by root (the user this runs as)"
+            ))
+    };
+
+    let (stdout, stderr, code) = clients(&["list"], &file);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(owned_by_nobody(&stderr), "{stderr}");
+    assert!(
+        stderr.contains(&format!("chown root {}", file.display())),
+        "{stderr}"
+    );
+    assert_eq!(stdout, "");
+
+    // The server must not start: without the rule it would serve, so it is given a
+    // while and then ended.
+    let fake = FakePerplexity::start();
+    let mut env = env_with_store(&fake, &dir);
+    env.push((
+        "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
+        file.display().to_string(),
+    ));
+    let mut child = binary(&["serve", "--http", "--bind", "127.0.0.1:0"], &env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let status = status
+        .unwrap_or_else(|| panic!("the server started with a clients file nobody owns: {stderr}"));
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert!(owned_by_nobody(&stderr), "{stderr}");
+}
+
+#[test]
+fn a_clients_file_replaced_by_another_users_keeps_the_old_clients_on_reload() {
+    let test = "a_clients_file_replaced_by_another_users_keeps_the_old_clients_on_reload";
+    if !root_or_skip(test) {
+        return;
+    }
+    const MALLORY: &str = "pa_mallory-0123456789abcdef0123456789abcdef01234567";
+    let fake = FakePerplexity::start();
+    let dir = Scratch::new("clients-owner-reload");
+    let file = dir.path("clients.toml");
+    std::fs::write(&file, clients_file(TOKEN_A)).unwrap();
+    let mut env = env_with_store(&fake, &dir);
+    env.push((
+        "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
+        file.display().to_string(),
+    ));
+    env.push(("PERPLEXITY_LOG".into(), "info".into()));
+    let http = Http::start(&env);
+    assert_eq!(list_status(&http, TOKEN_A), 200);
+    assert_eq!(list_status(&http, MALLORY), 401);
+
+    // Another user's file, with a client of their own, renamed into place.
+    let planted = dir.path("planted.toml");
+    std::fs::write(&planted, with_mallory(MALLORY)).unwrap();
+    give_to_nobody(&planted);
+    std::fs::rename(&planted, &file).unwrap();
+    signal(http.server.pid(), "HUP");
+    wait_until("the reload's outcome", Duration::from_secs(10), || {
+        http.server.stderr().contains("reloaded")
+    });
+    let stderr = http.server.stderr();
+    assert!(
+        stderr.contains("the clients file was not reloaded, the 2 clients loaded before stay")
+            && stderr.contains(&format!("(uid {NOBODY}), not by root")),
+        "{stderr}"
+    );
+    assert_eq!(
+        list_status(&http, MALLORY),
+        401,
+        "the planted client is refused"
+    );
+    assert_eq!(list_status(&http, TOKEN_A), 200, "the old clients stay");
+}
+
+#[test]
+fn a_store_file_another_user_owns_is_refused() {
+    let test = "a_store_file_another_user_owns_is_refused";
+    if !root_or_skip(test) {
+        return;
+    }
+    let dir = Scratch::new("store-owner");
+    let store = dir.path("data/store.sqlite");
+    let env = [(
+        "PERPLEXITY_STORE_PATH".to_owned(),
+        store.display().to_string(),
+    )];
+    let (_, stderr, code) = run_cli(&["gateway", "list"], &env);
+    assert_eq!(code, 0, "a store of our own opens: {stderr}");
+    give_to_nobody(&store);
+    let (stdout, stderr, code) = run_cli(&["gateway", "list"], &env);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the local store {} cannot be opened (it is owned by ",
+            store.display()
+        )) && stderr.contains(&format!(
+            "(uid {NOBODY}), not by root (the user this runs as)"
+        )) && stderr.contains(&format!("chown root {}", store.display())),
+        "{stderr}"
+    );
+    assert_eq!(stdout, "");
 }
