@@ -59,12 +59,16 @@ fn main() {
     exit(runtime.block_on(run(command, config)));
 }
 
-/// The one place a command's end is printed: its error, if it has one, on stderr.
+/// The one place a command's end is printed: its error, if it has one, on stderr. Every
+/// exit passes here, so it is where the gateway's downstream processes are ended: exiting
+/// runs no task's destructor, and what a child started would outlive us.
 fn exit(ended: Ended) -> ! {
-    std::process::exit(match ended {
+    let code = match ended {
         Ok(exit) => exit.code(),
         Err(error) => error.report(),
-    })
+    };
+    perplexity_agent::gateway::end_all_groups();
+    std::process::exit(code)
 }
 
 /// One log event, scrubbed of credentials as a whole when the formatter is done with it

@@ -7,11 +7,16 @@
 //! [`MAX_VALUES`] elements, never reaches the decoder — the request it answered gets a
 //! JSON-RPC error under its own id instead (so the call ends at once, saying why), and
 //! the connection goes on. The child runs in its own process group, so closing the
-//! connection ends whatever it started too.
+//! connection ends whatever it started too: the group, not only the child, is waited for,
+//! signalled and killed. Each group stays in a process-wide registry until it is seen gone,
+//! and [`end_all_groups`] ends what is left of them when the process exits, whatever the
+//! reason (tasks are not unwound at exit, so their own shut-downs may never finish).
 //!
 //! Touches: child processes.
 
 use std::future::Future;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use rmcp::RoleClient;
 use rmcp::transport::Transport;
@@ -28,19 +33,33 @@ use crate::dense::{MAX_VALUES, id_of, too_dense};
 pub const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 /// How much of an oversized line is kept to find the id it answers.
 const ID_PREFIX: usize = 64 * 1024;
-/// How long a child is given to exit after its stdin closes, and again after SIGTERM.
-const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+/// How long a child's group is given to exit after its stdin closes, and again after
+/// SIGTERM.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+/// How often a group that has not exited yet is looked at again.
+const POLL: Duration = Duration::from_millis(10);
 
 /// The child and the transport over its pipes.
 pub struct Guarded {
     child: Child,
+    /// The child's process group (its own pid: `process_group(0)` at spawn), kept because
+    /// tokio forgets the pid once the child is reaped, while what it started may live on.
+    group: Option<libc::pid_t>,
     transport: AsyncRwTransport<RoleClient, DuplexStream, ChildStdin>,
 }
 
 impl Guarded {
-    /// Starts measuring `child`'s output; its stdin and stdout must be piped.
+    /// Starts measuring `child`'s output; its stdin and stdout must be piped. `child` must
+    /// lead its own process group.
     pub fn new(mut child: Child) -> std::io::Result<Self> {
+        let group = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok());
+        if let Some(group) = group {
+            register(group);
+        }
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            if let Some(group) = group {
+                signal_group(group, libc::SIGKILL);
+            }
             return Err(std::io::Error::other("the child's stdio is not piped"));
         };
         // Lines pass whole, so a buffer of any size keeps them intact; a small one keeps
@@ -49,53 +68,181 @@ impl Guarded {
         tokio::spawn(measure(stdout, ours));
         // Our cap decides first; rmcp's stays as a backstop.
         let transport = AsyncRwTransport::new(theirs, stdin).with_max_line_length(MAX_MESSAGE + 1);
-        Ok(Guarded { child, transport })
+        Ok(Guarded {
+            child,
+            group,
+            transport,
+        })
     }
 
     /// Stdin closed first (a well-behaved server exits on EOF), then SIGTERM to the group,
-    /// then SIGKILL.
+    /// then SIGKILL. Each step waits for the whole group: a child that exits while
+    /// something it started ignores EOF and SIGTERM does not end the shut-down.
     async fn shut_down(&mut self) -> std::io::Result<()> {
         let _ = self.transport.close().await;
-        if self.exited_within(EXIT_GRACE).await {
+        if self.gone_within(EXIT_GRACE).await {
             return Ok(());
         }
-        self.signal_group(libc::SIGTERM);
-        if self.exited_within(EXIT_GRACE).await {
+        self.signal(libc::SIGTERM);
+        if self.gone_within(EXIT_GRACE).await {
             return Ok(());
         }
-        self.signal_group(libc::SIGKILL);
-        self.child.kill().await
+        self.signal(libc::SIGKILL);
+        let killed = self.child.kill().await;
+        // What SIGKILL ended is usually gone at once; a group that is not (a process in
+        // uninterruptible sleep) stays registered, for the exit to end.
+        self.gone_within(EXIT_GRACE).await;
+        killed
     }
 
-    async fn exited_within(&mut self, grace: std::time::Duration) -> bool {
-        matches!(
-            tokio::time::timeout(grace, self.child.wait()).await,
-            Ok(Ok(_))
-        )
-    }
-
-    fn signal_group(&self, signal: libc::c_int) {
-        if let Some(pid) = self
-            .child
-            .id()
-            .and_then(|pid| libc::pid_t::try_from(pid).ok())
+    /// Whether the child and every process of its group are gone within `grace`; a group
+    /// seen gone leaves the registry.
+    async fn gone_within(&mut self, grace: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + grace;
+        // An error is a child that can no longer be waited for: its group still is.
+        if tokio::time::timeout_at(deadline, self.child.wait())
+            .await
+            .is_err()
         {
-            // SAFETY: killpg only sends a signal; the group is the child's own
-            // (`process_group(0)` at spawn), so nothing of ours is signalled.
-            unsafe {
-                libc::killpg(pid, signal);
+            return false;
+        }
+        let Some(group) = self.group else {
+            return true;
+        };
+        loop {
+            // The child is reaped, so collecting the rest of its group takes nothing from
+            // tokio.
+            if group_gone(group, true) {
+                unregister(group);
+                // Never signalled again: once gone, its number may be reused.
+                self.group = None;
+                return true;
             }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        if let Some(group) = self.group {
+            signal_group(group, signal);
         }
     }
 }
 
 impl Drop for Guarded {
     fn drop(&mut self) {
-        // A connection dropped without `close` still takes its processes with it.
-        if matches!(self.child.try_wait(), Ok(None)) {
-            self.signal_group(libc::SIGKILL);
+        // A connection dropped without `close` still takes its processes with it: the
+        // group, even when the child itself has exited and only what it started is left.
+        let Some(group) = self.group else {
+            return;
+        };
+        let child_done = !matches!(self.child.try_wait(), Ok(None));
+        if group_gone(group, child_done) {
+            unregister(group);
+            return;
+        }
+        signal_group(group, libc::SIGKILL);
+        // Confirmed gone later, without holding up the thread that dropped us; without a
+        // runtime, the group stays registered for the exit to end.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let deadline = tokio::time::Instant::now() + EXIT_GRACE;
+                while tokio::time::Instant::now() < deadline {
+                    // Only a child reaped before the drop may be collected here: a live
+                    // one is tokio's to reap once its kill-on-drop has run.
+                    if group_gone(group, child_done) {
+                        unregister(group);
+                        return;
+                    }
+                    tokio::time::sleep(POLL).await;
+                }
+            });
         }
     }
+}
+
+/// Every child's process group not yet seen gone, and whether the process is exiting
+/// (then a group registered late is killed at once: nothing would end it after).
+struct Groups {
+    live: Vec<libc::pid_t>,
+    exiting: bool,
+}
+
+static GROUPS: Mutex<Groups> = Mutex::new(Groups {
+    live: Vec::new(),
+    exiting: false,
+});
+
+/// The registry, whatever a panic elsewhere left it holding (a list of numbers cannot be
+/// left half-changed).
+fn groups() -> MutexGuard<'static, Groups> {
+    GROUPS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn register(group: libc::pid_t) {
+    let mut groups = groups();
+    if groups.exiting {
+        signal_group(group, libc::SIGKILL);
+    }
+    groups.live.push(group);
+}
+
+fn unregister(group: libc::pid_t) {
+    groups().live.retain(|&g| g != group);
+}
+
+fn signal_group(group: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: killpg only sends a signal; the group is a child's own (`process_group(0)`
+    // at spawn), so nothing of ours is signalled.
+    unsafe {
+        libc::killpg(group, signal);
+    }
+}
+
+/// Whether no process of `group` is left. With `reap`, the group's exited processes that
+/// are ours to wait for (the child; orphans too when we are a subreaper or PID 1) are
+/// collected first, as a zombie still counts as a member; only pass it once the child
+/// itself is reaped or nothing else will wait for it.
+fn group_gone(group: libc::pid_t, reap: bool) -> bool {
+    if reap {
+        // SAFETY: a non-blocking wait for our own children in that group; no status is
+        // read.
+        while unsafe { libc::waitpid(-group, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+    }
+    // SAFETY: signal 0 is delivered to no one; it only asks whether the group has a member.
+    let probed = unsafe { libc::kill(-group, 0) };
+    probed != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+/// Ends every child's process group still alive, for a process about to exit: SIGTERM,
+/// up to [`EXIT_GRACE`] for the groups to go, then SIGKILL to the rest. Synchronous (no
+/// runtime needed, none is left to rely on at exit); with no child ever started it takes
+/// one uncontended lock and nothing else. Children started while it runs, or after, are
+/// killed as soon as they are registered.
+pub fn end_all_groups() {
+    let mut groups = groups();
+    groups.exiting = true;
+    if groups.live.is_empty() {
+        return;
+    }
+    // Exiting, the children are collected here whoever else was to wait for them: a
+    // zombie left for a task that will never run again would hold its group open.
+    groups.live.retain(|&g| !group_gone(g, true));
+    for &group in &groups.live {
+        signal_group(group, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + EXIT_GRACE;
+    while !groups.live.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(POLL);
+        groups.live.retain(|&g| !group_gone(g, true));
+    }
+    for &group in &groups.live {
+        signal_group(group, libc::SIGKILL);
+    }
+    groups.live.clear();
 }
 
 impl Transport<RoleClient> for Guarded {

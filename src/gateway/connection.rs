@@ -4,7 +4,9 @@
 //! - stdio: the resolved program (never a shell), arguments as a list, a cleared
 //!   environment (the declared variables plus PATH — the gateway's fixed one — HOME and
 //!   LANG), the checked working directory, its own process group (ended with the
-//!   connection); every line it writes measured before rmcp decodes it (`child.rs`);
+//!   connection and at every orderly exit; the child itself killed by the kernel if we
+//!   are killed outright); every line it writes measured before rmcp decodes it
+//!   (`child.rs`);
 //!   stderr kept in a small ring buffer for status, never copied to our stdout.
 //! - HTTP: a reqwest client of its own per server (its headers, cookies and pool are
 //!   never shared, so one server's `Authorization` cannot reach another), no redirects,
@@ -124,6 +126,8 @@ async fn connect_inner(resolved: &Resolved) -> Result<Live, GatewayError> {
                 .stderr(Stdio::piped())
                 .process_group(0)
                 .kill_on_drop(true);
+            #[cfg(target_os = "linux")]
+            die_with_us(&mut command);
             let spawn_failed = |e: std::io::Error| GatewayError::Spawn {
                 program: program.display().to_string(),
                 reason: e.kind(),
@@ -189,6 +193,31 @@ async fn connect_inner(resolved: &Resolved) -> Result<Live, GatewayError> {
         tools,
         stderr,
     })
+}
+
+/// The child is sent SIGKILL when we die, even by `kill -9`, which runs none of our code.
+/// PDEATHSIG fires when the spawning thread ends, not only the process: ours are the
+/// runtime's threads (its `block_on` caller and its workers), which live as long as it does.
+/// It reaches the direct child alone (and a set-uid program clears it); what the child
+/// started is ended with its process group on every orderly exit (`end_all_groups`).
+#[cfg(target_os = "linux")]
+fn die_with_us(command: &mut tokio::process::Command) {
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the hook runs between fork and exec, and calls only async-signal-safe
+    // functions (prctl, getppid, _exit); it allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            // Best effort: where prctl is refused, the group is still ended at every
+            // orderly exit.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            // We died before the guard was set: nothing would ever end this child.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Every address of the host must pass the fetcher's policy, unless this server may use

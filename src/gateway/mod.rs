@@ -27,6 +27,8 @@ pub mod policy;
 pub mod secrets;
 pub mod surface;
 
+// What the binary's exit runs, so no downstream process outlives us.
+pub use child::end_all_groups;
 // What `config.rs` fills in and reads, at the module's door.
 pub use definition::ServerDef;
 pub use error::GatewayError;
@@ -652,7 +654,8 @@ impl Gateway {
     pub async fn shutdown(&self) {
         // All at once and bounded: one at a time, a child slow to exit when its stdin
         // closes held up the whole exit (Ctrl-D at a terminal looked ignored). Past the
-        // bound the waits are dropped, and rmcp's cleanup guard kills each child left.
+        // bound the waits are dropped, and the exit ends every process group left
+        // (`end_all_groups`), as tasks are not unwound then.
         let all = futures_util::future::join_all(self.servers.iter().map(|s| self.drop_live(s)));
         if tokio::time::timeout(SHUTDOWN_WAIT, all).await.is_err() {
             // The kills are spawned as the waits drop: let them run before the exit.

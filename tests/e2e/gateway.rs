@@ -588,6 +588,131 @@ fn eof_with_a_gateway_server_exits_promptly() {
     );
 }
 
+/// The pids the `pid` tool of server `fd` reports: the server's, then (with
+/// `--grandchild`) the process it started in its group.
+fn downstream_pids(s: &mut Server, id: i64) -> Vec<String> {
+    let (text, is_error) = tool_text(&s.request(&call(id, "mcp__fd__pid", json!({}))));
+    assert!(!is_error, "{text}");
+    unwrap_tool_spotlight(&text)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Kills what a failed test left running (those processes ignore EOF and SIGTERM, and
+/// would linger for a minute).
+struct KillLeft(Vec<String>);
+
+impl Drop for KillLeft {
+    fn drop(&mut self) {
+        for pid in self.0.iter().filter(|pid| !gone(pid)) {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+    }
+}
+
+/// A served perplexity-agent whose one downstream server, `fd`, ignores EOF and SIGTERM
+/// and, with `grandchild`, has started a process of its own that does too; their pids.
+fn serve_a_stubborn_downstream(name: &str, grandchild: bool) -> (Env, Server, KillLeft) {
+    let env = Env::new(name);
+    let mut args = vec![
+        "add",
+        "fd",
+        "--command",
+        "fake-downstream",
+        "--arg",
+        "--ignore-eof",
+    ];
+    if grandchild {
+        args.extend(["--arg", "--grandchild"]);
+    }
+    let (_, stderr, code) = env.gateway(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let pids = downstream_pids(&mut s, 1);
+    assert_eq!(pids.len(), if grandchild { 2 } else { 1 }, "{pids:?}");
+    assert!(pids.iter().all(|pid| !gone(pid)));
+    (env, s, KillLeft(pids))
+}
+
+/// The grace a downstream group gets before SIGKILL, plus the margin of a slow machine.
+const GROUP_ENDED: std::time::Duration = std::time::Duration::from_secs(6);
+
+/// A downstream server that ignores EOF and SIGTERM, and the process it started, end
+/// with us at EOF: the exit ends each child's whole process group (grace, then SIGKILL).
+#[test]
+fn eof_ends_a_downstream_that_ignores_it_and_what_it_started() {
+    let (_env, mut s, left) = serve_a_stubborn_downstream("gw-eof-group", true);
+    let started = std::time::Instant::now();
+    s.close_stdin();
+    assert!(s.wait_exit(std::time::Duration::from_secs(20)).success());
+    wait_until(
+        "the downstream server and its grandchild to be gone",
+        GROUP_ENDED.saturating_sub(started.elapsed()),
+        || left.0.iter().all(|pid| gone(pid)),
+    );
+}
+
+/// The same when we are stopped by SIGTERM.
+#[test]
+fn sigterm_ends_a_downstream_that_ignores_it_and_what_it_started() {
+    let (_env, mut s, left) = serve_a_stubborn_downstream("gw-term-group", true);
+    let started = std::time::Instant::now();
+    signal(s.pid(), "TERM");
+    s.wait_exit(std::time::Duration::from_secs(20));
+    wait_until(
+        "the downstream server and its grandchild to be gone",
+        GROUP_ENDED.saturating_sub(started.elapsed()),
+        || left.0.iter().all(|pid| gone(pid)),
+    );
+}
+
+/// `kill -9` runs none of our code: the downstream server (ignoring the EOF and SIGTERM
+/// that would otherwise end it) is killed by the kernel as we die.
+#[test]
+fn kill_9_takes_the_downstream_server_with_us() {
+    let (_env, mut s, left) = serve_a_stubborn_downstream("gw-kill9", false);
+    signal(s.pid(), "KILL");
+    s.wait_exit(std::time::Duration::from_secs(10));
+    wait_until(
+        "the downstream server to be gone",
+        std::time::Duration::from_secs(2),
+        || left.0.iter().all(|pid| gone(pid)),
+    );
+}
+
+/// A server stopped for idleness exits at EOF, but the process it started ignores EOF and
+/// SIGTERM: the server's whole process group is ended all the same (grace, SIGTERM,
+/// grace, SIGKILL), while we go on serving.
+#[test]
+fn an_idle_stop_ends_what_the_server_started() {
+    let env = Env::new("gw-idle-group").with("PERPLEXITY_GATEWAY_IDLE_SECONDS", "5");
+    let (_, stderr, code) = env.gateway(&[
+        "add",
+        "fd",
+        "--command",
+        "fake-downstream",
+        "--arg",
+        "--grandchild",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut s = serve(&env);
+    let pids = downstream_pids(&mut s, 1);
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    let left = KillLeft(pids);
+    wait_until(
+        "the idle server to be stopped",
+        std::time::Duration::from_secs(20),
+        || gone(&left.0[0]),
+    );
+    wait_until(
+        "the process it started to be ended",
+        std::time::Duration::from_secs(10),
+        || gone(&left.0[1]),
+    );
+    s.request(&request(2, "ping", json!({})));
+}
+
 /// A downstream HTTP server that is down is one clean line on stderr, not rmcp's own
 /// error chain (`ERROR worker quit with fatal: Transport channel closed, when
 /// Client(reqwest::Error {… hyper_util …`) on every attempt.

@@ -37,14 +37,25 @@ Behaviour:
   --slow-init MS             delay the initialize answer by MS milliseconds
   --many-tools N             also list N filler tools, each with a 1 KB description
   --stderr-noise             write 1 MiB to stderr at start
+  --ignore-eof               stdio: keep running for a minute after stdin's EOF, and
+                             ignore SIGTERM
+  --grandchild               start a process of our own (in our process group) that
+                             ignores EOF and SIGTERM for a minute; `pid` reports it too
+  --as-grandchild            be that process (what --grandchild starts)
   -h, --help                 print this help
 
 Arguments not starting with '-' (and everything after '--') are ignored.
 ";
 
+/// How long `--ignore-eof` and `--grandchild` outlive what should have ended them: far
+/// longer than a client's grace, short enough that a failed test leaves nothing for long.
+pub const LINGER: Duration = Duration::from_secs(60);
+
 struct Args {
     cfg: Config,
     stderr_noise: bool,
+    grandchild: bool,
+    as_grandchild: bool,
     http: Option<HttpOpts>,
 }
 
@@ -62,8 +73,12 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
         exit_after_init: false,
         slow_init: None,
         many_tools: 0,
+        ignore_eof: false,
+        grandchild: None,
     };
     let mut stderr_noise = false;
+    let mut grandchild = false;
+    let mut as_grandchild = false;
     let mut http = false;
     let mut port: Option<u16> = None;
     let mut bind: Option<IpAddr> = None;
@@ -111,6 +126,9 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
             "--invalid-frames" => cfg.invalid_frames = true,
             "--exit-after-init" => cfg.exit_after_init = true,
             "--stderr-noise" => stderr_noise = true,
+            "--ignore-eof" => cfg.ignore_eof = true,
+            "--grandchild" => grandchild = true,
+            "--as-grandchild" => as_grandchild = true,
             "--name" => cfg.name = value,
             "--many-tools" => {
                 cfg.many_tools = value
@@ -184,11 +202,38 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
         }
         None
     };
+    if http.is_some() && cfg.ignore_eof {
+        return Err("--ignore-eof is for stdio, not --http".to_owned());
+    }
     Ok(Some(Args {
         cfg,
         stderr_noise,
+        grandchild,
+        as_grandchild,
         http,
     }))
+}
+
+/// SIGTERM ignored from now on, by this process and those it starts.
+fn ignore_sigterm() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+    }
+}
+
+/// Starts this program again as `--as-grandchild`, in our process group, its stdio
+/// closed; its pid.
+fn start_grandchild() -> Result<u32, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("--grandchild: {e}"))?;
+    std::process::Command::new(exe)
+        .arg("--as-grandchild")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(|child| child.id())
+        .map_err(|e| format!("--grandchild: {e}"))
 }
 
 /// Writes exactly 1 MiB of text lines to stderr (blocking until the client drains it).
@@ -210,7 +255,7 @@ fn stderr_noise() {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
+    let mut args = match parse_args(std::env::args().skip(1)) {
         Ok(Some(args)) => args,
         Ok(None) => {
             print!("{USAGE}");
@@ -221,6 +266,23 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.as_grandchild {
+        ignore_sigterm();
+        std::thread::sleep(LINGER);
+        return ExitCode::SUCCESS;
+    }
+    if args.cfg.ignore_eof {
+        ignore_sigterm();
+    }
+    if args.grandchild {
+        match start_grandchild() {
+            Ok(pid) => args.cfg.grandchild = Some(pid),
+            Err(e) => {
+                eprintln!("fake-downstream: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     if args.stderr_noise {
         stderr_noise();
     }
@@ -292,6 +354,7 @@ mod tests {
         assert!(parse(&["--crash-after", "0"]).is_err());
         assert!(parse(&["--crash-after"]).is_err());
         assert!(parse(&["--http=1"]).is_err());
+        assert!(parse(&["--http", "--ignore-eof"]).is_err());
         assert!(matches!(parse(&["--help"]), Ok(None)));
     }
 }

@@ -31,6 +31,10 @@ pub struct Config {
     pub slow_init: Option<Duration>,
     /// Extra tools listed (`--many-tools N`), each with a 1 KB description.
     pub many_tools: usize,
+    /// `--ignore-eof`: stdio keeps running after its input ends.
+    pub ignore_eof: bool,
+    /// The process `--grandchild` started, which the `pid` tool also reports.
+    pub grandchild: Option<u32>,
 }
 
 /// One incoming JSON-RPC message, classified.
@@ -372,7 +376,10 @@ impl Server {
                 Ok(dir) => text_result(&dir.to_string_lossy()),
                 Err(e) => tool_error(&format!("cannot read the current directory: {e}")),
             },
-            ToolKind::Pid => text_result(&std::process::id().to_string()),
+            ToolKind::Pid => match self.cfg.grandchild {
+                None => text_result(&std::process::id().to_string()),
+                Some(grandchild) => text_result(&format!("{} {grandchild}", std::process::id())),
+            },
             ToolKind::Slow => {
                 let ms = uint("ms");
                 tokio::time::sleep(Duration::from_millis(ms)).await;

@@ -73,7 +73,8 @@ impl Out {
 }
 
 /// Serves MCP on stdin/stdout. At end of input, waits for the requests still running
-/// (their replies are written), then exits the process with status 0.
+/// (their replies are written), then exits the process with status 0 (with
+/// `--ignore-eof`, only after [`crate::LINGER`]).
 pub async fn run(server: Arc<Server>) -> ! {
     let out = Out::spawn(server.cfg.invalid_frames);
     let mut stdin = BufReader::new(tokio::io::stdin());
@@ -121,5 +122,8 @@ pub async fn run(server: Arc<Server>) -> ! {
     // Cancelled tasks end as aborted; the others once their reply is queued.
     while tasks.join_next().await.is_some() {}
     out.send_and_wait(None).await;
+    if server.cfg.ignore_eof {
+        tokio::time::sleep(crate::LINGER).await;
+    }
     std::process::exit(0)
 }
