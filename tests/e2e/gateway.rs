@@ -642,24 +642,26 @@ const GROUP_ENDED: std::time::Duration = std::time::Duration::from_secs(6);
 /// with us at EOF: the exit ends each child's whole process group (grace, then SIGKILL).
 #[test]
 fn eof_ends_a_downstream_that_ignores_it_and_what_it_started() {
-    let (_env, mut s, left) = serve_a_stubborn_downstream("gw-eof-group", true);
-    let started = std::time::Instant::now();
-    s.close_stdin();
-    assert!(s.wait_exit(std::time::Duration::from_secs(20)).success());
-    wait_until(
-        "the downstream server and its grandchild to be gone",
-        GROUP_ENDED.saturating_sub(started.elapsed()),
-        || left.0.iter().all(|pid| gone(pid)),
-    );
+    ends_with_us("gw-eof-group", |s| {
+        s.close_stdin();
+        assert!(s.wait_exit(std::time::Duration::from_secs(20)).success());
+    });
 }
 
 /// The same when we are stopped by SIGTERM.
 #[test]
 fn sigterm_ends_a_downstream_that_ignores_it_and_what_it_started() {
-    let (_env, mut s, left) = serve_a_stubborn_downstream("gw-term-group", true);
+    ends_with_us("gw-term-group", |s| {
+        signal(s.pid(), "TERM");
+        s.wait_exit(std::time::Duration::from_secs(20));
+    });
+}
+
+/// A stubborn downstream and its grandchild are gone within the group's grace of `stop`.
+fn ends_with_us(name: &str, stop: impl FnOnce(&mut Server)) {
+    let (_env, mut s, left) = serve_a_stubborn_downstream(name, true);
     let started = std::time::Instant::now();
-    signal(s.pid(), "TERM");
-    s.wait_exit(std::time::Duration::from_secs(20));
+    stop(&mut s);
     wait_until(
         "the downstream server and its grandchild to be gone",
         GROUP_ENDED.saturating_sub(started.elapsed()),

@@ -313,23 +313,7 @@ fn long_results_are_offloaded_and_retrievable() {
         wrapped.ends_with('>') && wrapped.contains("\n</untrusted-web-content-"),
         "the wrapper stays closed"
     );
-    let key = marker
-        .split("retrieve_key=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .to_owned();
-    let mut offset: u64 = marker
-        .split("offset=")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (key, mut offset) = retrieve_from(marker);
     let mut rest = String::new();
     for id in 2..100 {
         let r = s.request(&call(
@@ -432,6 +416,20 @@ fn injection_patterns_are_flagged_in_the_audit_never_stripped() {
 
 /// A flagged answer too long for the budget: the notice comes first and the wrapper
 /// after it, and the cut still closes the wrapper (as every `retrieve` page is closed).
+/// The `retrieve_key` and offset a truncation marker names.
+fn retrieve_from(marker: &str) -> (String, u64) {
+    let after = |label: &str, end: char| {
+        marker
+            .split(label)
+            .nth(1)
+            .and_then(|rest| rest.split(end).next())
+            .unwrap_or_else(|| panic!("no {label} in {marker}"))
+            .to_owned()
+    };
+    let offset = after("offset=", ')').parse().unwrap();
+    (after("retrieve_key=\"", '"'), offset)
+}
+
 #[test]
 fn a_cut_flagged_answer_keeps_its_closing_delimiter() {
     let answer = format!(
@@ -460,22 +458,7 @@ fn a_cut_flagged_answer_keeps_its_closing_delimiter() {
         "the wrapper stays closed: {shown}"
     );
     // Every page of the rest is closed too.
-    let key = marker
-        .split("retrieve_key=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap();
-    let mut offset: u64 = marker
-        .split("offset=")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (key, mut offset) = retrieve_from(marker);
     for id in 2..100 {
         let (page, is_error) = tool_text(&s.request(&call(
             id,
