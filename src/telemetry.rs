@@ -79,7 +79,7 @@ fn describe() {
     );
     describe_counter!(
         REFUSALS,
-        "Tool calls refused before any upstream request, by reason (validation, rate, busy, budget, scope)."
+        "Tool calls refused before any upstream request, by reason (validation, rate, busy, budget, scope, state)."
     );
     describe_histogram!(
         CALL_SECONDS,

@@ -10,10 +10,11 @@
 //!   in order with the file's other run blocks, by one `bash` per file (so `H=(…)` or
 //!   `SID=…` set by one block is there for the next). If the next fenced block follows it
 //!   with only blank lines between and has no info string (or `text`), that block is the
-//!   output the command shows, compared with the run's stdout; either way the block must
-//!   exit 0. `<!-- doc-test: run scenario={"duration_ms":6000} -->` sets the fake's
-//!   scenario for that block (back to the default after it), for samples that only
-//!   reproduce with a slow upstream.
+//!   output the command shows, compared with the run's stdout; either way every command
+//!   of the block must exit 0, not only its last.
+//!   `<!-- doc-test: run scenario={"duration_ms":6000} -->` sets the fake's scenario for
+//!   that block (back to the default after it), for samples that only reproduce with a
+//!   slow upstream.
 //! - `<!-- doc-test: skip <reason> -->`: a command block with an output that is not run,
 //!   and why. A ```` ```sh ```` block followed by an output block must carry one of the two
 //!   markers, so a new sample cannot go unchecked by accident.
@@ -353,7 +354,7 @@ impl Session {
         }
         if code != 0 {
             return Err(format!(
-                "{at}: the block exited with {code}, not 0\n{}",
+                "{at}: a command of the block exited with {code}, not 0\n{}",
                 context()
             ));
         }
@@ -409,7 +410,8 @@ fn clip(s: &str) -> String {
 
 /// One `bash` for a doc, in a process group of its own (killed whole at the end), fed
 /// one `. block-N.sh` per block: the block's stdin is /dev/null, its stdout and stderr
-/// go to files, its exit status comes back on bash's stdout.
+/// go to files, and the status of its first command that failed (an `ERR` trap; else
+/// the block's own) comes back on bash's stdout.
 struct Shell {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -465,7 +467,9 @@ impl Shell {
         let (src, out, err) = (file("block.sh"), file("stdout"), file("stderr"));
         std::fs::write(&src, script).unwrap();
         self.send(&format!(
-            "{{ . '{}'; }} </dev/null >'{}' 2>'{}'; printf '\\n{DONE}%s\\n' \"$?\"\n",
+            "__doc_failed=; trap '__doc_failed=${{__doc_failed:-$?}}' ERR; \
+             {{ . '{}'; }} </dev/null >'{}' 2>'{}'; __doc_status=$?; trap - ERR; \
+             printf '\\n{DONE}%s\\n' \"${{__doc_failed:-$__doc_status}}\"\n",
             src.display(),
             out.display(),
             err.display()
