@@ -8,8 +8,8 @@ fn main() {
     println!("cargo:rerun-if-changed=link/startup.order");
     if links_with_rust_lld() {
         // Start-up's functions side by side at the front of `.text`: the kernel maps code
-        // in 64 KiB windows around each touched page, and scattered over 18 MB the few
-        // thousand functions of a first request kept ~7 MiB resident. A name
+        // in 64 KiB windows around each touched page, so a first request's functions,
+        // scattered over the whole of `.text`, kept much of it resident. A name
         // the order lists but the build no longer has is skipped; regenerate the file
         // with scripts/startup-order.py.
         // The linker reads a copy in OUT_DIR: Cargo reuses this script's output for a
@@ -24,9 +24,9 @@ fn main() {
         }
     }
     if packs_relative_relocations() {
-        // DT_RELR: the ~50,000 relative relocations of a PIE shrink from 1.2 MB of RELA
-        // entries, which the loader reads (and keeps resident) at every start, to a few
-        // KB. The lean start-up work measured the resident set of a stdio cold start.
+        // DT_RELR: a PIE's relative relocations, which the loader reads (and keeps
+        // resident) at every start, pack into a small fraction of their RELA entries'
+        // size (bench/NOTEBOOK.md, the lean start-up).
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
 }

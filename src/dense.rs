@@ -1,6 +1,6 @@
 //! Dense JSON, measured on its bytes before anything is built: a `serde_json::Value` costs
-//! ~80 bytes per element whatever its text costs (a line of 4 million zeros, 8 MB, would
-//! become ~400 MiB), so every message that comes in — from an MCP client, or from a
+//! dozens of bytes per element however short its text (a line of zeros would become many
+//! times its size), so every message that comes in — from an MCP client, or from a
 //! downstream server behind the gateway — has its elements counted first.
 
 use serde::de::{IgnoredAny, MapAccess, Visitor};

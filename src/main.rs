@@ -32,8 +32,8 @@ fn main() {
             command => exit(run_unconfigured(command, &e.to_string())),
         },
     };
-    // stdio serves one client whose calls wait on the network: one worker does, and the
-    // thread fewer is ~0.2 ms off every cold start (issue 34). HTTP serves many callers.
+    // stdio serves one client whose calls wait on the network: one worker does, and a
+    // thread fewer makes every cold start cheaper. HTTP serves many callers.
     let workers = match &command {
         Command::Serve(args) if !args.http => 1,
         Command::Serve(_) => {

@@ -1,5 +1,5 @@
 //! CLI rendering: answers on stdout, everything else on stderr, and the exit codes of
-//! README "Command line" (0 success, 1 failed/cancelled, 2 usage, 3 still running, 4 config/key).
+//! docs/cli.md (0 success, 1 failed/cancelled, 2 usage, 3 still running, 4 config/key).
 //! The one module allowed to print to stdout: only CLI commands reach it, never `serve`.
 
 #![allow(clippy::print_stdout)]
@@ -285,7 +285,9 @@ pub fn tasks(tasks: &[crate::store::TaskRecord], json: bool) -> Ended {
         return Ok(Exit::Success);
     }
     if tasks.is_empty() {
-        note!("perplexity-agent: no tasks (MCP clients that use tasks create them; see README).");
+        note!(
+            "perplexity-agent: no tasks (MCP clients that use tasks create them; see docs/research-runs.md)."
+        );
     }
     for t in tasks {
         let created =

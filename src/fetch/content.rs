@@ -3,8 +3,8 @@
 //! HTML reduced to its readable text, everything capped in characters.
 //!
 //! Pages up to [`READABILITY_MAX_BYTES`] go through a Readability port, which picks the
-//! main content. Larger pages would cost it hundreds of milliseconds for text we would
-//! mostly cut, so they skip it. Either way the HTML (the article's, or the whole page's)
+//! main content. Larger pages would cost it far more time for text we would mostly
+//! cut, so they skip it. Either way the HTML (the article's, or the whole page's)
 //! becomes text through one renderer (`render.rs`), which separates blocks, drops
 //! navigation and other boilerplate, and stops at the character cap: the two paths
 //! differ in what they keep, never in the shape of the text.

@@ -2,8 +2,8 @@
 //! rmcp decodes it.
 //!
 //! rmcp's own child transport hands each stdout line straight to serde, where a 16 MiB
-//! line of `[0,0,…]` becomes ~640 MiB of values before anything can refuse it. Here a
-//! task reads the child's stdout first: a line over [`MAX_MESSAGE`] bytes, or over
+//! line of `[0,0,…]` becomes values many times its size before anything can refuse it.
+//! Here a task reads the child's stdout first: a line over [`MAX_MESSAGE`] bytes, or over
 //! [`MAX_VALUES`] elements, never reaches the decoder — the request it answered gets a
 //! JSON-RPC error under its own id instead (so the call ends at once, saying why), and
 //! the connection goes on. The child runs in its own process group, so closing the
@@ -28,7 +28,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use crate::dense::{MAX_VALUES, id_of, too_dense};
 
 /// The largest message a downstream process may write: rmcp's own line cap, which a
-/// 10,000-tool listing (11.8 MB, of which the gateway offers 1 MiB) fits in. The element
+/// 10,000-tool listing (of which the gateway offers 1 MiB) fits in. The element
 /// count is what bounds the memory a message costs; this bounds the bytes held to count.
 pub const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 /// How much of an oversized line is kept to find the id it answers.

@@ -1,12 +1,12 @@
 //! An HTTP downstream's replies, measured before rmcp decodes them.
 //!
-//! rmcp's reqwest client decodes a JSON reply as soon as its bytes are in: a 4 MiB body of
-//! `[0,0,…]` becomes ~160 MiB of values before anything can refuse it. This client sends
-//! what rmcp gives it exactly as rmcp's would, but reads a request's reply itself: a JSON
-//! body or event over [`MAX_VALUES`] elements is answered, under the request's own id,
-//! with an error saying why (the connection goes on). Everything that carries no reply
-//! (notifications, responses, session deletes) goes through rmcp's client unchanged, and
-//! events on a standing stream are measured the same way.
+//! rmcp's reqwest client decodes a JSON reply as soon as its bytes are in: a body of
+//! `[0,0,…]` becomes many times its size in values before anything can refuse it. This
+//! client sends what rmcp gives it exactly as rmcp's would, but reads a request's reply
+//! itself: a JSON body or event over [`MAX_VALUES`] elements is answered, under the
+//! request's own id, with an error saying why (the connection goes on). Everything that
+//! carries no reply (notifications, responses, session deletes) goes through rmcp's
+//! client unchanged, and events on a standing stream are measured the same way.
 //!
 //! Touches: the network (downstream servers only), through the client `connection.rs`
 //! built.

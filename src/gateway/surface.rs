@@ -76,7 +76,7 @@ pub struct Limits<'a> {
     pub slug: &'a str,
     pub max_description: usize,
     /// At most this many tools, taking at most this many bytes of the list: one server
-    /// cannot flood every client's context (10,000 tools once made 11.8 MB).
+    /// cannot flood every client's context (a listing of thousands of tools would).
     pub max_tools: usize,
     pub max_list_bytes: usize,
     pub allow: &'a [String],

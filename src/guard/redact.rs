@@ -127,7 +127,8 @@ pub fn scrub_outbound<'a>(text: &'a str, secrets: &[String]) -> Cow<'a, str> {
 }
 
 /// Whether `text` holds "bearer" in any case: a SIMD scan for its first letter, then the
-/// five after it (the byte-by-byte window it replaces was a sixth of a `tools/list`'s CPU).
+/// five after it (a byte-by-byte window over every frame was a large share of the CPU a
+/// `tools/list` costs).
 fn holds_bearer(text: &[u8]) -> bool {
     memchr::memchr2_iter(b'b', b'B', text).any(|at| {
         text.get(at..at + 6)

@@ -108,8 +108,8 @@ const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// The longest `sub` accepted: it names the caller's state and appears in logs.
 const MAX_SUBJECT_CHARS: usize = 256;
 /// Tokens remembered as verified (by SHA-256), and for at most how long: a signature
-/// check costs 30–200 µs (ES256 the most), a lookup under a microsecond, and an agent
-/// presents the same token on every request until it refreshes it.
+/// check (ES256 the dearest) costs far more than a lookup, and an agent presents the
+/// same token on every request until it refreshes it.
 const MAX_VERIFIED: usize = 4096;
 const VERIFIED_TTL: Duration = Duration::from_secs(60);
 /// Keys read from one JWKS; scopes read from one token.

@@ -1,14 +1,14 @@
 //! One message's bytes → its JSON-RPC members, for every transport, at a bounded memory
 //! cost.
 //!
-//! A `serde_json::Value` costs ~80 bytes per element whatever its text costs, so a line of
-//! 4 million zeros (8 MB) would become ~400 MiB. The element count is therefore checked
+//! A `serde_json::Value` costs dozens of bytes per element however short its text, so a
+//! line of zeros would become many times its size. The element count is therefore checked
 //! on the bytes, before any value is built: no MCP request our tools accept comes near
 //! [`MAX_VALUES`], and under it a message costs at most ~16 MiB beside its bytes.
 //!
 //! The top level is read into [`Message`]'s five members, not into a map: a request's
-//! envelope (`jsonrpc`, the member names) costs no allocation, which was a quarter of
-//! the decoding of a `tools/list` (issue 34). The members keep `Value`'s semantics: a
+//! envelope (`jsonrpc`, the member names) costs no allocation, and allocating it was a
+//! large part of decoding a `tools/list`. The members keep `Value`'s semantics: a
 //! repeated member's last value wins, `"id": null` is an id, unknown members are ignored.
 
 use std::fmt;

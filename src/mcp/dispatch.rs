@@ -120,8 +120,8 @@ pub struct Dispatcher {
     /// The `tools/list` results of callers limited to some tools, by slot and list.
     limited_text: Mutex<std::collections::HashMap<(usize, String), CachedList>>,
     /// The `tools/list` result of each era, serialized once per version of the list
-    /// (it changes only when a downstream server's tools do): rebuilding ~7 KB of JSON
-    /// per request was most of the HTTP server's CPU.
+    /// (it changes only when a downstream server's tools do): rebuilding its JSON per
+    /// request was most of the HTTP server's CPU.
     list_text: [Mutex<Option<CachedList>>; 4],
     /// Set by a transport that delivers `notifications/tools/list_changed` (stdio) when
     /// the list can change (downstream servers): only then is `listChanged` advertised.

@@ -133,7 +133,7 @@ pub fn outbound(text: &str) -> std::borrow::Cow<'_, str> {
 /// Text that has been through [`outbound`]: the only frame text a transport writes
 /// without scrubbing it again. Its fields are private so nothing unscrubbed can become
 /// one; a reply assembled from scrubbed parts ([`Scrubbed::reply`]) lets the cached
-/// `tools/list` (~7 KB, scrubbed once when built) skip a per-request scan.
+/// `tools/list` (scrubbed once when built) skip a per-request scan.
 #[derive(Debug)]
 pub struct Scrubbed(String);
 
@@ -195,7 +195,7 @@ impl AsRef<[u8]> for Scrubbed {
 pub const REPLY_TAIL: &str = "}";
 
 /// A reply frame of scrubbed pieces, written one after the other: the result (the cached
-/// `tools/list`, ~7 KB) is shared by every reply instead of copied into each (issue 34).
+/// `tools/list`) is shared by every reply instead of copied into each.
 #[derive(Debug)]
 pub struct ScrubbedReply {
     /// `{"jsonrpc":"2.0","id":<id>,"result":`, or the whole frame when `result` is `None`.

@@ -1,5 +1,5 @@
 //! The Agent API: typed create/retrieve/cancel requests, and tolerant reading of the
-//! response object (live responses carry ~25 undocumented fields, unknown item types,
+//! response object (live responses carry undocumented fields, unknown item types,
 //! non-string statuses; none of that may fail a call).
 
 use reqwest::Method;

@@ -57,7 +57,7 @@ pub struct PerplexityClient {
     retries: AtomicU64,
     breaker: CircuitBreaker,
     /// Event streams held open at once. A stream costs a connection and its buffers for
-    /// the whole wait (~35 KiB); past this many, waits poll instead, so a thousand
+    /// the whole wait; past this many, waits poll instead, so a thousand
     /// waiting calls do not hold a thousand upstream connections.
     streams: Arc<Semaphore>,
     /// Requests in flight at once (a followed event stream holds no slot once its
@@ -245,7 +245,7 @@ impl PerplexityClient {
             .map_err(|open| ApiError::CircuitOpen {
                 retry_in_secs: open.retry_in.as_secs_f64().ceil() as u64,
             })?;
-        // Boxed: a request's state (reqwest's, the retries') is ~1 KiB, and unboxed every
+        // Boxed: a request's state (reqwest's, the retries') is large, and unboxed every
         // wait that makes requests would be that much larger while it only sleeps.
         let result = Box::pin(self.send_with_retries(request, deadline)).await;
         let outcome = match &result {

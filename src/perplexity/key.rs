@@ -34,7 +34,7 @@ pub fn from_env() -> Option<SecretString> {
 /// key, when it is long enough to scrub without mangling text. Read at the first use and
 /// kept: a process's environment changes only through the process itself, and nothing in
 /// it sets this variable, so the value cannot differ from a per-use read (which cost a
-/// lock, a scan of the environment and three allocations per frame written).
+/// lock, a scan of the environment and allocations for every frame written).
 pub fn secrets_to_scrub() -> &'static [String] {
     static SECRETS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     SECRETS.get_or_init(|| {

@@ -265,7 +265,7 @@ impl Tools {
     /// people. `None` when the caller abandoned the call.
     pub async fn complete(&self, admitted: Admitted, ctx: &CallContext) -> Option<Done> {
         // Read in place, not moved out: the call's parts stay in their box instead of
-        // adding ~540 bytes to this future for as long as the call waits. The slot is
+        // adding their size to this future for as long as the call waits. The slot is
         // held until the call has finished (it goes with the box, at the end).
         let admitted = admitted.0;
         let (call, tool) = (&admitted.call, &admitted.tool);
@@ -617,7 +617,7 @@ pub struct Validated {
 
 /// A call the guard admitted: it holds its rate-limit token, audit pair and call slot.
 /// Boxed: it is handed through a transport's future, the runner's and the pipeline's,
-/// and each would otherwise keep its own ~540 bytes for as long as the call waits.
+/// and each would otherwise keep its own copy for as long as the call waits.
 pub struct Admitted(Box<AdmittedCall>);
 
 struct AdmittedCall {

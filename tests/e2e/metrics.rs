@@ -229,7 +229,7 @@ fn a_real_prometheus_scrapes_the_server() {
     };
     let token_file = dir.path("metrics-token");
     std::fs::write(&token_file, METRICS_TOKEN).unwrap();
-    // The README's prometheus.yml, pointed at this test's server.
+    // docs/team.md's prometheus.yml, pointed at this test's server.
     let config = format!(
         "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: perplexity-agent\n    authorization:\n      credentials_file: {}\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
         token_file.display(),

@@ -420,7 +420,8 @@ async fn dispatch(
     let session = request.session.clone();
     let key = request.id.to_string();
     // Only a stream carries frames before the reply; a JSON answer is the reply alone,
-    // which a oneshot carries in ~100 bytes (a one-slot mpsc allocates a 2.3 KiB block).
+    // which a oneshot carries in one small slot (even a one-slot mpsc allocates a whole
+    // block of them).
     let streamed = endpoint
         .handler
         .streams(&request)

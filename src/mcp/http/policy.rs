@@ -163,8 +163,8 @@ impl Policy {
     }
 }
 
-/// What the policy hands the endpoint, as one request extension (one allocation where
-/// three were): who asks, and the permits the request holds, each taken once — its
+/// What the policy hands the endpoint, as one request extension (one allocation, not one
+/// per item): who asks, and the permits the request holds, each taken once — its
 /// in-flight slot (moved into a streamed response body, so a long SSE answer holds it
 /// until the stream ends) and its body's share of the budget (given back once decoded).
 /// `Clone`, as extensions must be, so the permits sit behind a shared lock.
@@ -203,7 +203,8 @@ impl Admission {
 }
 
 /// The whole policy as one layer, its stages in order: a layer per stage would box a
-/// future per stage, ~8 KiB more of every call that waits (BENCHMARKS.md, the lean table).
+/// future per stage, and every call that waits would hold them all (bench/NOTEBOOK.md, the
+/// lean table).
 pub async fn gate(State(policy): State<Arc<Policy>>, request: Request, next: Next) -> Response {
     // One time limit for the body and the endpoint together: a request that outlives any
     // legitimate wait is cut off.
