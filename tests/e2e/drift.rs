@@ -1,9 +1,11 @@
-//! The docs against the code they describe, read as files (no binary, no network): every
+//! The docs against the code they describe, read as files (no network): every
 //! `PERPLEXITY_*` variable the code reads is in docs/configuration.md and every one the
 //! page names is read; every metric the server registers is in docs/http.md's metrics
 //! table and every one there is registered; the user docs (README.md, docs/*.md) carry no
-//! tracker numbers, no "for now"/"so far" and no table cut in two by a blank line. A
-//! failure names the file, the line (where there is one) and what differs.
+//! tracker numbers, no "for now"/"so far" and no table cut in two by a blank line. One
+//! check runs the binary: docs/cli.md's synopsis against every `--help` it prints (every
+//! command and long flag, and back). A failure names the file, the line (where there is
+//! one) and what differs.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -606,6 +608,296 @@ fn user_docs_tables_are_not_cut_by_blank_lines() {
                 "{rel}:{line}: a table row after a blank line that starts no table (a \
                  blank line ends a table: this row is shown as text)"
             ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+// ---- 4. the command line against docs/cli.md ----------------------------------------
+
+const CLI_DOC: &str = "docs/cli.md";
+
+/// What one `--help` shows: the subcommands it lists under "Commands:" (clap's own
+/// `help` left out) and the long flags its "Options:" section defines (`--help` and
+/// `--version` left out). Both the short help (`-h`, one line per flag) and the long one
+/// (description lines indented below each flag, "Possible values:" lists) are read: a
+/// flag is a line indented at most six spaces whose text starts `--name` or `-x, --name`.
+#[derive(Debug, Default, PartialEq)]
+struct HelpText {
+    commands: Vec<String>,
+    flags: Vec<String>,
+}
+
+fn parse_help(text: &str) -> HelpText {
+    let mut help = HelpText::default();
+    let mut section = "";
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() {
+            continue;
+        }
+        let indent = line.len() - trimmed.len();
+        if indent == 0 {
+            section = trimmed.strip_suffix(':').unwrap_or("");
+            continue;
+        }
+        match section {
+            "Commands" if indent <= 2 => {
+                let name = trimmed.split_whitespace().next().unwrap_or_default();
+                if name != "help" {
+                    help.commands.push(name.to_owned());
+                }
+            }
+            "Options" if indent <= 6 => {
+                let def = match trimmed.strip_prefix('-') {
+                    Some(rest) if !rest.starts_with('-') => rest
+                        .split_once(", ")
+                        .map_or("", |(_, long)| long)
+                        .trim_start(),
+                    _ => trimmed,
+                };
+                let Some(name) = def.strip_prefix("--") else {
+                    continue;
+                };
+                let name: String = name
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect();
+                if !name.is_empty() && name != "help" && name != "version" {
+                    help.flags.push(format!("--{name}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    help
+}
+
+#[test]
+fn the_help_parser_reads_both_forms() {
+    let short = "About.\n\nUsage: x add [OPTIONS] <NAME>\n\nCommands:\n  add     Add one\n  \
+                 list    Show them\n  help    Print this message\n\nArguments:\n  <NAME>  \
+                 The name\n\nOptions:\n      --tools <LIST>  The tools (with --other too)\n  \
+                 -j, --json          JSON\n  -h, --help          Print help\n  -V, --version  \
+                 Print version\n";
+    assert_eq!(
+        parse_help(short),
+        HelpText {
+            commands: vec!["add".into(), "list".into()],
+            flags: vec!["--tools".into(), "--json".into()],
+        }
+    );
+    let long = "About.\n\nUsage: x install [OPTIONS] <CLIENT>\n\nArguments:\n  <CLIENT>\n          \
+                The client\n          \n          [possible values: a, b]\n\nOptions:\n      \
+                --print\n          Print it\n\n      --launcher <LAUNCHER>\n          How\n\n          \
+                Possible values:\n          - auto:   `npx`\n          --not-a-flag wrapped\n\n  \
+                -h, --help\n          Print help (see a summary with '-h')\n";
+    assert_eq!(
+        parse_help(long),
+        HelpText {
+            commands: vec![],
+            flags: vec!["--print".into(), "--launcher".into()],
+        }
+    );
+}
+
+/// Every command the binary's `--help` lists, recursively from the top: its path (`[]` for
+/// the top level, `["gateway", "add"]`) and what its own `--help` shows.
+fn the_command_tree() -> Vec<(Vec<String>, HelpText)> {
+    let mut tree = Vec::new();
+    let mut todo: Vec<Vec<String>> = vec![vec![]];
+    while let Some(path) = todo.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let (stdout, stderr, code) = crate::common::run_cli(&args, &[]);
+        assert_eq!(
+            code,
+            0,
+            "`perplexity-agent {}` exited {code}: {stderr}",
+            args.join(" ")
+        );
+        let help = parse_help(&stdout);
+        for sub in help.commands.iter().rev() {
+            let mut deeper = path.clone();
+            deeper.push(sub.clone());
+            todo.push(deeper);
+        }
+        tree.push((path, help));
+    }
+    tree
+}
+
+/// One command of docs/cli.md's synopsis (its first fenced block): a line that starts
+/// `perplexity-agent` and the indented lines that continue it, each without its ` # …`
+/// comment (a comment may name another command's flag).
+struct SynopsisEntry {
+    line: usize,
+    text: String,
+}
+
+fn without_comment(line: &str) -> &str {
+    line.find(" # ").map_or(line, |at| &line[..at])
+}
+
+fn synopsis(doc: &str) -> Vec<SynopsisEntry> {
+    let mut entries: Vec<SynopsisEntry> = Vec::new();
+    let mut lines = doc.lines().enumerate();
+    lines
+        .by_ref()
+        .find(|(_, l)| l.trim_start().starts_with("```"))
+        .unwrap_or_else(|| panic!("{CLI_DOC} has no code block (the synopsis)"));
+    for (n, line) in lines {
+        if line.trim_start().starts_with("```") {
+            break;
+        }
+        if line.starts_with("perplexity-agent") {
+            entries.push(SynopsisEntry {
+                line: n + 1,
+                text: without_comment(line).to_owned(),
+            });
+        } else if let Some(entry) = entries.last_mut().filter(|_| line.starts_with(' ')) {
+            entry.text.push('\n');
+            entry.text.push_str(without_comment(line));
+        } else if !line.trim().is_empty() {
+            panic!(
+                "{CLI_DOC}:{}: a synopsis line that neither starts `perplexity-agent` nor \
+                 continues (indented) the line before",
+                n + 1
+            );
+        }
+    }
+    entries
+}
+
+/// The `--flags` in `text`: `--` then a letter, at the start of a word.
+fn long_flags(text: &str) -> BTreeSet<String> {
+    text.match_indices("--")
+        .filter(|(at, _)| {
+            text[..*at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_alphanumeric() || c == '-'))
+        })
+        .filter_map(|(at, _)| {
+            let name: String = text[at + 2..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            name.starts_with(|c: char| c.is_ascii_lowercase())
+                .then(|| format!("--{name}"))
+        })
+        .collect()
+}
+
+/// The command path a synopsis entry is for, read against the help tree: the words after
+/// `perplexity-agent` while each is a subcommand of the one before. A plain word where
+/// the command has subcommands but none of that name is an error.
+fn entry_path(
+    entry: &SynopsisEntry,
+    tree: &[(Vec<String>, HelpText)],
+) -> Result<Vec<String>, String> {
+    let mut path: Vec<String> = Vec::new();
+    for word in entry.text.split_whitespace().skip(1) {
+        let commands = &tree.iter().find(|(p, _)| *p == path).unwrap().1.commands;
+        if commands.is_empty() {
+            break;
+        }
+        let plain = word.starts_with(|c: char| c.is_ascii_lowercase())
+            && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if !plain {
+            break;
+        }
+        if !commands.iter().any(|c| c == word) {
+            return Err(format!(
+                "{CLI_DOC}:{}: the synopsis names `perplexity-agent {}`, but `perplexity-agent \
+                 {}--help` lists no command `{word}` (it lists: {})",
+                entry.line,
+                path.iter()
+                    .map(String::as_str)
+                    .chain([word])
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                path.iter().map(|p| format!("{p} ")).collect::<String>(),
+                commands.join(", ")
+            ));
+        }
+        path.push(word.to_owned());
+    }
+    Ok(path)
+}
+
+/// docs/cli.md says it is every command and its flags: each command `--help` lists (at
+/// every depth) has a line of its own in the synopsis, `perplexity-agent <path> …`, and
+/// each long flag its `--help` defines is on that command's synopsis line(s) — so the
+/// check is per command, not page-wide. The other way round, every command a synopsis
+/// line names exists, and every `--flag` on it is one that command's `--help` defines.
+#[test]
+fn cli_md_has_every_command_and_flag_the_help_shows_and_back() {
+    let tree = the_command_tree();
+    let top = &tree[0].1;
+    assert!(
+        top.commands.len() >= 15 && top.commands.iter().any(|c| c == "ask"),
+        "the parse of `perplexity-agent --help` found too few commands to be right: {:?}",
+        top.commands
+    );
+    assert!(
+        tree.iter()
+            .any(|(p, h)| p.len() == 2 && !h.flags.is_empty()),
+        "the help tree has no sub-subcommand with flags (`gateway add`): {:?}",
+        tree.iter().map(|(p, _)| p.join(" ")).collect::<Vec<_>>()
+    );
+    let doc = read(CLI_DOC);
+    let entries = synopsis(&doc);
+    assert!(entries.len() >= 10, "{CLI_DOC}: too few synopsis lines");
+    let mut problems = Vec::new();
+    let mut documented: Vec<(Vec<String>, &SynopsisEntry)> = Vec::new();
+    for entry in &entries {
+        match entry_path(entry, &tree) {
+            Ok(path) => documented.push((path, entry)),
+            Err(e) => problems.push(e),
+        }
+    }
+    for (path, help) in &tree {
+        let shown = format!("perplexity-agent {}", path.join(" "));
+        let shown = shown.trim_end();
+        let own: Vec<&SynopsisEntry> = documented
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, e)| *e)
+            .collect();
+        if !documented.iter().any(|(p, _)| p.starts_with(path)) {
+            problems.push(format!(
+                "`{shown}` is in the help, but no line of {CLI_DOC}'s synopsis starts `{shown}`"
+            ));
+            continue;
+        }
+        if own.is_empty() && !help.flags.is_empty() {
+            problems.push(format!(
+                "`{shown}` has flags ({}), but no synopsis line of its own in {CLI_DOC}",
+                help.flags.join(" ")
+            ));
+            continue;
+        }
+        let on_its_lines: BTreeSet<String> = own.iter().flat_map(|e| long_flags(&e.text)).collect();
+        for flag in &help.flags {
+            if !on_its_lines.contains(flag) {
+                problems.push(format!(
+                    "`{shown} --help` shows {flag}, but {CLI_DOC}'s synopsis line for \
+                     `{shown}` (line {}) does not",
+                    own[0].line
+                ));
+            }
+        }
+        for entry in &own {
+            for flag in long_flags(&entry.text) {
+                if !help.flags.contains(&flag) {
+                    problems.push(format!(
+                        "{CLI_DOC}:{}: the synopsis gives `{shown}` the flag {flag}, which \
+                         `{shown} --help` does not show",
+                        entry.line
+                    ));
+                }
+            }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));

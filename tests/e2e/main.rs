@@ -25,7 +25,7 @@ mod contract;
 mod deep;
 /// The README's and docs' command blocks, run against the fake: their samples stay true.
 mod docs;
-/// The docs against the code: variables, metrics, and the user docs' wording and tables.
+/// The docs against the code: variables, metrics, every command and flag, and the user docs' wording and tables.
 mod drift;
 /// One case per edge of stdio framing and of upstream faults.
 mod edges;
