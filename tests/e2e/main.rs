@@ -53,6 +53,8 @@ mod lifecycle;
 mod metrics;
 /// OAuth 2.1 access tokens from a real OpenID provider: refusals, scopes, key rotation.
 mod oauth;
+/// The README's quickstarts, each block run as written, the team one serving the client it connects.
+mod quickstarts;
 /// Replicas sharing Redis behind HAProxy: one rate limit, outages, start-up errors.
 mod replicas;
 /// `responses_create` / `responses_retrieve` and function calls.
