@@ -88,7 +88,10 @@ pub async fn serve(config: &Config, services: Services, http: Option<HttpConfig>
     let dispatcher = Arc::new(dispatcher);
     dispatcher.share_tasks();
     let code = match http {
-        Some(http) => crate::mcp::http::serve(dispatcher, http, config.wait_seconds).await,
+        Some(http) => {
+            crate::mcp::http::serve(dispatcher, http, config.wait_seconds, config.state.as_ref())
+                .await
+        }
         None => crate::mcp::stdio::serve(dispatcher).await,
     };
     // Stop the downstream processes (they would also see their stdin close).

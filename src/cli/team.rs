@@ -16,6 +16,7 @@ use serde_json::json;
 
 use super::output::{self, CliError, Ended, Exit};
 use crate::identity::clients::{ClientsFile, MAX_RATE, Token};
+use crate::tools::ToolSelection;
 
 const FILE_VARIABLE: &str = "PERPLEXITY_HTTP_CLIENTS_FILE";
 
@@ -116,7 +117,11 @@ pub fn run(command: ClientsCommand) -> Ended {
                 )
                 .map_err(CliError::usage)?;
             save(&file, &path)?;
-            Ok(shown_once(&token, &format!("Added client {}", args.name)))
+            let exit = shown_once(&token, &format!("Added client {}", args.name));
+            if let Some(tools) = &args.tools {
+                warn_of_tools_not_offered(&args.name, tools);
+            }
+            Ok(exit)
         }
         ClientsCommand::Rotate { name, file: arg } => {
             let path = arg.path()?;
@@ -173,6 +178,40 @@ fn shown_once(token: &Token, what: &str) -> Exit {
         "perplexity-agent: {what}. The token above is shown only this once (the file keeps only its SHA-256): the client sends it as `Authorization: Bearer <token>` to serve --http."
     );
     Exit::Success
+}
+
+/// On stderr, the entries of a new client's `--tools` that the server does not offer, as
+/// `PERPLEXITY_TOOLS` here says: the running server's own setting cannot be known from
+/// here, and `clients add` most often runs where the server is started. A client's list
+/// only narrows the server's tools, so the client could never call them; it is added all
+/// the same (exit code unchanged), since the server's tools may be about to change.
+fn warn_of_tools_not_offered(name: &str, tools: &str) {
+    const VARIABLE: &str = "PERPLEXITY_TOOLS";
+    // Unset or blank is the server's default, as `serve` reads it.
+    let setting = std::env::var(VARIABLE)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "default".to_owned());
+    let shown = crate::text::inert_line(setting.trim());
+    let server = match ToolSelection::parse(&setting) {
+        Ok(server) => server,
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "perplexity-agent: warning: {VARIABLE}={shown} here is not a tool list ({}), so the tools of client {name} were not checked against it.",
+                crate::text::inert_line(&e)
+            );
+            return;
+        }
+    };
+    let missing = crate::identity::clients::not_offered(tools, |tool| server.contains(tool));
+    if !missing.is_empty() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "perplexity-agent: warning: client {name} names tools a server with {VARIABLE}={shown} does not offer: {}. A client's list only narrows the server's tools, so {name} cannot call them until the server offers them.",
+            missing.join(", ")
+        );
+    }
 }
 
 fn list(file: &ClientsFile, json: bool, path: &std::path::Path) -> Ended {

@@ -22,6 +22,7 @@ use toml::Spanned;
 use super::{Access, Allowed, Identity, bucket};
 use crate::call::{Budget, Caller};
 use crate::spend::money;
+use crate::tools::ToolSelection;
 
 /// What every written file starts with.
 const HEADER: &str = "# Managed by `perplexity-agent clients`; holds token hashes, never tokens.\n";
@@ -548,6 +549,34 @@ fn check_tools(tools: &str) -> Result<String, String> {
     Allowed::parse(tools).map(|allowed| allowed.as_written().to_owned())
 }
 
+/// The entries of a tool list (the `PERPLEXITY_TOOLS` vocabulary) that give its client
+/// nothing on a server that offers what `offered` says (a tool name → offered): a tool
+/// the server does not offer, or a group none of whose tools it does. A client's list
+/// only narrows the server's tools, never adds one, so such an entry is a mistake the
+/// operator would otherwise learn of from a refused call. `all` and `gateway` are never
+/// named: they mean whatever the server offers, and its downstream servers' tools.
+pub fn not_offered(list: &str, offered: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut named: Vec<String> = Vec::new();
+    for entry in list.split(',').map(str::trim) {
+        if entry.is_empty() || matches!(entry, "all" | "gateway") {
+            continue;
+        }
+        // An entry the vocabulary refuses cannot be here (the list was checked); were
+        // it, it is no tool of ours to name.
+        let Ok(selection) = ToolSelection::parse(entry) else {
+            continue;
+        };
+        let tools = selection.names();
+        if !tools.is_empty()
+            && !tools.iter().any(|tool| offered(tool))
+            && !named.iter().any(|n| n == entry)
+        {
+            named.push(entry.to_owned());
+        }
+    }
+    named
+}
+
 fn check_rate(value: u32) -> Result<(), String> {
     if (1..=MAX_RATE).contains(&value) {
         Ok(())
@@ -708,6 +737,22 @@ impl ClientSet {
         self.by_digest.is_empty()
     }
 
+    /// Each client whose tool list names tools the server does not offer (what
+    /// `offered` says of a tool name), with those entries ([`not_offered`]), by name.
+    pub fn not_offered(&self, offered: impl Fn(&str) -> bool) -> Vec<(&str, Vec<String>)> {
+        let mut found: Vec<(&str, Vec<String>)> = self
+            .by_name
+            .iter()
+            .filter_map(|(name, kept)| {
+                let list = kept.access.tools.as_ref()?.as_written();
+                let missing = not_offered(list, &offered);
+                (!missing.is_empty()).then_some((name.as_str(), missing))
+            })
+            .collect();
+        found.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        found
+    }
+
     /// Rebuilt from a newly loaded file. A client whose name, `created` and rate are
     /// unchanged keeps its bucket (a rotation or a reload does not refill anyone's
     /// rate); if only its tools changed, it keeps its bucket too.
@@ -842,6 +887,11 @@ impl Clients {
         }))
     }
 
+    /// The clients file, as configured (the start-up summary names it).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     pub fn current(&self) -> Arc<ClientSet> {
         match self.current.read() {
             Ok(set) => set.clone(),
@@ -939,7 +989,12 @@ impl Clients {
             Ok(Ok(0)) => tracing::warn!(
                 "reloaded 0 clients from {path}: every caller is turned away until one is added"
             ),
-            Ok(Ok(count)) => tracing::info!("reloaded {count} clients from {path}"),
+            // At warn though nothing is wrong: a reload changes who may call, so the
+            // operator must see it at the default filter (`warn,rmcp=off`). Through
+            // tracing, not eprintln: it happens while serving, like the state backend's
+            // outage and recovery (state/health.rs), so it carries the log's time and
+            // scrubbing and PERPLEXITY_LOG governs it; eprintln is for start-up lines.
+            Ok(Ok(count)) => tracing::warn!("reloaded {count} clients from {path}"),
             Ok(Err(e)) => tracing::warn!(
                 "the clients file was not reloaded, the {} clients loaded before stay: {e}",
                 self.current().len()
@@ -1284,6 +1339,46 @@ mod tests {
         );
         let third = reloaded.find(&next.clients[2].token_sha256).unwrap();
         assert!(!third.access.permits("perplexity_agent"), "and take effect");
+    }
+
+    #[test]
+    fn entries_the_server_does_not_offer_are_named() {
+        let default = ToolSelection::parse("default").unwrap();
+        let offered = |tool: &str| default.contains(tool);
+        assert_eq!(
+            not_offered("search,deep_research", offered),
+            ["deep_research"]
+        );
+        // Groups are named when none of their tools is offered, each entry once.
+        assert_eq!(
+            not_offered(" research,finance , fetch,finance", offered),
+            ["research", "finance"]
+        );
+        assert!(not_offered("all,gateway,default,lifecycle,retrieve", offered).is_empty());
+        // `default` gives something on a server of the lifecycle tools alone.
+        let lifecycle = ToolSelection::parse("lifecycle").unwrap();
+        let offered = |tool: &str| lifecycle.contains(tool);
+        assert!(not_offered("default", offered).is_empty());
+        assert_eq!(
+            not_offered("search,retrieve", offered),
+            ["search", "retrieve"]
+        );
+
+        let file = parse(&format!(
+            "{}\n[[client]]\nname = \"b\"\ntoken_sha256 = \"{}\"\ntools = \"ask,search\"\ncreated = \"{CREATED}\"\n",
+            one("tools = \"deep_research\"\n"),
+            digest_hex(2)
+        ))
+        .unwrap();
+        let set = ClientSet::from_file(&file).unwrap();
+        let offered = |tool: &str| default.contains(tool);
+        assert_eq!(
+            set.not_offered(offered),
+            [
+                ("b", vec!["ask".to_owned()]),
+                ("ci-bot", vec!["deep_research".to_owned()])
+            ]
+        );
     }
 
     #[test]

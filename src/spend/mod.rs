@@ -222,6 +222,23 @@ impl Spend {
         self
     }
 
+    /// The server's budgets as the start-up summary says them (`5.00 a day`, `none`).
+    pub fn budgets_said(&self) -> String {
+        let budget = self.config.budget;
+        match (budget.daily, budget.monthly) {
+            (None, None) => "none".to_owned(),
+            (Some(day), None) => format!("{} a day", money::format(day)),
+            (None, Some(month)) => format!("{} a month", money::format(month)),
+            (Some(day), Some(month)) => {
+                format!(
+                    "{} a day, {} a month",
+                    money::format(day),
+                    money::format(month)
+                )
+            }
+        }
+    }
+
     pub fn config(&self) -> &SpendConfig {
         &self.config
     }

@@ -227,3 +227,76 @@ fn the_model_may_choose_the_sub_questions_and_the_angles_are_the_fallback() {
             .contains("fixed angles were searched instead")
     );
 }
+
+/// Out of the box, without a scripted answer: the fake writes a document of the schema
+/// each run asks for (crates/fake-perplexity/README.md), so `research` succeeds on a
+/// fresh checkout, citing only URLs its searches returned.
+#[test]
+fn research_against_the_default_fake_prints_a_validated_report() {
+    let fake = FakePerplexity::start();
+    let (stdout, stderr, code) = run_cli(&["research", "q"], &env_for(&fake));
+    assert_eq!(code, 0, "{stderr}");
+    for section in ["Key findings:\n- ", "Claims:\n1. ", "Sources:\n[1] "] {
+        assert!(stdout.contains(section), "{section:?} in {stdout}");
+    }
+    // The claims cite the sources the searches returned, copied from the fake's input.
+    assert!(
+        stdout.contains("\n1. Fake claim 1. [high] https://example.org/ https://example.org/one\n"),
+        "{stdout}"
+    );
+    assert!(
+        !stderr.contains("warning:"),
+        "every claim supported: {stderr}"
+    );
+}
+
+/// The same over MCP with the model's decomposition: both runs answer their schema
+/// (checked with a JSON Schema validator against what the fake really sent back), so the
+/// sub-questions are the model's and the report passes validation.
+#[test]
+fn the_default_fake_answers_each_deep_research_schema() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    let mut s = Server::start(&env_for(&fake));
+    let r = s.request(&call(
+        1,
+        "deep_research",
+        json!({"question": "solar", "num_subquestions": 3, "use_model_decomposition": true}),
+    ));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let out = structured(&r);
+    assert_eq!(out["decomposition"], "model", "{out}");
+    assert_eq!(out["validation_report"]["passed"], true, "{out}");
+    assert!(out["validation_report"]["total_claims"].as_u64() > Some(0));
+
+    let creates = agent_creates(&fake);
+    let runs = fake.runs();
+    assert_eq!((creates.len(), runs.len()), (2, 2));
+    for (create, run) in creates.iter().zip(&runs) {
+        let schema = &create["response_format"]["json_schema"]["schema"];
+        let validator = jsonschema::validator_for(schema).unwrap();
+        let answer: Value = serde_json::from_str(&answer_text(&fake, &run.id)).unwrap();
+        assert!(validator.is_valid(&answer), "{answer} against {schema}");
+    }
+}
+
+/// The text of run `id`'s message, read with a plain HTTP GET of the fake.
+fn answer_text(fake: &FakePerplexity, id: &str) -> String {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(fake.addr()).unwrap();
+    write!(
+        tcp,
+        "GET /v1/agent/{id} HTTP/1.1\r\nHost: fake\r\nAuthorization: Bearer {KEY}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    tcp.read_to_string(&mut raw).unwrap();
+    let (_, body) = raw.split_once("\r\n\r\n").unwrap();
+    let run: Value = serde_json::from_str(body).unwrap();
+    let message = run["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "message")
+        .unwrap_or_else(|| panic!("no message in {run}"));
+    message["content"][0]["text"].as_str().unwrap().to_owned()
+}

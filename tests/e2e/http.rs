@@ -819,6 +819,13 @@ fn sigterm_drains_then_tells_waiting_callers_which_run_to_collect() {
         "{:?}",
         started.elapsed()
     );
+    // The operator sees the drain begin and end at the default log level.
+    let err = h.server.stderr();
+    assert!(
+        err.contains("stop signal received: no new connections are taken, and calls in flight have 1s (PERPLEXITY_HTTP_DRAIN_SECONDS) to finish")
+            && err.contains("drain period over after 1s: the waits still in flight end now"),
+        "{err}"
+    );
 }
 
 /// A header left out is reported as missing, one that differs as a mismatch: a client
@@ -936,4 +943,145 @@ fn a_traceparent_header_is_the_calls_trace() {
             && !sent.contains("b7ad6b7169203331"),
         "{sent}"
     );
+}
+
+/// The start-up summary (`perplexity-agent: auth: …`), the line after the listening
+/// line, once it is written whole (stderr may be read between the two).
+pub fn start_up_summary(server: &Server) -> String {
+    let mut line = String::new();
+    wait_until("the start-up summary", Duration::from_secs(10), || {
+        let err = server.stderr();
+        match err
+            .lines()
+            .find(|l| l.starts_with("perplexity-agent: auth: "))
+        {
+            // Only a whole line: the one after it has begun, or the text ends with it.
+            Some(found) if err.contains(&format!("{found}\n")) => {
+                line = found.to_owned();
+                true
+            }
+            _ => false,
+        }
+    });
+    line
+}
+
+/// What an operator needs to know first, in one line after the listening line: the auth
+/// mode, the budgets, the state backend, the hosts and metrics — never the token, its hash
+/// or the metrics token.
+#[test]
+fn the_start_up_summary_names_the_single_token_mode_and_never_the_token() {
+    const METRICS_TOKEN: &str = "e2e-metrics-token-0123456789abcdef012345";
+    let h = Http::start(&http_env(&[
+        ("PERPLEXITY_BUDGET_DAILY", "5"),
+        ("PERPLEXITY_BUDGET_MONTHLY", "100.5"),
+        (
+            "PERPLEXITY_HTTP_ALLOWED_HOSTS",
+            "mcp.example.com, Other.Example",
+        ),
+        ("PERPLEXITY_METRICS", "on"),
+        ("PERPLEXITY_METRICS_TOKEN", METRICS_TOKEN),
+    ]));
+    assert_eq!(
+        start_up_summary(&h.server),
+        "perplexity-agent: auth: single token (PERPLEXITY_HTTP_AUTH_TOKEN); budgets: 5.00 a day, 100.50 a month; state: local; hosts: loopback, mcp.example.com, other.example; metrics: on"
+    );
+    let err = h.server.stderr();
+    let digest: String = <sha2::Sha256 as sha2::Digest>::digest(TOKEN.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    for secret in [TOKEN, METRICS_TOKEN, digest.as_str()] {
+        assert!(!err.contains(secret), "a secret on stderr: {err}");
+    }
+
+    // The defaults: no budget, metrics off.
+    let h = Http::start(&http_env(&[]));
+    assert_eq!(
+        start_up_summary(&h.server),
+        "perplexity-agent: auth: single token (PERPLEXITY_HTTP_AUTH_TOKEN); budgets: none; state: local; hosts: loopback; metrics: off"
+    );
+}
+
+/// With OAuth, the summary names the issuer and the audience the tokens must carry; a
+/// password written into the issuer's URL is never shown.
+#[test]
+fn the_start_up_summary_names_the_oauth_issuer_and_audience() {
+    let audience = "http://127.0.0.1:9/mcp";
+    let env = |issuer: &str| -> Vec<(String, String)> {
+        [
+            ("PERPLEXITY_OAUTH_ISSUER", issuer),
+            ("PERPLEXITY_OAUTH_AUDIENCE", audience),
+            ("PERPLEXITY_BUDGET_MONTHLY", "40"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    };
+    let h = Http::start(&env("https://id.example.com"));
+    assert_eq!(
+        start_up_summary(&h.server),
+        "perplexity-agent: auth: OAuth (issuer https://id.example.com, audience http://127.0.0.1:9/mcp); budgets: 40.00 a month; state: local; hosts: loopback; metrics: off"
+    );
+    let h = Http::start(&env(
+        "https://operator:issuer-secret-42@id.example.com/realm",
+    ));
+    let line = start_up_summary(&h.server);
+    assert!(
+        line.contains("auth: OAuth (issuer https://operator:***@id.example.com/realm, audience"),
+        "{line}"
+    );
+    assert!(!h.server.stderr().contains("issuer-secret-42"));
+}
+
+/// With a shared Redis, the summary names where it is (host and port), never the
+/// password in `PERPLEXITY_STATE_URL`.
+#[test]
+fn the_start_up_summary_names_the_shared_state_never_its_password() {
+    let test = "the_start_up_summary_names_the_shared_state_never_its_password";
+    if !installed_or_skip("redis-server", test, "apt-get install redis-server") {
+        return;
+    }
+    const PASSWORD: &str = "state-password-0123456789";
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    /// Stopped and reaped however the test ends.
+    struct Stopped(std::process::Child);
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let redis = std::process::Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--requirepass",
+            PASSWORD,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server starts");
+    let _redis = Stopped(redis);
+    wait_until("Redis to listen", Duration::from_secs(10), || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let fake = FakePerplexity::start();
+    let mut env = env_for(&fake);
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{port}/0");
+    env.extend(http_env(&[("PERPLEXITY_STATE_URL", url.as_str())]));
+    let h = Http::start(&env);
+    let line = start_up_summary(&h.server);
+    assert!(
+        line.contains(&format!("; state: shared (Redis at 127.0.0.1:{port});")),
+        "{line}"
+    );
+    assert!(!h.server.stderr().contains(PASSWORD));
 }

@@ -73,8 +73,6 @@ fn team_of(clients: &str, scenario: Value, extra: &[(&str, &str)]) -> Team {
         "PERPLEXITY_AUDIT_LOG_PATH".into(),
         dir.path("audit.jsonl").display().to_string(),
     ));
-    // The reload is reported at info level.
-    env.push(("PERPLEXITY_LOG".into(), "info".into()));
     env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let http = Http::start(&env);
     Team {
@@ -489,8 +487,12 @@ fn a_broken_clients_file_keeps_the_old_clients() {
     )
     .unwrap();
     signal(t.http.server.pid(), "HUP");
+    // Not the file's name alone: the start-up summary names it too.
     wait_until("the refusal to reload", Duration::from_secs(10), || {
-        t.http.server.stderr().contains("clients.toml")
+        t.http
+            .server
+            .stderr()
+            .contains("the clients file was not reloaded")
     });
     let list = post(
         &t.http,
@@ -527,4 +529,110 @@ fn two_ways_to_authenticate_are_refused_at_start() {
             && stderr.contains("conflicts with PERPLEXITY_HTTP_CLIENTS_FILE"),
         "{stderr}"
     );
+}
+
+/// The start-up summary names the clients file and how many clients it has (never a token
+/// or a hash); a client whose list names tools the server does not offer is warned of,
+/// since a client's list only narrows the server's tools.
+#[test]
+fn the_start_up_summary_names_the_clients_and_warns_of_tools_the_server_lacks() {
+    let clients = clients_file(TOKEN_A).replace(
+        "tools = \"search\"",
+        "tools = \"search,deep_research,finance\"",
+    );
+    let t = team_of(
+        &clients,
+        json!({"answer": "ok"}),
+        &[("PERPLEXITY_TOOLS", "default")],
+    );
+    let file = t.dir.path("clients.toml");
+    assert_eq!(
+        crate::http::start_up_summary(&t.http.server),
+        format!(
+            "perplexity-agent: auth: named clients (2, from {}); budgets: none; state: local; hosts: loopback; metrics: off",
+            file.display()
+        )
+    );
+    let warning = "perplexity-agent: warning: client bot names tools this server does not offer: deep_research, finance. A client's list only narrows the server's tools, so bot cannot call them until PERPLEXITY_TOOLS (or serve --tools) offers them.\n";
+    wait_until("the warning about bot", Duration::from_secs(10), || {
+        t.http.server.stderr().contains(warning)
+    });
+    let stderr = t.http.server.stderr();
+    assert!(
+        !stderr.contains("client alice"),
+        "alice has every tool: {stderr}"
+    );
+    for secret in [TOKEN_A, TOKEN_B, &sha(TOKEN_A), &sha(TOKEN_B)] {
+        assert!(!stderr.contains(secret), "a secret on stderr: {stderr}");
+    }
+}
+
+/// A reload of the clients file and a stop (SIGTERM, the drain's start and end) are in
+/// the log at the default level: no `PERPLEXITY_LOG` here.
+#[test]
+fn a_reload_and_a_stop_are_logged_at_the_default_level() {
+    let fake = FakePerplexity::start();
+    let dir = Scratch::new("team-default-log");
+    let file = dir.path("clients.toml");
+    std::fs::write(&file, clients_file(TOKEN_A)).unwrap();
+    let mut env = env_with_store(&fake, &dir);
+    env.push((
+        "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
+        file.display().to_string(),
+    ));
+    env.push(("PERPLEXITY_HTTP_DRAIN_SECONDS".into(), "5".into()));
+    assert!(env.iter().all(|(k, _)| k != "PERPLEXITY_LOG"));
+    let mut http = Http::start(&env);
+    std::fs::write(&file, clients_file(TOKEN_A2)).unwrap();
+    signal(http.server.pid(), "HUP");
+    let reloaded = format!("reloaded 2 clients from {}", file.display());
+    wait_until("the reload in the log", Duration::from_secs(10), || {
+        http.server.stderr().contains(&reloaded)
+    });
+    signal(http.server.pid(), "TERM");
+    let status = http.server.wait_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0));
+    let stderr = http.server.stderr();
+    assert!(
+        stderr.contains("stop signal received: no new connections are taken, and calls in flight have 5s (PERPLEXITY_HTTP_DRAIN_SECONDS) to finish"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("drained in ") && stderr.contains("s: every connection has closed"),
+        "{stderr}"
+    );
+    for secret in [TOKEN_A, TOKEN_A2, &sha(TOKEN_A), &sha(TOKEN_A2)] {
+        assert!(!stderr.contains(secret), "a secret on stderr: {stderr}");
+    }
+}
+
+/// `clients add --tools` names the tools of its list that the server, as
+/// `PERPLEXITY_TOOLS` here says, does not offer; the client is added all the same.
+#[test]
+fn clients_add_warns_of_tools_the_server_does_not_offer() {
+    let dir = Scratch::new("team-add-tools");
+    let file = dir.path("clients.toml").display().to_string();
+    let add = |name: &str, tools: &str, env: &[(String, String)]| {
+        run_cli(
+            &["clients", "add", name, "--tools", tools, "--file", &file],
+            env,
+        )
+    };
+    // The default tools: deep_research is not among them.
+    let (out, err, code) = add("researcher", "search,deep_research", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("pa_"), "the token all the same: {out}");
+    assert!(
+        err.contains("perplexity-agent: warning: client researcher names tools a server with PERPLEXITY_TOOLS=default does not offer: deep_research. A client's list only narrows the server's tools, so researcher cannot call them until the server offers them.\n"),
+        "{err}"
+    );
+    let (_, err, code) = add("searcher", "search,fetch", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let research = [("PERPLEXITY_TOOLS".to_owned(), "default,research".to_owned())];
+    let (_, err, code) = add("deep", "deep_research", &research);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let (list, _, _) = run_cli(&["clients", "list", "--file", &file], &[]);
+    assert_eq!(list.lines().count(), 3, "{list}");
 }

@@ -9,6 +9,7 @@
 
 mod clock;
 mod faults;
+mod json_answer;
 mod run;
 mod scenario;
 mod server;

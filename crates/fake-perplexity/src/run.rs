@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use crate::json_answer;
 use crate::scenario::{FinanceItem, RunningOutput, Scenario};
 
 /// What a timeline entry does.
@@ -55,6 +56,11 @@ pub(crate) struct CreateParams {
     pub background: bool,
     /// The create's `previous_response_id` when it is a string (echoed).
     pub previous_response_id: Option<String>,
+    /// The JSON schema `response_format` asks the answer to follow.
+    pub json_schema: Option<Value>,
+    /// The URLs the create's `input` names (what a made-up JSON answer cites); only
+    /// looked for when there is a `json_schema`.
+    pub input_urls: Vec<String>,
 }
 
 impl Default for CreateParams {
@@ -66,6 +72,8 @@ impl Default for CreateParams {
             stored: true,
             background: true,
             previous_response_id: None,
+            json_schema: None,
+            input_urls: Vec::new(),
         }
     }
 }
@@ -76,9 +84,14 @@ impl CreateParams {
         CreateParams { stored, ..self }
     }
 
-    /// Reads the tools, `store`, `background` and `previous_response_id` of a create
-    /// body (`round` is left at 0: it needs the other runs).
+    /// Reads the tools, `store`, `background`, `previous_response_id` and
+    /// `response_format` of a create body (`round` is left at 0: it needs the other runs).
     pub(crate) fn from_body(body: &Map<String, Value>) -> CreateParams {
+        let json_schema = json_answer::requested_schema(body).cloned();
+        let input_urls = match (&json_schema, body.get("input")) {
+            (Some(_), Some(input)) => json_answer::urls_in(input),
+            _ => Vec::new(),
+        };
         CreateParams {
             round: 0,
             function_tool: offers_tool(body, "function"),
@@ -89,6 +102,8 @@ impl CreateParams {
                 .get("previous_response_id")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+            json_schema,
+            input_urls,
         }
     }
 }
@@ -120,6 +135,9 @@ pub(crate) struct Run {
     /// Precomputed `function_call` items; non-empty = the run asks for function calls
     /// (and then ends with them instead of a message).
     pub calls: Vec<Value>,
+    /// The `output_text` parts of the message: the scenario's, or a document of the
+    /// requested JSON schema ([`answer_parts`]).
+    pub answer_parts: Vec<String>,
     pub round: u64,
     /// `false` (`store: false`): invisible to GET, resume and cancel.
     pub stored: bool,
@@ -175,9 +193,11 @@ impl Run {
         } else {
             Vec::new()
         };
+        let answer_parts = answer_parts(&scenario, params);
         let shape = Shape {
             finance: finance.is_some(),
             calls: calls.len(),
+            parts: answer_parts.len(),
         };
         Run {
             timeline: build_timeline(&scenario, shape),
@@ -185,6 +205,7 @@ impl Run {
             pages: build_pages(&scenario),
             finance,
             calls,
+            answer_parts,
             round: params.round,
             stored: params.stored,
             background: params.background,
@@ -429,7 +450,6 @@ impl Run {
 
     fn message_item(&self, status: &str) -> Value {
         let content: Vec<Value> = self
-            .scenario
             .answer_parts
             .iter()
             .map(|t| json!({"type": "output_text", "text": t, "annotations": []}))
@@ -538,13 +558,13 @@ impl Run {
                 obj.insert("item_id".into(), json!(self.message_id()));
                 obj.insert("output_index".into(), json!(self.answer_index()));
                 obj.insert("content_index".into(), json!(j));
-                obj.insert("delta".into(), json!(self.scenario.answer_parts[j]));
+                obj.insert("delta".into(), json!(self.answer_parts[j]));
             }
             Ev::TextDone(j) => {
                 obj.insert("item_id".into(), json!(self.message_id()));
                 obj.insert("output_index".into(), json!(self.answer_index()));
                 obj.insert("content_index".into(), json!(j));
-                obj.insert("text".into(), json!(self.scenario.answer_parts[j]));
+                obj.insert("text".into(), json!(self.answer_parts[j]));
             }
         }
         Value::Object(obj)
@@ -563,6 +583,35 @@ pub(crate) struct Shape {
     pub finance: bool,
     /// Function call items at `d`, which replace the answer (no text deltas).
     pub calls: usize,
+    /// Answer parts: one text delta and one text done each.
+    pub parts: usize,
+}
+
+/// The text parts of a run's message: the scenario's; or, when the create asks for a
+/// JSON schema and the scenario sets no `answer`, one part holding a document of that
+/// schema, citing the URLs the input names (else the scenario's source URLs). A schema
+/// that cannot be answered gets the scenario's parts too.
+fn answer_parts(s: &Scenario, params: &CreateParams) -> Vec<String> {
+    let made_up = params
+        .json_schema
+        .as_ref()
+        .filter(|_| !s.answer_given)
+        .and_then(|schema| {
+            let urls = if params.input_urls.is_empty() {
+                s.sources
+                    .iter()
+                    .filter_map(|src| src.get("url").and_then(Value::as_str))
+                    .map(str::to_owned)
+                    .collect()
+            } else {
+                params.input_urls.clone()
+            };
+            json_answer::document(schema, &urls)
+        });
+    match made_up {
+        Some(doc) => vec![doc.to_string()],
+        None => s.answer_parts.clone(),
+    }
 }
 
 /// The scripted timeline (offsets since creation). See the README's table.
@@ -595,7 +644,7 @@ pub(crate) fn build_timeline(s: &Scenario, shape: Shape) -> Vec<(Duration, Ev)> 
         t.push((o, Ev::Fetch(i as usize)));
     }
     if shape.calls == 0 {
-        for j in 0..s.answer_parts.len() {
+        for j in 0..shape.parts {
             t.push((us(delta_at), Ev::Delta(j)));
             t.push((us(delta_at), Ev::TextDone(j)));
         }
@@ -1195,6 +1244,55 @@ mod tests {
         assert_eq!(r.retrieve_now(end)["output"].as_array().unwrap().len(), 3);
         let r = run_with(json!({}));
         assert_eq!(r.retrieve_now(mid)["output"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_json_schema_create_gets_a_document_unless_the_scenario_scripts_the_answer() {
+        let body = |v: Value| CreateParams::from_body(v.as_object().unwrap());
+        let schema = json!({"type": "object", "required": ["urls", "n"], "properties": {
+            "urls": {"type": "array", "items": {"type": "string"}}, "n": {"type": "integer"}}});
+        let asks = |input: &str| {
+            body(json!({"input": input, "response_format":
+                {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}))
+        };
+        let text = |r: &Run| {
+            let done = r.snapshot(&r.timeline, r.timeline.len(), false);
+            done["output"][2]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        // Cites the URLs the input names, else the scenario's sources.
+        let r = run_for(json!({}), asks("see https://a.example/x."));
+        assert_eq!(
+            text(&r),
+            r#"{"urls":["https://a.example/x","https://a.example/x"],"n":1}"#
+        );
+        let r = run_for(json!({}), asks("no links"));
+        let doc = text(&r);
+        assert_eq!(
+            doc,
+            r#"{"urls":["https://example.org/one","https://example.org/two"],"n":1}"#
+        );
+        let delta = r
+            .timeline
+            .iter()
+            .position(|(_, e)| *e == Ev::Delta(0))
+            .unwrap();
+        assert_eq!(r.event(&r.timeline, delta)["delta"], doc, "streamed too");
+        // A scripted answer wins, as does the plain answer over an unanswerable schema
+        // and a request without a schema.
+        let r = run_for(json!({"answer": "Scripted."}), asks("q"));
+        assert_eq!(text(&r), "Scripted.");
+        let r = run_for(json!({"answer_parts": []}), asks("q"));
+        assert_eq!(r.answer_parts, Vec::<String>::new());
+        let bad = body(json!({"input": "q", "response_format":
+            {"type": "json_schema", "json_schema": {"schema": {"type": "nonsense"}}}}));
+        assert_eq!(text(&run_for(json!({}), bad)), "Fake answer.");
+        assert_eq!(
+            text(&run_for(json!({}), body(json!({"input": "q"})))),
+            "Fake answer."
+        );
     }
 
     #[test]

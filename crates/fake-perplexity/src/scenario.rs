@@ -19,6 +19,9 @@ pub(crate) struct Scenario {
     pub final_status: String,
     /// The `output_text` parts of the final message (`[answer]` or `answer_parts`).
     pub answer_parts: Vec<String>,
+    /// `answer` or `answer_parts` was set: the answer of every run, even one whose
+    /// create asks for a JSON schema (otherwise that run answers a document of it).
+    pub answer_given: bool,
     pub sources: Vec<Value>,
     pub search_batches: usize,
     pub fetch_pages: usize,
@@ -104,6 +107,7 @@ impl Default for Scenario {
             queued_ms: None,
             final_status: "completed".to_owned(),
             answer_parts: vec!["Fake answer.".to_owned()],
+            answer_given: false,
             sources: default_sources(),
             search_batches: 1,
             fetch_pages: 1,
@@ -296,8 +300,10 @@ impl Scenario {
         }
         if let Some(parts) = answer_parts {
             s.answer_parts = parts;
+            s.answer_given = true;
         } else if let Some(a) = answer {
             s.answer_parts = vec![a];
+            s.answer_given = true;
         }
         Ok(s)
     }
@@ -476,6 +482,18 @@ mod tests {
         assert_eq!(s.queued_ms, None);
         assert_eq!(s.final_status, "failed");
         assert_eq!(s.answer_parts, vec!["a", "b"]);
+        assert!(s.answer_given);
+        assert!(!Scenario::default().answer_given);
+        assert!(
+            !Scenario::from_json(&json!({"answer": null}))
+                .unwrap()
+                .answer_given
+        );
+        assert!(
+            Scenario::from_json(&json!({"answer": "a"}))
+                .unwrap()
+                .answer_given
+        );
         assert_eq!(s.error_message, None);
         assert_eq!(s.status_sequence, Some(vec![json!("queued"), json!(7)]));
         assert!(!s.stream);

@@ -1324,3 +1324,48 @@ fn store_false_hides_the_run_from_retrieve_and_cancel() {
     let id = r.json()["id"].as_str().unwrap().to_owned();
     assert_eq!(get(&fake, &id)["id"], id.as_str());
 }
+
+#[test]
+fn a_json_schema_answer_by_default_and_a_bad_schema_is_not_fatal() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 0}));
+    let format = |schema: Value| json!({"type": "json_schema", "json_schema": {"name": "r", "schema": schema}});
+    let answer = |body: Value| {
+        let mut body = body;
+        body["background"] = json!(false);
+        let r = create_with(&fake, body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["output"][2]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "string"},
+        "sources": {"type": "array", "items": {"type": "string"}, "maxItems": 1}},
+        "required": ["answer", "sources"], "additionalProperties": false});
+    let text = answer(json!({"input": "q", "response_format": format(schema)}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        json!({"answer": "Fake answer.", "sources": ["https://example.org/one"]})
+    );
+    // Schemas that cannot be answered get the plain answer, and the fake lives on.
+    for schema in [
+        json!(false),
+        json!(7),
+        json!({"$ref": "#"}),
+        json!({"type": ["x"]}),
+    ] {
+        let text = answer(json!({"input": "q", "response_format": format(schema.clone())}));
+        assert_eq!(text, "Fake answer.", "{schema}");
+    }
+    // Without strict fields a format of another type is only recorded.
+    fake.set_scenario(json!({"duration_ms": 0, "strict_fields": false}));
+    let odd = json!({"type": "json_object", "json_schema": {"schema": {"type": "object"}}});
+    assert_eq!(
+        answer(json!({"input": "q", "response_format": odd})),
+        "Fake answer."
+    );
+    // A scripted answer wins.
+    fake.set_scenario(json!({"duration_ms": 0, "answer": "Scripted."}));
+    let text = answer(json!({"input": "q", "response_format": format(json!({"type": "object"}))}));
+    assert_eq!(text, "Scripted.");
+}

@@ -44,12 +44,23 @@ use crate::drain::{Progress, STUCK_PEER};
 use endpoint::Endpoint;
 use policy::Policy;
 
-/// Serves the product until SIGTERM/SIGINT; returns the exit code.
-pub async fn serve(dispatcher: Arc<Dispatcher>, config: HttpConfig, wait_seconds: u64) -> i32 {
+/// Serves the product until SIGTERM/SIGINT; returns the exit code. `state` is the shared
+/// state backend's configuration, if any (the start-up summary names where it is).
+pub async fn serve(
+    dispatcher: Arc<Dispatcher>,
+    config: HttpConfig,
+    wait_seconds: u64,
+    state: Option<&crate::state::StateConfig>,
+) -> i32 {
     let product = Arc::new(product::Product {
         dispatcher: dispatcher.clone(),
     });
-    let code = serve_with(product, config, Duration::from_secs(wait_seconds)).await;
+    let about = About {
+        budget: Some(dispatcher.tools().spend().budgets_said()),
+        state: Some(state.map_or_else(|| "local".to_owned(), shared_state)),
+        tools: Some(dispatcher.tools().clone()),
+    };
+    let code = serve_about(product, config, Duration::from_secs(wait_seconds), about).await;
     dispatcher.finish().await;
     code
 }
@@ -57,6 +68,125 @@ pub async fn serve(dispatcher: Arc<Dispatcher>, config: HttpConfig, wait_seconds
 /// Serves any [`Handler`] behind the same policy layers. `longest` is the longest a
 /// legitimate request may take (the request time limit adds a minute to it).
 pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: Duration) -> i32 {
+    serve_about(handler, config, longest, About::default()).await
+}
+
+/// What the product knows of itself beyond [`HttpConfig`], for the start-up summary and
+/// the clients' tool check; a handler served through [`serve_with`] (the conformance
+/// fixture) has none of it, and its summary says only what the transport knows.
+#[derive(Default)]
+struct About {
+    /// `PERPLEXITY_BUDGET_DAILY`/`_MONTHLY`; `None`: not said.
+    budget: Option<String>,
+    /// `local`, or where the shared backend is; `None`: not said.
+    state: Option<String>,
+    /// The tools the server offers; `None`: not known, so not checked.
+    tools: Option<Arc<crate::tools::Tools>>,
+}
+
+/// The shared state backend as the summary shows it: its host and port, never the rest
+/// of `PERPLEXITY_STATE_URL` (which may carry a user and a password).
+fn shared_state(state: &crate::state::StateConfig) -> String {
+    use secrecy::ExposeSecret;
+    let Ok(url) = url::Url::parse(state.url.expose_secret()) else {
+        return "shared (Redis)".to_owned();
+    };
+    let tls = if url.scheme() == "rediss" {
+        " over TLS"
+    } else {
+        ""
+    };
+    match url.host_str() {
+        // Redis's own default port, which `url` does not know for its scheme.
+        Some(host) => format!(
+            "shared (Redis{tls} at {}:{})",
+            crate::text::inert_line(host),
+            url.port().unwrap_or(6379)
+        ),
+        None => "shared (Redis)".to_owned(),
+    }
+}
+
+/// A URL of the OAuth settings as the summary shows it: as written (`iss` and `aud` are
+/// compared as text), but a password written into it is masked.
+fn shown_url(raw: &str) -> String {
+    if let Ok(mut url) = url::Url::parse(raw)
+        && url.password().is_some()
+        && url.set_password(Some("***")).is_ok()
+    {
+        return url.to_string();
+    }
+    crate::text::inert_line(raw)
+}
+
+/// The start-up summary, one line after the listening line: how callers authenticate,
+/// the budgets, the state backend, the `Host` names accepted and whether metrics are on —
+/// what an operator checks first. Never a token, a hash, a key or a password: the auth
+/// mode is named, not its secret, and the state backend by host and port.
+fn summary(config: &HttpConfig, auth: &policy::Authenticator, about: &About) -> String {
+    let auth = match auth {
+        policy::Authenticator::Token { .. } => {
+            "single token (PERPLEXITY_HTTP_AUTH_TOKEN)".to_owned()
+        }
+        policy::Authenticator::Clients(clients) => format!(
+            "named clients ({}, from {})",
+            clients.current().len(),
+            crate::text::inert_line(&clients.path().display().to_string())
+        ),
+        policy::Authenticator::OAuth { verifier, .. } => format!(
+            "OAuth (issuer {}, audience {})",
+            shown_url(&verifier.config().issuer),
+            shown_url(&verifier.config().audience)
+        ),
+    };
+    let mut parts = vec![format!("auth: {auth}")];
+    if let Some(budgets) = &about.budget {
+        parts.push(format!("budgets: {budgets}"));
+    }
+    if let Some(state) = &about.state {
+        parts.push(format!("state: {state}"));
+    }
+    let hosts = std::iter::once("loopback".to_owned())
+        .chain(
+            config
+                .allowed_hosts
+                .iter()
+                .map(|h| crate::text::inert_line(h)),
+        )
+        .collect::<Vec<_>>()
+        .join(", ");
+    parts.push(format!("hosts: {hosts}"));
+    let metrics = if config.metrics.is_some() {
+        "on"
+    } else {
+        "off"
+    };
+    parts.push(format!("metrics: {metrics}"));
+    parts.join("; ")
+}
+
+/// One warning for each named client whose tool list names tools this server does not
+/// offer: its list only narrows the server's tools, so it could never call them, and the
+/// operator would otherwise learn of it from a client's refused call.
+fn warn_of_tools_not_offered(auth: &policy::Authenticator, about: &About) {
+    let (policy::Authenticator::Clients(clients), Some(tools)) = (auth, &about.tools) else {
+        return;
+    };
+    for (name, missing) in clients.current().not_offered(|tool| tools.is_enabled(tool)) {
+        eprintln!(
+            "perplexity-agent: warning: client {name} names tools this server does not offer: {}. A client's list only narrows the server's tools, so {name} cannot call them until PERPLEXITY_TOOLS (or serve --tools) offers them.",
+            missing.join(", ")
+        );
+    }
+}
+
+/// [`serve_with`], saying at start what `about` knows besides the transport's settings.
+async fn serve_about(
+    handler: Arc<dyn Handler>,
+    config: HttpConfig,
+    longest: Duration,
+    about: About,
+) -> i32 {
     let listener = match tokio::net::TcpListener::bind(config.bind).await {
         Ok(listener) => listener,
         Err(e) => {
@@ -82,7 +212,9 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
             return 4;
         }
     };
+    // Scripts and tests find the address in this line: its words stay as they are.
     eprintln!("perplexity-agent: MCP over HTTP on http://{address}/mcp");
+    eprintln!("perplexity-agent: {}", summary(&config, &auth, &about));
 
     let endpoint = Arc::new(Endpoint {
         handler,
@@ -97,7 +229,7 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
         eprintln!("perplexity-agent: {problem}");
         return 4;
     }
-    let policy = Arc::new(Policy::new(&config, auth, longest));
+    let policy = Arc::new(Policy::new(&config, auth.clone(), longest));
     let mut app = router(endpoint.clone(), policy.clone(), metadata);
     // Readiness for load balancers, unauthenticated and without detail (which dependency
     // is down is the operator's to read in the log, `doctor` and /metrics). Not ready from
@@ -168,19 +300,50 @@ pub async fn serve_with(handler: Arc<dyn Handler>, config: HttpConfig, longest: 
         }
     }
 
+    // After every start-up line, and only once the server is sure to start.
+    warn_of_tools_not_offered(&auth, &about);
     crate::signals::watch(stop.clone());
     let server = accept::serve(listener, app, limits, stop.clone(), progress.clone());
     tokio::pin!(server);
     // Until a signal, and through the drain period after it, the server runs as usual
-    // (the listener is closed; connections finish what they have).
+    // (the listener is closed; connections finish what they have). The drain's start and
+    // end are logged at warn though nothing is wrong: an operator stopping or rolling the
+    // server must see them at the default filter (`warn,rmcp=off`). Through tracing, not
+    // eprintln, as every event while serving is (the state backend's outage and recovery,
+    // a clients file's reload): with the log's time, scrubbed, under PERPLEXITY_LOG.
+    let began = std::sync::OnceLock::new();
+    // Said once, by whichever notices the signal first: with no connection open, the
+    // server may end before the drain's own future has run.
+    let announce = || {
+        *began.get_or_init(|| {
+            tracing::warn!(
+                "stop signal received: no new connections are taken, and calls in flight have {}s (PERPLEXITY_HTTP_DRAIN_SECONDS) to finish",
+                config.drain.as_secs()
+            );
+            tokio::time::Instant::now()
+        })
+    };
     let drained = async {
         stop.cancelled().await;
+        announce();
         tokio::time::sleep(config.drain).await;
     };
     tokio::select! {
-        () = &mut server => return 0,
+        () = &mut server => {
+            if stop.is_cancelled() {
+                tracing::warn!(
+                    "drained in {:.1}s: every connection has closed",
+                    announce().elapsed().as_secs_f64()
+                );
+            }
+            return 0;
+        }
         () = drained => {}
     }
+    tracing::warn!(
+        "drain period over after {}s: the waits still in flight end now, each caller told which run to collect, and replies are written out before exit",
+        config.drain.as_secs()
+    );
     // Waits end now, and every caller is answered (a call cut mid-create once Perplexity
     // names its run). The silence is counted from here: answers still being computed
     // are ours, and a client that reads is never cut off.
