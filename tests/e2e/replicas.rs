@@ -53,8 +53,8 @@ fn redis(port: u16, password: Option<&str>) -> Stopped {
 }
 
 /// HAProxy on `port` running the shipped `deploy/haproxy.cfg` (round robin, `/readyz`
-/// checks, sticky legacy sessions) over the three `backends`.
-fn haproxy(port: u16, backends: [u16; 3]) -> Stopped {
+/// checks, sticky legacy sessions) over `backends` (one to eight).
+fn haproxy(port: u16, backends: &[u16]) -> Stopped {
     let config = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/haproxy.cfg");
     let mut command = Command::new("haproxy");
     command
@@ -82,7 +82,8 @@ fn behind_haproxy(replicas: &[Http]) -> (Stopped, Client) {
         });
     }
     let port = free_port();
-    let lb = haproxy(port, [replicas[0].port, replicas[1].port, replicas[2].port]);
+    let ports: Vec<u16> = replicas.iter().map(|r| r.port).collect();
+    let lb = haproxy(port, &ports);
     let client = Client { port };
     wait_until(
         "HAProxy to see the replicas up",
@@ -155,6 +156,37 @@ fn refused_in_storm(
         }
     }
     (ok, limited)
+}
+
+/// The shipped config takes as many replicas as are named (`REPLICA_1`…): two serve
+/// through it as well as three.
+#[test]
+fn the_shipped_haproxy_config_serves_two_replicas() {
+    if !have("haproxy", "the_shipped_haproxy_config_serves_two_replicas") {
+        return;
+    }
+    let fake = FakePerplexity::start();
+    let mut env = env_for(&fake);
+    env.extend(http_env(&[]));
+    let replicas = [Http::start(&env), Http::start(&env)];
+    for r in &replicas {
+        wait_until("the replica to be ready", Duration::from_secs(10), || {
+            ready(r.client) == 200
+        });
+    }
+    let port = free_port();
+    let ports: Vec<u16> = replicas.iter().map(|r| r.port).collect();
+    let _lb = haproxy(port, &ports);
+    let lb = Client { port };
+    wait_until(
+        "HAProxy to see a replica ready",
+        Duration::from_secs(10),
+        || ready(lb) == 200,
+    );
+    for id in 0..4 {
+        let r = lb.modern(&crate::http::modern_tools_list(id));
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
 }
 
 #[test]
