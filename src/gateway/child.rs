@@ -109,20 +109,13 @@ impl Guarded {
         let Some(group) = self.group else {
             return true;
         };
-        loop {
-            // The child is reaped, so collecting the rest of its group takes nothing from
-            // tokio.
-            if group_gone(group, true) {
-                unregister(group);
-                // Never signalled again: once gone, its number may be reused.
-                self.group = None;
-                return true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(POLL).await;
+        // The child is reaped, so collecting the rest of its group takes nothing from tokio.
+        let gone = group_gone_by(group, true, deadline).await;
+        if gone {
+            // Never signalled again: once gone, its number may be reused.
+            self.group = None;
         }
+        gone
     }
 
     fn signal(&self, signal: libc::c_int) {
@@ -148,19 +141,26 @@ impl Drop for Guarded {
         // Confirmed gone later, without holding up the thread that dropped us; without a
         // runtime, the group stays registered for the exit to end.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let deadline = tokio::time::Instant::now() + EXIT_GRACE;
-                while tokio::time::Instant::now() < deadline {
-                    // Only a child reaped before the drop may be collected here: a live
-                    // one is tokio's to reap once its kill-on-drop has run.
-                    if group_gone(group, child_done) {
-                        unregister(group);
-                        return;
-                    }
-                    tokio::time::sleep(POLL).await;
-                }
-            });
+            // Only a child reaped before the drop may be collected here: a live one is
+            // tokio's to reap once its kill-on-drop has run.
+            let deadline = tokio::time::Instant::now() + EXIT_GRACE;
+            runtime.spawn(group_gone_by(group, child_done, deadline));
         }
+    }
+}
+
+/// Whether `group` is gone by `deadline`, looked at every [`POLL`] (`reap` as for
+/// [`group_gone`]); a group seen gone leaves the registry.
+async fn group_gone_by(group: libc::pid_t, reap: bool, deadline: tokio::time::Instant) -> bool {
+    loop {
+        if group_gone(group, reap) {
+            unregister(group);
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(POLL).await;
     }
 }
 
