@@ -11,7 +11,9 @@ Measures, in one run, interleaving the contenders round-robin:
    with scenario {"duration_ms": 0}, end to end;
 4. completion detection latency: scenario {"duration_ms": 3000}; wall-clock arrival
    of the tools/call response minus the run's terminal_at_ms from the fake's
-   GET /_control/runs.
+   GET /_control/runs;
+5. late collection: the same run started with wait: false and collected with
+   perplexity_agent_result(wait_seconds), measured the same way.
 
 Only loopback addresses are ever contacted. Every wait has a timeout; every child is
 started in its own session and killed (by its process group id) on error or exit.
@@ -397,19 +399,22 @@ class CallSession:
             self.srv.kill()
             raise
 
-    def call(self, timeout: float) -> tuple[float, float, str]:
-        """One tools/call. Returns (elapsed seconds, wall-clock arrival, text)."""
+    def call(self, timeout: float, tool: str | None = None, args: dict | None = None,
+             answer: bool = True) -> tuple[float, float, str]:
+        """One tools/call (the contender's research tool unless named). Returns
+        (elapsed seconds, wall-clock arrival, text)."""
         self.next_id += 1
         rid = self.next_id
         req = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
-               "params": {"name": self.c.tool, "arguments": self.c.tool_args}}
+               "params": {"name": tool or self.c.tool,
+                          "arguments": self.c.tool_args if args is None else args}}
         t0 = time.perf_counter()
         self.srv.send(req)
         msg, tp, tw = self.srv.wait_for(rid, timeout)
         ok, text = call_text(msg)
         if not ok:
             raise BenchError(f"tool call returned an error: {text[:300]}")
-        if "Fake answer" not in text:
+        if answer and "Fake answer" not in text:
             raise BenchError(f"answer missing from the tool result: {text[:300]}")
         return tp - t0, tw, text
 
@@ -617,7 +622,7 @@ def main() -> int:
             (floor_once if c.key == "floor" else cold_start_once)(c, tmp, a.timeout)
 
         # ---- phase 1+2: cold start + peak RSS --------------------------------------
-        print(f"phase 1/3: cold start x{a.cold_runs} (+1 warm-up each)", file=sys.stderr)
+        print(f"phase 1/4: cold start x{a.cold_runs} (+1 warm-up each)", file=sys.stderr)
         everyone = contenders + diags
         for c in everyone:  # warm-up (page cache, pyc), not recorded
             try:
@@ -635,7 +640,7 @@ def main() -> int:
                     c.fail("cold", str(e))
 
         # ---- phase 3: per-call overhead -------------------------------------------
-        print(f"phase 2/3: tools/call overhead x{a.call_runs}", file=sys.stderr)
+        print(f"phase 2/4: tools/call overhead x{a.call_runs}", file=sys.stderr)
         fake.scenario({"duration_ms": 0})
         sessions: dict[str, CallSession] = {}
         try:
@@ -663,7 +668,7 @@ def main() -> int:
                         c.fail("call", str(e))
 
             # ---- phase 4: completion detection latency ----------------------------
-            print(f"phase 3/3: completion detection x{a.detect_runs} "
+            print(f"phase 3/4: completion detection x{a.detect_runs} "
                   f"(scenario duration_ms={a.detect_duration_ms})", file=sys.stderr)
             fake.scenario({"duration_ms": a.detect_duration_ms})
             for i, order in rounds(a.detect_runs, contenders):
@@ -685,6 +690,37 @@ def main() -> int:
                         c.add("detect_ok", 1)
                     except Exception as e:  # noqa: BLE001
                         c.fail("detect", str(e))
+            # ---- phase 5: a late collector ----------------------------------------
+            # The run is started with wait: false and collected with
+            # perplexity_agent_result(wait_seconds): how soon after the run ends does the
+            # collector answer? Only the contenders with the lifecycle tools.
+            print(f"phase 4/4: late collection x{a.detect_runs} "
+                  f"(scenario duration_ms={a.detect_duration_ms})", file=sys.stderr)
+            for i, order in rounds(a.detect_runs, contenders):
+                for c in order:
+                    if c.key not in sessions or c.tool != "perplexity_agent":
+                        c.disabled.setdefault("collect", "no perplexity_agent_result tool")
+                        continue
+                    if "collect" in c.disabled:
+                        continue
+                    try:
+                        before = {r["id"] for r in fake.runs()}
+                        _, _, text = sessions[c.key].call(
+                            a.timeout, args={**c.tool_args, "wait": False}, answer=False)
+                        words = text.split()
+                        if len(words) < 3 or words[0] != "Research" or words[1] != "run":
+                            raise BenchError(f"not a handed-back run: {text[:200]}")
+                        dt, wall, _ = sessions[c.key].call(
+                            a.timeout + a.detect_duration_ms / 1e3,
+                            tool="perplexity_agent_result",
+                            args={"response_id": words[2], "wait_seconds": 60})
+                        new = [r for r in fake.runs() if r["id"] not in before]
+                        if len(new) != 1 or new[0].get("terminal_at_ms") is None:
+                            raise BenchError(f"expected 1 finished new run, saw {new}")
+                        c.add("collect_ms", wall * 1e3 - new[0]["terminal_at_ms"])
+                        c.add("collect_ok", 1)
+                    except Exception as e:  # noqa: BLE001
+                        c.fail("collect", str(e))
         finally:
             for s in sessions.values():
                 try:
@@ -755,7 +791,8 @@ def render(a, info, contenders: list[Contender], unavailable, fake_base,
             v = stat(xs) if xs else None
             vals.append(v)
             phase = {"cold_ms": "cold", "cold_init_ms": "cold", "rss_kib": "cold", "exit_ms": "cold",
-                     "call_ms": "call", "detect_ms": "detect", "detect_call_ms": "detect"}.get(metric, "")
+                     "call_ms": "call", "detect_ms": "detect", "detect_call_ms": "detect",
+                     "collect_ms": "collect"}.get(metric, "")
             if v is None and phase in c.disabled:
                 cells.append("n/a")
             else:
@@ -779,6 +816,8 @@ def render(a, info, contenders: list[Contender], unavailable, fake_base,
     row("Completion detection (answer − terminal_at), median", "detect_ms")
     row("Completion detection, max", "detect_ms", stat=lambda xs: max(xs))
     row(f"tools/call with duration_ms={a.detect_duration_ms}, median", "detect_call_ms")
+    row("Late collection (perplexity_agent_result answer − terminal_at), median", "collect_ms")
+    row("Late collection, max", "collect_ms", stat=lambda xs: max(xs))
     hr = median(ours.results.get("harness_rss_kib", []))
     L.append("")
     L.append("(†) Linux folds the RSS of the forked, not-yet-exec'd child — i.e. the harness's "
@@ -827,6 +866,9 @@ def render(a, info, contenders: list[Contender], unavailable, fake_base,
     dm = median(ours.results.get("detect_ms", []))
     L.append(f"| answer written ≤ 250 ms after the upstream run completes (median) | {fmt(dm)} | "
              f"{'n/a' if dm is None else ('yes' if dm <= 250 else f'no (+{dm - 250:.0f} ms)')} |")
+    cm2 = median(ours.results.get("collect_ms", []))
+    L.append(f"| a late collector answers ≤ 250 ms after the run completes (median) | {fmt(cm2)} | "
+             f"{'n/a' if cm2 is None else ('yes' if cm2 <= 250 else f'no (+{cm2 - 250:.0f} ms)')} |")
     L.append("")
 
     # Errors / notes.

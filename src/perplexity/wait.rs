@@ -226,6 +226,86 @@ pub async fn poll(
     }
 }
 
+/// Collects a run started earlier, within `plan`: one GET first (a finished run costs
+/// nothing more), then the run's event stream from its start, so a late collector hears
+/// the end as soon as the call that created it would have. Polling remains the fallback
+/// when no stream slot is free, the server offers no resume or the stream breaks.
+pub async fn collect(
+    client: &PerplexityClient,
+    id: &str,
+    plan: PollPlan,
+    progress: Option<&dyn ProgressSink>,
+) -> Result<Waited, WaitError> {
+    let started = Instant::now();
+    let run = client
+        .retrieve_run(id, plan.request_deadline)
+        .await
+        .map_err(|e| WaitError::api(e, Some(id)))?;
+    if run.is_settled() {
+        return Ok(Waited::Terminal(run));
+    }
+    let deadline = started + plan.budget;
+    if Instant::now() >= deadline {
+        return Ok(Waited::Running(RunProgress::of(&run)));
+    }
+    // Seeds what a hand-back says should the stream never speak before the deadline.
+    let seen = RunProgress::of(&run);
+    drop(run);
+    let rest = |client| {
+        let plan = PollPlan {
+            budget: deadline.saturating_duration_since(Instant::now()),
+            request_deadline: deadline,
+            origin: plan.origin,
+        };
+        poll(client, id, plan, progress)
+    };
+    // Held until the wait ends, as a first call holds its own.
+    let Some(_slot) = client.stream_slot() else {
+        return rest(client).await;
+    };
+    let response = match client.resume_stream(id, None, deadline).await {
+        Ok(Success::Stream(response, scrubber)) => (response, scrubber),
+        Ok(Success::Object(map)) => {
+            let run = RunSnapshot::new(Value::Object(map));
+            if run.is_settled() {
+                super::meter::run_settled(run.raw());
+                return Ok(Waited::Terminal(run));
+            }
+            drop(run);
+            return rest(client).await;
+        }
+        // No resume offered (or a moment's failure): the GETs will tell what is true.
+        Ok(Success::Nothing) | Err(_) => return rest(client).await,
+    };
+    let mut tracker = Tracker::new(plan.origin);
+    tracker.id = Some(id.to_owned());
+    tracker.progress.status = seen.status;
+    tracker.progress.unseen = seen.unseen;
+    let mut follower = Follower {
+        client,
+        tracker,
+        progress,
+        ids: &NoIds,
+        deadline,
+    };
+    let (response, scrubber) = response;
+    follower
+        .follow(EventStream::new(
+            response,
+            client.config().max_response_bytes,
+            scrubber,
+        ))
+        .await
+        .map(|(_, waited)| waited)
+}
+
+/// A collector already knows the id it was given.
+struct NoIds;
+
+impl RunIdSink for NoIds {
+    fn run_id(&self, _: &str) {}
+}
+
 /// Creates a run without waiting for it (`wait: false`): `ids` hears that a create went
 /// out, and the id once Perplexity names it.
 pub async fn create_only(

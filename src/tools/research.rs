@@ -22,7 +22,7 @@ use crate::perplexity::agent::{
 };
 use crate::perplexity::wait::{
     PollPlan, ProgressSink, RunIdSink, RunProgress, WaitError, WaitErrorKind, Waited,
-    create_and_wait, create_only, poll,
+    create_and_wait, create_only,
 };
 use crate::perplexity::{ApiError, PerplexityClient};
 use crate::text::{json_integer, py_strip};
@@ -441,7 +441,7 @@ pub async fn collect(
         request_deadline: now + window,
         origin: now,
     };
-    match poll(client, id, plan, progress).await {
+    match crate::perplexity::wait::collect(client, id, plan, progress).await {
         Ok(Waited::Terminal(run)) => ResearchOutcome::Finished {
             id: id.to_owned(),
             run,

@@ -663,3 +663,27 @@ fn a_long_retry_after_is_said_while_the_command_waits() {
         "{stderr}"
     );
 }
+
+#[test]
+fn result_wait_hears_the_end_of_the_run_at_once() {
+    let duration: u64 = 3000;
+    let fake = FakePerplexity::start_with(json!({"duration_ms": duration, "answer": "Later."}));
+    let env = env_for(&fake);
+    let (stdout, _, code) = out(&run(&["ask", "q", "--no-wait"], &env));
+    assert_eq!(code, 3);
+    let (stdout, stderr, code) = out(&run(&["result", stdout.trim(), "--wait", "30"], &env));
+    let answered = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("Later."));
+    let created = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "POST")
+        .map(|r| r.at_ms)
+        .expect("a create");
+    // The process's own exit is inside the margin too.
+    let late = answered as i64 - (created + duration) as i64;
+    assert!(late < 400, "the answer came {late} ms after the run ended");
+}

@@ -811,3 +811,91 @@ fn a_cancel_that_fails_names_the_run_that_may_still_be_running() {
         "{text}"
     );
 }
+
+/// Wall-clock milliseconds, the clock the fake stamps its requests with.
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How late an answer came after the run it collected ended: the run ends
+/// `duration_ms` after the fake received its create.
+fn lateness_ms(fake: &FakePerplexity, duration_ms: u64, answered_at: u64) -> i64 {
+    let created = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "POST" && r.path == "/v1/agent")
+        .map(|r| r.at_ms)
+        .expect("a create");
+    answered_at as i64 - (created + duration_ms) as i64
+}
+
+#[test]
+fn a_late_collector_hears_the_end_as_soon_as_the_first_call_would() {
+    // Polling would have GET at once, at +2 s and at +5 s: a run ending at +3 s would be
+    // collected two seconds late. The resumed stream tells at once.
+    let duration = 3000;
+    let fake = FakePerplexity::start_with(json!({"duration_ms": duration, "answer": "Late."}));
+    let mut s = Server::start(&env_for(&fake));
+    let (text, _) = tool_text(&s.request(&call(
+        1,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+    )));
+    let id = running_id(&text);
+    let (text, is_error) = tool_text(&s.request(&call(
+        2,
+        "perplexity_agent_result",
+        json!({"response_id": id, "wait_seconds": 30}),
+    )));
+    let late = lateness_ms(&fake, duration, wall_ms());
+    assert!(!is_error, "{text}");
+    assert!(unwrap_spotlight(&text).starts_with("Late."), "{text}");
+    assert!(late < 250, "the answer came {late} ms after the run ended");
+    let resumed = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.query.as_deref() == Some("stream=true"))
+        .count();
+    assert_eq!(resumed, 1, "the collector follows the run's stream once");
+
+    // The same for responses_retrieve, and with no resume offered polling still collects.
+    fake.set_scenario(json!({"duration_ms": 1500, "resume": false, "answer": "Polled."}));
+    fake.clear_requests();
+    let (text, _) = tool_text(&s.request(&call(
+        3,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+    )));
+    let id = running_id(&text);
+    let (text, is_error) = tool_text(&s.request(&call(
+        4,
+        "perplexity_agent_result",
+        json!({"response_id": id, "wait_seconds": 30}),
+    )));
+    assert!(!is_error, "{text}");
+    assert!(unwrap_spotlight(&text).starts_with("Polled."), "{text}");
+
+    // A wait shorter than the run hands it back at the budget, still running.
+    fake.set_scenario(json!({"duration_ms": 10_000}));
+    let (text, _) = tool_text(&s.request(&call(
+        5,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+    )));
+    let id = running_id(&text);
+    let started = Instant::now();
+    let (text, is_error) = tool_text(&s.request(&call(
+        6,
+        "perplexity_agent_result",
+        json!({"response_id": id, "wait_seconds": 1}),
+    )));
+    assert!(!is_error, "{text}");
+    assert_eq!(running_id(&text), id);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+}
