@@ -6,7 +6,8 @@
 //!   (what shutdown owes: promised side effects, stuck peers), [`files`] (private files
 //!   and directories, executables), [`random`]
 //!   (CSPRNG values), [`net`] (egress helpers), [`signals`] (SIGTERM/SIGINT → a token),
-//!   [`text`] (untrusted-text helpers).
+//!   [`text`] (untrusted-text helpers), [`demo`] (a stand-in for the Perplexity API on
+//!   loopback, for trying it without a key and for the tests).
 //! - [`guard`]: controls every call passes through (rate limit, audit, spotlighting,
 //!   budget); [`store`]: the local SQLite store (snapshots; spaces, tabs, history).
 //! - egress: [`perplexity`] (the only code that holds the API key or talks to Perplexity),
@@ -32,6 +33,7 @@ pub mod app;
 pub mod call;
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod dense;
 pub mod drain;
 pub mod fetch;

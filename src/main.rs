@@ -11,6 +11,10 @@ fn main() {
     if let Command::Healthcheck(args) = &command {
         exit(perplexity_agent::cli::healthcheck::run(args));
     }
+    // The stand-in upstream needs no configuration, key or store: nothing may stop it.
+    if let Command::Demo(args) = &command {
+        exit(perplexity_agent::cli::demo::run(args));
+    }
     init_diagnostics();
     let tools_flag = match &command {
         Command::Serve(args) => args.tools.as_deref(),

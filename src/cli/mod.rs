@@ -6,6 +6,7 @@
 //! Touches: stdout/stderr, and the network only through `tools::`/`perplexity::`.
 
 mod clients;
+pub mod demo;
 mod doctor;
 mod gateway;
 pub mod healthcheck;
@@ -81,6 +82,8 @@ pub enum Command {
     Tui,
     /// Exit 0 if the `serve --http` on this machine answers /healthz (for containers).
     Healthcheck(healthcheck::HealthcheckArgs),
+    /// Try it without a key: a stand-in for the Perplexity API on 127.0.0.1 (made-up answers).
+    Demo(demo::DemoArgs),
 }
 
 #[derive(Debug, Args, Default)]
@@ -286,6 +289,7 @@ pub async fn run(command: Command, config: Config) -> Ended {
         Command::Clients(command) => team::run(command),
         Command::Install(args) => install::run(args),
         Command::Healthcheck(args) => healthcheck::run(&args),
+        Command::Demo(args) => demo::run(&args),
         Command::Doctor(args) => doctor::run(args, &config).await,
         Command::Tasks(args) => tasks_command(args, &tools).await,
         Command::Usage(args) => usage::run(args, &tools).await,
@@ -332,6 +336,7 @@ pub fn run_unconfigured(command: Command, problem: &str) -> Ended {
     match command {
         Command::Install(args) => install::run(args),
         Command::Healthcheck(args) => healthcheck::run(&args),
+        Command::Demo(args) => demo::run(&args),
         Command::Clients(command) => team::run(command),
         Command::Doctor(_) => {
             output::lines(&format!(

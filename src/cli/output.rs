@@ -663,6 +663,11 @@ pub fn lines(text: &str) {
     say!("{}", text.trim_end());
 }
 
+/// Lines for a person on stderr: what to do next.
+pub fn note_lines(text: &str) {
+    note!("{}", text.trim_end());
+}
+
 /// One JSON document on stdout.
 pub fn document(value: &Value) {
     say!("{value}");

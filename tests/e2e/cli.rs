@@ -687,3 +687,62 @@ fn result_wait_hears_the_end_of_the_run_at_once() {
     let late = answered as i64 - (created + duration) as i64;
     assert!(late < 400, "the answer came {late} ms after the run ended");
 }
+
+#[test]
+fn demo_serves_a_stand_in_every_command_can_use_without_a_key() {
+    use std::io::BufRead;
+    let mut demo = Command::new(BIN)
+        .args([
+            "demo",
+            "--port",
+            "0",
+            "--scenario",
+            r#"{"duration_ms": 100}"#,
+        ])
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start demo");
+    let mut line = String::new();
+    std::io::BufReader::new(demo.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_owned();
+    assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+    let home = Scratch::new("demo");
+    let env = vec![
+        ("PERPLEXITY_API_BASE".to_owned(), base.clone()),
+        ("PERPLEXITY_API_KEY".to_owned(), "pplx-demo".to_owned()),
+        ("HOME".to_owned(), home.path("").display().to_string()),
+    ];
+    let (stdout, stderr, code) = out(&run(&["ask", "Does", "this", "work?"], &env));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("Fake answer."), "{stdout}");
+    let (stdout, stderr, code) = out(&run(&["research", "Is it?"], &env));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("Fake answer."), "{stdout}");
+
+    // The port it holds is refused to a second one with what to do; a bad scenario is a
+    // usage error before anything listens.
+    let port = base.rsplit(':').next().unwrap();
+    let (_, stderr, code) = out(&run(&["demo", "--port", port], &[]));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("--port"), "{stderr}");
+    let (_, stderr, code) = out(&run(&["demo", "--scenario", "{\"nope\": 1}"], &[]));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("nope"), "{stderr}");
+
+    // SIGTERM ends it cleanly.
+    unsafe { libc::kill(demo.id() as i32, libc::SIGTERM) };
+    let status = demo.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut demo.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("PERPLEXITY_API_KEY=pplx-demo"), "{err}");
+}

@@ -26,7 +26,8 @@
 //!   test's `serve --http`), and high rate limits.
 //! - Lines that start what the harness already runs are dropped: any line with
 //!   `serve --http` (the test's server, on a port of its own), one that exports
-//!   `PERPLEXITY_HTTP_AUTH_TOKEN`, and `cargo run -p fake-perplexity`.
+//!   `PERPLEXITY_HTTP_AUTH_TOKEN`, and `cargo run -p fake-perplexity` or
+//!   `perplexity-agent demo` (the harness's fake stands in for both).
 //! - `127.0.0.1:8080` becomes the test server's address, `http://127.0.0.1:8787` the
 //!   fake's, `pplx-…` the test key; a response id or session id a sample shows (and the run
 //!   printed in its place) becomes the real one in later blocks. A block that would reach
@@ -297,13 +298,15 @@ impl Session {
             if line.contains("serve --http")
                 || t.starts_with("export PERPLEXITY_HTTP_AUTH_TOKEN=")
                 || t.starts_with("cargo run -p fake-perplexity")
+                || t.starts_with("perplexity-agent demo")
             {
                 continue;
             }
             let mut l = line
                 .replace("127.0.0.1:8080", &server)
                 .replace("http://127.0.0.1:8787", &self.fake.base_url())
-                .replace("pplx-…", KEY);
+                .replace("pplx-…", KEY)
+                .replace("pplx-demo", KEY);
             for (from, to) in &self.learned {
                 l = l.replace(from, to);
             }

@@ -68,18 +68,29 @@ print("answer:", result["content"][0]["text"].replace("\n", " "))
 /// Runs `block` as written (but for the adaptations above) in `home`: its stdout and
 /// stderr, and whether it succeeded.
 fn run_block(block: &str, home: &Scratch, fake: &FakePerplexity) -> (String, String, bool) {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let address = format!("127.0.0.1:{port}");
+    // A block that starts `perplexity-agent demo` is run against it, on a port of its own;
+    // the others against the test's fake.
+    let upstream = if block.contains("perplexity-agent demo") {
+        let demo = free_port();
+        format!("http://127.0.0.1:{demo}")
+    } else {
+        fake.base_url()
+    };
     let script: String = block
         .lines()
-        .filter(|l| !l.contains("cargo run -p fake-perplexity"))
         .map(|l| {
             l.replace("pplx-…", KEY)
                 .replace("pplx-test", KEY)
-                .replace("http://127.0.0.1:8787", &fake.base_url())
+                .replace(
+                    "perplexity-agent demo &",
+                    &format!(
+                        "perplexity-agent demo --port {} &",
+                        upstream.rsplit(':').next().unwrap_or_default()
+                    ),
+                )
+                .replace("http://127.0.0.1:8787", &upstream)
                 .replace("127.0.0.1:8080", &address)
                 .replace(
                     "serve --http &",
@@ -108,7 +119,7 @@ fn run_block(block: &str, home: &Scratch, fake: &FakePerplexity) -> (String, Str
         .env_clear()
         .env("PATH", path)
         .env("HOME", home.path(""))
-        .env("PERPLEXITY_API_BASE", fake.base_url())
+        .env("PERPLEXITY_API_BASE", &upstream)
         .current_dir(home.path(""))
         .process_group(0)
         .stdin(Stdio::null())
@@ -119,6 +130,11 @@ fn run_block(block: &str, home: &Scratch, fake: &FakePerplexity) -> (String, Str
         String::from_utf8_lossy(&out.stderr).into_owned(),
         out.status.success(),
     )
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
 }
 
 #[test]
@@ -172,7 +188,7 @@ fn the_team_quickstart_serves_the_client_it_connects() {
 }
 
 #[test]
-fn the_keyless_quickstart_answers_from_the_fake() {
+fn the_keyless_quickstart_answers_from_the_demo_it_starts() {
     let fake = FakePerplexity::start();
     let home = Scratch::new("quickstart-keyless");
     let (out, err, ok) = run_block(
@@ -182,4 +198,7 @@ fn the_keyless_quickstart_answers_from_the_fake() {
     );
     assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("Fake answer."), "{out}");
+    // Answered by the stand-in the block started, not by the test's fake.
+    assert!(fake.requests().is_empty(), "{:?}", fake.requests());
+    assert!(err.contains("PERPLEXITY_API_KEY=pplx-demo"), "{err}");
 }

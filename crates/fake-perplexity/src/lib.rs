@@ -1,84 +1,22 @@
-//! A scriptable, real-HTTP fake of the Perplexity API (Agent API create/get/cancel with
-//! SSE streaming and resume, `/search`, `/v1/models`), speaking the shapes of the
-//! official SDK (`perplexityai` 0.46.1) by default, with fault injection and request
-//! recording, for `perplexity-agent`'s black-box tests and benchmarks. See README.md for
-//! the full behavioural contract.
-//!
-//! This file holds the public API: [`FakePerplexity`] (an in-process server on its own
-//! thread and runtime), the recorded types, and [`serve`] (used by the binary).
+//! A scriptable, real-HTTP fake of the Perplexity API for `perplexity-agent`'s black-box
+//! tests and benchmarks. The fake itself lives in the product (`perplexity_agent::demo`,
+//! which `perplexity-agent demo` serves to people trying it without a key); this crate
+//! adds the tests' in-process harness, [`FakePerplexity`], and the `fake-perplexity`
+//! binary. See README.md for the full behavioural contract.
 
-mod clock;
-mod faults;
-mod json_answer;
-mod run;
-mod scenario;
-mod server;
-mod strict;
-
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::Value;
 
-use crate::scenario::Scenario;
-use crate::server::Shared;
-
-/// One API request as the fake received it (control endpoints are not recorded).
-#[derive(Debug, Clone, Serialize)]
-pub struct RecordedRequest {
-    pub method: String,
-    pub path: String,
-    /// The raw query string, without `?`.
-    pub query: Option<String>,
-    /// Lowercased header names; repeated headers joined with `", "`.
-    pub headers: BTreeMap<String, String>,
-    /// The body, as (lossy) UTF-8.
-    pub body: String,
-    /// The body parsed as JSON, when it is JSON.
-    pub body_json: Option<Value>,
-    /// Unix wall-clock milliseconds at which the request arrived.
-    pub at_ms: u64,
-}
-
-/// One run, as listed by `GET /_control/runs`.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunInfo {
-    pub id: String,
-    /// The timeline's status now (`status_sequence` does not apply here).
-    pub status: Value,
-    pub created_at_ms: u64,
-    /// Unix ms at which the terminal state took effect; `None` before.
-    pub terminal_at_ms: Option<u64>,
-    /// 0, or the round of the run named by the create's `previous_response_id` plus one
-    /// (function calls are asked for in rounds below `function_call_rounds`).
-    pub round: u64,
-}
-
-/// Checks a scenario without starting anything; the error says what is wrong.
-pub fn validate_scenario(scenario: &Value) -> Result<(), String> {
-    Scenario::from_json(scenario).map(|_| ())
-}
-
-/// Serves the fake on `listener` with `initial_scenario` until the listener fails (or
-/// the future is dropped). An invalid scenario is an `InvalidInput` error.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    initial_scenario: Value,
-) -> std::io::Result<()> {
-    let scenario = Scenario::from_json(&initial_scenario)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    server::run_server(listener, Shared::new(scenario)).await
-}
+pub use perplexity_agent::demo::{RecordedRequest, RunInfo, Upstream, serve, validate_scenario};
 
 /// An in-process fake server on `127.0.0.1:<ephemeral>`, running on its own thread with
 /// its own tokio runtime. Dropping it stops the server and joins the thread.
 pub struct FakePerplexity {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    upstream: Upstream,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -91,7 +29,7 @@ impl FakePerplexity {
 
     /// Starts the server with `scenario`; panics if the scenario is invalid.
     pub fn start_with(scenario: Value) -> FakePerplexity {
-        let scenario = Scenario::from_json(&scenario)
+        let upstream = Upstream::new(&scenario)
             .unwrap_or_else(|e| panic!("fake-perplexity: invalid scenario: {e}"));
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0")
             .expect("fake-perplexity: cannot bind 127.0.0.1:0");
@@ -101,9 +39,8 @@ impl FakePerplexity {
         let addr = std_listener
             .local_addr()
             .expect("fake-perplexity: no local address");
-        let shared = Shared::new(scenario);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let server_shared = shared.clone();
+        let server = upstream.clone();
         let thread = std::thread::Builder::new()
             .name(format!("fake-perplexity-{}", addr.port()))
             .spawn(move || {
@@ -120,7 +57,7 @@ impl FakePerplexity {
                         }
                     };
                     tokio::select! {
-                        res = server::run_server(listener, server_shared) => {
+                        res = server.serve(listener) => {
                             if let Err(e) = res {
                                 eprintln!("fake-perplexity: server error: {e}");
                             }
@@ -134,7 +71,7 @@ impl FakePerplexity {
             .expect("fake-perplexity: cannot spawn the server thread");
         FakePerplexity {
             addr,
-            shared,
+            upstream,
             shutdown: Some(tx),
             thread: Some(thread),
         }
@@ -151,35 +88,35 @@ impl FakePerplexity {
 
     /// Replaces the whole scenario; panics if it is invalid.
     pub fn set_scenario(&self, scenario: Value) {
-        let s = Scenario::from_json(&scenario)
+        self.upstream
+            .set_scenario(&scenario)
             .unwrap_or_else(|e| panic!("fake-perplexity: invalid scenario: {e}"));
-        self.shared.set_scenario(s);
     }
 
     /// Appends a fault (or, given an array, several); panics if one is invalid.
     pub fn push_fault(&self, fault: Value) {
-        let f = faults::parse_faults(&fault)
+        self.upstream
+            .push_fault(&fault)
             .unwrap_or_else(|e| panic!("fake-perplexity: invalid fault: {e}"));
-        self.shared.push_faults(f);
     }
 
     /// The recorded API requests, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.shared.requests()
+        self.upstream.requests()
     }
 
     pub fn clear_requests(&self) {
-        self.shared.clear_requests();
+        self.upstream.clear_requests();
     }
 
     /// Every run, in creation order.
     pub fn runs(&self) -> Vec<RunInfo> {
-        self.shared.runs()
+        self.upstream.runs()
     }
 
     /// Scenario back to the defaults; faults, requests and runs emptied.
     pub fn reset(&self) {
-        self.shared.reset();
+        self.upstream.reset();
     }
 }
 

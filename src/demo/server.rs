@@ -17,12 +17,12 @@ use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::clock::{iso8601, now_ms};
-use crate::faults::{self, Fault, FaultKind, Route};
-use crate::run::{CreateParams, Run};
-use crate::scenario::Scenario;
-use crate::strict;
-use crate::{RecordedRequest, RunInfo};
+use super::clock::{iso8601, now_ms};
+use super::faults::{self, Fault, FaultKind, Route};
+use super::run::{CreateParams, Run};
+use super::scenario::Scenario;
+use super::strict;
+use super::{RecordedRequest, RunInfo};
 
 /// Requests bodies larger than this get a 413 (far above the 64 MiB we promise).
 const MAX_BODY: usize = 512 * 1024 * 1024;

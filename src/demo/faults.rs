@@ -10,8 +10,8 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
-use crate::clock::{imf_fixdate, now_secs_f64};
-use crate::scenario::{boolean, ms, string, type_err, uint};
+use super::clock::{imf_fixdate, now_secs_f64};
+use super::scenario::{boolean, ms, string, type_err, uint};
 
 /// Upper bound of `retry_after_secs` (about 31 years), so date arithmetic cannot
 /// overflow.

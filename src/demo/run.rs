@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::json_answer;
-use crate::scenario::{FinanceItem, RunningOutput, Scenario};
+use super::json_answer;
+use super::scenario::{FinanceItem, RunningOutput, Scenario};
 
 /// What a timeline entry does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
