@@ -267,7 +267,9 @@ pub async fn run(command: Command, config: Config) -> Ended {
     if let Some(warning) = config.fetch.allow_private.warning() {
         // A server's log line; a person at a terminal gets a sentence.
         match command {
-            Command::Serve(_) | Command::Tui => tracing::warn!("{warning}"),
+            Command::Serve(_) => tracing::warn!("{warning}"),
+            // The workspace shows it in its chat: a line here would stay on the screen.
+            Command::Tui => {}
             _ => output::warn(&warning),
         }
     }
@@ -293,8 +295,11 @@ pub async fn run(command: Command, config: Config) -> Ended {
         Command::Doctor(args) => doctor::run(args, &config).await,
         Command::Tasks(args) => tasks_command(args, &tools).await,
         Command::Usage(args) => usage::run(args, &tools).await,
+        // Runs left going upstream are named as `ask` names them after Ctrl-C, once the
+        // terminal is back: each id on stdout, how to collect it on stderr, exit 130.
         Command::Tui => match crate::tui::run(&config).await {
-            Ok(()) => Ok(Exit::Success),
+            Ok(left) if left.is_empty() => Ok(Exit::Success),
+            Ok(left) => output::interrupted(&left, false),
             Err(e) => Err(CliError::config(&e)),
         },
         Command::Serve(args) => {

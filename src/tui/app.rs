@@ -3,6 +3,7 @@
 //! tested without a terminal.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
@@ -12,6 +13,11 @@ use super::command::{self, Command, TaskKind};
 pub const MAX_INPUT_CHARS: usize = 4_096;
 /// Entries kept in the chat pane (older ones are in /history).
 const MAX_ENTRIES: usize = 500;
+/// Lines one log entry keeps (the newest): a chatty `PERPLEXITY_LOG` fills one entry,
+/// not the chat.
+const MAX_LOG_LINES: usize = 20;
+/// Characters kept of one log line.
+const MAX_LOG_LINE_CHARS: usize = 400;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pane {
@@ -29,6 +35,8 @@ pub enum Kind {
     Alert,
     /// `/help`: rows of `what\tdoes`, drawn as a table.
     Help,
+    /// The process's own log lines, written while the workspace was on screen.
+    Log,
 }
 
 /// One block of the chat pane.
@@ -94,8 +102,15 @@ pub enum Update {
         announce: bool,
     },
     TabClosed(String),
-    /// A call started (+1) or ended (-1).
-    Busy(i32),
+    /// A call started, numbered by the worker, at `at`.
+    Started {
+        call: u64,
+        at: Instant,
+    },
+    /// Call `call` ended.
+    Finished(u64),
+    /// One line the process logged (tracing's, on stderr) while the workspace was drawn.
+    Log(String),
     TaskStarted(TaskInfo),
     TaskEnded {
         id: u32,
@@ -121,7 +136,8 @@ pub struct App {
     pub tokens: u32,
     /// Today's spend, once the ledger has been read.
     pub spent_today: Option<i64>,
-    pub in_flight: usize,
+    /// The calls running now, with when each started.
+    pub running: Vec<(u64, Instant)>,
     pub tasks: Vec<TaskInfo>,
     /// The latest progress line of running work.
     pub progress: Option<String>,
@@ -149,13 +165,26 @@ impl App {
             space: space.to_owned(),
             tokens,
             spent_today: None,
-            in_flight: 0,
+            running: Vec::new(),
             tasks: Vec::new(),
             progress: None,
             quit: false,
             copy: None,
             away: HashMap::new(),
         }
+    }
+
+    /// How many calls are running.
+    pub fn in_flight(&self) -> usize {
+        self.running.len()
+    }
+
+    /// How long the longest-running call has run at `now` (`None` when idle).
+    pub fn busy_for(&self, now: Instant) -> Option<Duration> {
+        self.running
+            .iter()
+            .map(|(_, at)| now.saturating_duration_since(*at))
+            .max()
     }
 
     pub fn current_tab(&self) -> Option<&PageTab> {
@@ -372,12 +401,14 @@ impl App {
                     n => Some(self.current.unwrap_or(0).min(n - 1)),
                 };
             }
-            Update::Busy(delta) => {
-                self.in_flight = self.in_flight.saturating_add_signed(delta as isize);
-                if self.in_flight == 0 {
+            Update::Started { call, at } => self.running.push((call, at)),
+            Update::Finished(call) => {
+                self.running.retain(|(c, _)| *c != call);
+                if self.running.is_empty() {
                     self.progress = None;
                 }
             }
+            Update::Log(line) => self.log(&line),
             Update::Progress(text) => self.progress = Some(text),
             Update::TaskStarted(task) => {
                 self.push(Entry::new(Kind::Note, task_started(&task)));
@@ -389,6 +420,26 @@ impl App {
             }
             Update::Tokens(n) => self.tokens = n,
             Update::Spent(n) => self.spent_today = Some(n),
+        }
+    }
+
+    /// A log line joins the log entry at the bottom of the chat, or starts one: the
+    /// newest [`MAX_LOG_LINES`] lines are kept, each as inert text (no colours, no
+    /// escape sequences).
+    fn log(&mut self, line: &str) {
+        let line = crate::text::cap_chars(&inert_log_line(line), MAX_LOG_LINE_CHARS);
+        if line.trim().is_empty() {
+            return;
+        }
+        match self.entries.last_mut() {
+            Some(last) if last.kind == Kind::Log => {
+                let mut lines: Vec<&str> = last.text.lines().collect();
+                lines.push(&line);
+                let from = lines.len().saturating_sub(MAX_LOG_LINES);
+                last.text = lines[from..].join("\n");
+                self.chat_scroll = 0;
+            }
+            _ => self.push(Entry::new(Kind::Log, line)),
         }
     }
 
@@ -422,6 +473,39 @@ impl App {
             let text = format!("Space: {} ({}).", self.space, count(self.tabs.len(), "tab"));
             self.push(Entry::new(Kind::Note, text));
         }
+    }
+}
+
+/// A log line as text: colour sequences (`ESC [ … letter`) dropped, every other control
+/// character made inert, and the timestamp the terminal would have had dropped (the
+/// chat is already in order).
+pub fn inert_log_line(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            // Parameters and intermediates up to the final byte (a letter, `@`…`~`).
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(crate::text::inert_char(c));
+    }
+    let trimmed = out.trim();
+    // tracing's `2026-01-02T03:04:05.678901Z  WARN message`.
+    match trimmed.split_once(' ') {
+        Some((stamp, rest))
+            if stamp.ends_with('Z')
+                && stamp.contains('T')
+                && stamp.starts_with(|c: char| c.is_ascii_digit()) =>
+        {
+            rest.trim_start().to_owned()
+        }
+        _ => trimmed.to_owned(),
     }
 }
 
@@ -572,6 +656,53 @@ mod tests {
             app.entries.last().unwrap().text,
             "Task 4 started: watching the search \"rust\" every 60 s. /untask 4 stops it."
         );
+    }
+
+    #[test]
+    fn running_calls_are_timed_from_the_oldest() {
+        let mut app = App::new("s", 1);
+        let t0 = Instant::now();
+        assert_eq!(app.busy_for(t0), None);
+        app.apply(Update::Started { call: 1, at: t0 });
+        app.apply(Update::Started {
+            call: 2,
+            at: t0 + Duration::from_secs(5),
+        });
+        let now = t0 + Duration::from_secs(12);
+        assert_eq!(app.busy_for(now), Some(Duration::from_secs(12)));
+        app.apply(Update::Progress("queued".into()));
+        app.apply(Update::Finished(1));
+        assert_eq!(
+            (app.in_flight(), app.busy_for(now)),
+            (1, Some(Duration::from_secs(7)))
+        );
+        assert!(app.progress.is_some());
+        app.apply(Update::Finished(2));
+        assert_eq!(
+            (app.in_flight(), app.busy_for(now), &app.progress),
+            (0, None, &None)
+        );
+    }
+
+    #[test]
+    fn log_lines_gather_in_one_bounded_inert_entry() {
+        let mut app = App::new("s", 1);
+        app.apply(Update::Log(
+            "\u{1b}[2m2026-01-02T03:04:05.678901Z\u{1b}[0m \u{1b}[33m WARN\u{1b}[0m careful \u{1b}]52;c;eA==\u{7}".into(),
+        ));
+        let log = app.entries.last().unwrap();
+        assert_eq!(log.kind, Kind::Log);
+        assert_eq!(log.text, "WARN careful \u{fffd}]52;c;eA==\u{fffd}");
+        for i in 0..30 {
+            app.apply(Update::Log(format!("line {i}")));
+        }
+        let log = app.entries.last().unwrap();
+        assert_eq!(log.text.lines().count(), MAX_LOG_LINES);
+        assert!(log.text.ends_with("line 29"), "{}", log.text);
+        // Something else in between: the next line starts a new entry.
+        app.apply(Update::Entry(Entry::new(Kind::Note, "n")));
+        app.apply(Update::Log("again".into()));
+        assert_eq!(app.entries.last().unwrap().text, "again");
     }
 
     #[test]

@@ -11,10 +11,14 @@ pub enum Command {
     Ask(String),
     /// `/ask <q>`: a question about the current tab.
     AskTab(String),
+    /// `/search <q>`: the Search API's results only, as the CLI's `search`.
     Search(String),
     Open(String),
     Summary,
     Research(String),
+    /// `/result <id>`: collect a research run (one left running when the workspace was
+    /// quit, or started elsewhere), the id already checked.
+    Result(String),
     /// `/space` lists spaces; `/space name` switches (creating it).
     Space(Option<String>),
     Tabs,
@@ -39,11 +43,12 @@ pub enum TaskKind {
 /// `/help`: (what to type, what it does) rows, drawn as a table whose descriptions wrap
 /// under their own column (see `view::help_lines`).
 pub const HELP_ROWS: &[(&str, &str)] = &[
-    ("/search <q>", "web results and a cited answer"),
+    ("/search <q>", "web search results (no answer)"),
     ("/open <url|N>", "a page, or source [N], in a tab"),
     ("/ask <q>", "ask about the current tab"),
     ("/summary", "summarise the open tabs"),
     ("/research <q>", "deep research; claims checked"),
+    ("/result <id>", "collect a run left running"),
     ("/space [name]", "list spaces, or switch to one"),
     ("/tabs /close", "list tabs, close the current"),
     ("/history", "recent questions and answers"),
@@ -100,6 +105,17 @@ pub fn parse(line: &str) -> Result<Command, String> {
         "open" => need("a URL").map(Command::Open),
         "ask" => need("a question").map(Command::AskTab),
         "research" => need("a question").map(Command::Research),
+        "result" => need("a research run id, e.g. /result resp_abc123").and_then(|id| {
+            // Checked here, so a mistyped id is said at once and nothing is sent.
+            if crate::perplexity::agent::valid_run_id(&id) {
+                Ok(Command::Result(id))
+            } else {
+                Err(format!(
+                    "{} is not a research run id: ids are letters, digits, '_' and '-' (as printed when a run is left running).",
+                    crate::text::inert_line(&crate::text::cap_chars(&id, 80))
+                ))
+            }
+        }),
         "summary" => none(Command::Summary),
         "space" => Ok(Command::Space((!arg.is_empty()).then(|| arg.to_owned()))),
         "tabs" => none(Command::Tabs),
@@ -188,5 +204,15 @@ mod tests {
         );
         assert!(parse("   ").is_err());
         assert_eq!(parse("/quit"), Ok(Command::Quit));
+        assert_eq!(
+            parse("/result resp_a-1"),
+            Ok(Command::Result("resp_a-1".into()))
+        );
+        assert!(parse("/result").unwrap_err().starts_with("/result needs"));
+        for bad in ["../x", "a b", "resp\u{1b}[2J", &"r".repeat(129)] {
+            let said = parse(&format!("/result {bad}")).unwrap_err();
+            assert!(said.contains("is not a research run id"), "{said}");
+            assert!(!said.contains('\u{1b}'), "{said:?}");
+        }
     }
 }

@@ -4,6 +4,8 @@
 //! text) is drawn as plain data — no markup is interpreted — and its injection flags are
 //! shown in red beside it.
 
+use std::time::{Duration, Instant};
+
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -12,7 +14,16 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::app::{App, Entry, Kind, Pane};
 
+/// The spinner of running work, one frame per [`SPIN_STEP`].
+const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+pub const SPIN_STEP: Duration = Duration::from_millis(120);
+
 pub fn draw(frame: &mut Frame, app: &App) {
+    draw_at(frame, app, Instant::now());
+}
+
+/// [`draw`] as at `now` (the spinner and the seconds running depend on it).
+pub fn draw_at(frame: &mut Frame, app: &App, now: Instant) {
     let [main, input, status] = Layout::default()
         .direction(Direction::Vertical)
         .constraints([
@@ -34,7 +45,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
     draw_tabs(frame, app, tabs);
     draw_page(frame, app, page);
     draw_input(frame, app, input);
-    draw_status(frame, app, status);
+    draw_status(frame, app, status, now);
 }
 
 fn block(title: &str, focused: bool) -> Block<'_> {
@@ -205,6 +216,7 @@ fn entry_lines(entry: &Entry, width: usize) -> Vec<Line<'static>> {
         ),
         Kind::Note => ("note", Style::default().fg(Color::DarkGray)),
         Kind::Help => ("help", Style::default().fg(Color::Cyan)),
+        Kind::Log => ("log", Style::default().fg(Color::DarkGray)),
         Kind::Error => (
             "error",
             Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
@@ -441,12 +453,12 @@ fn draw_chat(frame: &mut Frame, app: &App, area: Rect) {
 /// ` Chat `, or what the running work is doing, in whole words within `max` columns
 /// (the title sits on the pane's top border).
 fn chat_title(app: &App, max: usize) -> String {
-    if app.in_flight == 0 {
+    if app.in_flight() == 0 {
         return " Chat ".to_owned();
     }
     let doing = match &app.progress {
         Some(p) => inert(p).replace('\n', " "),
-        None => format!("working ({})", app.in_flight),
+        None => format!("working ({})", app.in_flight()),
     };
     let head = " Chat — ";
     let room = max.saturating_sub(cols(head) + 1);
@@ -552,8 +564,8 @@ fn draw_input(frame: &mut Frame, app: &App, area: Rect) {
     frame.set_cursor_position((x.min(area.right().saturating_sub(1)), area.y));
 }
 
-fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
-    let text = status_text(app, area.width as usize);
+fn draw_status(frame: &mut Frame, app: &App, area: Rect, now: Instant) {
+    let text = status_text(app, area.width as usize, now);
     frame.render_widget(
         Paragraph::new(Line::from(Span::styled(
             text,
@@ -565,15 +577,15 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
 
 /// The status line within `width` columns: the hints go first when it is too long, then
 /// the space name is shortened (in whole words where it can be).
-fn status_text(app: &App, width: usize) -> String {
+fn status_text(app: &App, width: usize, now: Instant) -> String {
     let spent = app
         .spent_today
         .map(|n| format!(" │ today {} USD", crate::spend::money::format(n)))
         .unwrap_or_default();
     let counts = format!(
-        "tokens {} │ running {} │ tasks {}{spent}",
+        "tokens {} │ {} │ tasks {}{spent}",
         app.tokens,
-        app.in_flight,
+        running(app, now),
         app.tasks.len()
     );
     let space = inert(&app.space);
@@ -593,6 +605,32 @@ fn status_text(app: &App, width: usize) -> String {
         format!(" {counts} ")
     };
     fit_words(&line, width)
+}
+
+/// `running 0`, or with work in flight a turning spinner and how long the longest call
+/// has run: `⠹ running 2 · 12 s`, so a slow call is seen to be alive.
+fn running(app: &App, now: Instant) -> String {
+    match app.busy_for(now) {
+        None => format!("running {}", app.in_flight()),
+        Some(busy) => {
+            let step = (busy.as_millis() / SPIN_STEP.as_millis().max(1)) as usize;
+            let glyph = SPINNER[step % SPINNER.len()];
+            format!(
+                "{glyph} running {} · {}",
+                app.in_flight(),
+                elapsed(busy.as_secs())
+            )
+        }
+    }
+}
+
+/// `12 s`, `3 min 05 s`.
+fn elapsed(secs: u64) -> String {
+    if secs < 60 {
+        format!("{secs} s")
+    } else {
+        format!("{} min {:02} s", secs / 60, secs % 60)
+    }
 }
 
 #[cfg(test)]
@@ -671,7 +709,10 @@ mod tests {
             "https://rust-lang.org",
             "Rust is fast.",
         )));
-        app.apply(Update::Busy(1));
+        app.apply(Update::Started {
+            call: 1,
+            at: Instant::now(),
+        });
         app.apply(Update::Progress(crate::tui::work::short_progress(
             "status in_progress after 2s; 10 search result(s) gathered; 3 page(s) fetched",
         )));
@@ -847,7 +888,7 @@ mod tests {
         // Too narrow for two columns: each command above its description.
         assert_eq!(help_lines("/bb <x>\tsecond", 12), ["/bb <x>", "  second"]);
         // The real help fits the chat pane at 80 and 100 columns, every row in its column.
-        for (width, rows) in [(46, 17), (58, 17)] {
+        for (width, rows) in [(46, 18), (58, 18)] {
             let lines = help_lines(&crate::tui::command::help_text(), width);
             assert_eq!(lines.len(), rows, "{lines:#?}");
             assert!(lines.iter().all(|l| cols(l) <= width), "{lines:#?}");
@@ -857,13 +898,38 @@ mod tests {
     #[test]
     fn the_status_line_shows_todays_spend_once_known() {
         let mut app = App::new("default", 10);
-        assert!(!status_text(&app, 200).contains("today"));
+        assert!(!status_text(&app, 200, Instant::now()).contains("today"));
         app.apply(Update::Spent(12_300));
         assert!(
-            status_text(&app, 200).contains("│ today 0.0123 USD"),
+            status_text(&app, 200, Instant::now()).contains("│ today 0.0123 USD"),
             "{}",
-            status_text(&app, 200)
+            status_text(&app, 200, Instant::now())
         );
+    }
+
+    #[test]
+    fn running_work_turns_a_spinner_and_counts_its_seconds() {
+        let mut app = App::new("s", 1);
+        let t0 = Instant::now();
+        assert!(status_text(&app, 120, t0).contains(" running 0 │"));
+        app.apply(Update::Started { call: 7, at: t0 });
+        let at = |ms: u64| status_text(&app, 120, t0 + Duration::from_millis(ms));
+        assert!(at(0).contains("│ ⠋ running 1 · 0 s │"), "{}", at(0));
+        assert!(
+            at(12_240).contains("│ ⠹ running 1 · 12 s │"),
+            "{}",
+            at(12_240)
+        );
+        assert!(
+            at(185_000).contains("running 1 · 3 min 05 s"),
+            "{}",
+            at(185_000)
+        );
+        // Still within 40 columns, the count and seconds kept.
+        let narrow = at(5_000);
+        assert!(narrow.contains("running 1 · 5 s"), "{narrow}");
+        let short = status_text(&app, 40, t0 + Duration::from_secs(5));
+        assert!(cols(&short) <= 40, "{short:?}");
     }
 
     #[test]
@@ -881,17 +947,20 @@ mod tests {
         assert_eq!(fit_words("abcdef", 4), "abc…");
         assert_eq!(fit_words("abc", 0), "");
         let mut app = App::new("a-space-with-a-rather-long-name", 100_000);
-        app.apply(Update::Busy(1));
+        app.apply(Update::Started {
+            call: 1,
+            at: Instant::now(),
+        });
         app.apply(Update::Progress(
             "searching 4 sub-questions for the report".into(),
         ));
         let title = chat_title(&app, 30);
         assert_eq!(title, " Chat — searching 4… ");
         for width in [80, 60, 40] {
-            let status = status_text(&app, width);
+            let status = status_text(&app, width, Instant::now());
             assert!(cols(&status) <= width, "{width}: {status:?}");
             assert!(status.contains("running 1"), "{status:?}");
         }
-        assert!(status_text(&app, 120).contains("Tab panes"));
+        assert!(status_text(&app, 120, Instant::now()).contains("Tab panes"));
     }
 }

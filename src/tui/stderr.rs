@@ -1,0 +1,91 @@
+//! stderr while the workspace is drawn. Log lines (tracing writes each event to stderr,
+//! whole) written to the terminal would land under the drawing, at the cursor, break
+//! the frame and stay after the workspace leaves: so while it is up, stderr is a pipe
+//! whose lines become [`Update::Log`]s, shown in the chat. [`restore`] gives the
+//! terminal back its stderr, before anything is printed on the way out (and on panic,
+//! so a panic's message is seen).
+//!
+//! Touches: file descriptor 2 of the process (duplicated, replaced, put back).
+
+use std::io::{BufRead, BufReader};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::app::Update;
+
+/// The terminal's stderr, kept aside while the pipe stands in for it (-1: not captured).
+static SAVED: AtomicI32 = AtomicI32::new(-1);
+
+/// How long the way out waits for the reader to take the last lines from the pipe (a
+/// child process still holding its end would keep it open for ever).
+const DRAIN: Duration = Duration::from_millis(300);
+
+/// A running capture: its reader thread says when it has read everything.
+pub struct Capture {
+    done: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl Capture {
+    /// Puts a pipe in stderr's place and reads its lines into `tx`. `None` (stderr left
+    /// as it is) when the descriptors cannot be set up.
+    pub fn start(tx: UnboundedSender<Update>) -> Option<Capture> {
+        let (reader, writer) = std::io::pipe().ok()?;
+        // SAFETY: fcntl with F_DUPFD_CLOEXEC only duplicates descriptor 2 (whether it
+        // is open or not); it reads no memory of ours.
+        let saved: RawFd = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
+        if saved < 0 {
+            return None;
+        }
+        // SAFETY: both descriptors are open (the pipe's end is owned by `writer`, alive
+        // here); dup2 atomically makes 2 a copy of it.
+        if unsafe { libc::dup2(writer.as_raw_fd(), 2) } < 0 {
+            // SAFETY: `saved` was returned by fcntl above and is closed only here.
+            unsafe { libc::close(saved) };
+            return None;
+        }
+        // Descriptor 2 is now the pipe's only writing end: when it is put back, the
+        // reader sees the end of the pipe.
+        drop(writer);
+        SAVED.store(saved, Ordering::SeqCst);
+        let (said_done, done) = tokio::sync::oneshot::channel();
+        let spawned = std::thread::Builder::new()
+            .name("tui-stderr".into())
+            .spawn(move || {
+                for line in BufReader::new(reader).lines() {
+                    let Ok(line) = line else { break };
+                    // The workspace may be gone: the line is dropped with it.
+                    let _ = tx.send(Update::Log(line));
+                }
+                let _ = said_done.send(());
+            });
+        if spawned.is_err() {
+            // Nobody would read the pipe: a writer would block once it filled.
+            restore();
+            return None;
+        }
+        Some(Capture { done })
+    }
+
+    /// After [`restore`]: waits (briefly) until every line written is read.
+    pub async fn finish(self) {
+        let _ = tokio::time::timeout(DRAIN, self.done).await;
+    }
+}
+
+/// Gives stderr back to the terminal; does nothing when it is not captured (so it may be
+/// called on every way out, and from the panic hook).
+pub fn restore() {
+    let saved = SAVED.swap(-1, Ordering::SeqCst);
+    if saved < 0 {
+        return;
+    }
+    // SAFETY: `saved` is the descriptor `Capture::start` kept, taken out of `SAVED` here
+    // so it is put back and closed once; dup2 and close read no memory of ours.
+    unsafe {
+        libc::dup2(saved, 2);
+        libc::close(saved);
+    }
+}
