@@ -2,10 +2,13 @@
 //! config file, so nobody hand-edits JSON or guesses the binary's absolute path. The
 //! entry is merged into what is there (other servers and keys untouched), the old file
 //! is backed up first, and the new one replaces it atomically. A file we cannot parse
-//! is refused, never overwritten.
+//! is refused, never overwritten. With `--url` the entry points the client at a running
+//! `serve --http` instead of starting the server. Claude Code's `--print` is its own
+//! `claude mcp add` command, with secrets as shell variables rather than values.
 //!
 //! Touches: the client's config file and its backup; reads HOME / USERPROFILE,
-//! XDG_CONFIG_HOME, APPDATA and, with `--with-key-from-env`, PERPLEXITY_API_KEY.
+//! XDG_CONFIG_HOME, APPDATA and, with `--with-key-from-env`, PERPLEXITY_API_KEY, with
+//! `--token-env VAR`, VAR. A key or token is written only when one of those asks for it.
 
 use std::fs;
 use std::io::Write;
@@ -13,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use serde_json::{Map, Value, json};
+use url::Url;
 
 use super::clients::{Client, Platform};
 use super::output::{self, CliError, Ended, Exit};
@@ -32,6 +36,15 @@ pub struct InstallArgs {
     /// Also write $PERPLEXITY_API_KEY into the entry (in plain text in the client's file).
     #[arg(long)]
     pub with_key_from_env: bool,
+    /// Connect the client to a running `serve --http` at this URL (http or https, its
+    /// /mcp endpoint) instead of having it start the server.
+    #[arg(long, value_name = "URL", value_parser = server_url,
+          conflicts_with_all = ["with_key_from_env", "launcher"])]
+    pub url: Option<Url>,
+    /// With --url: the environment variable holding the server's token, written into the
+    /// entry's Authorization header (in plain text in the client's file).
+    #[arg(long, value_name = "VAR", requires = "url", value_parser = variable_name)]
+    pub token_env: Option<String>,
     /// The server's name in the client's config (1-64 letters, digits, '-' or '_').
     #[arg(long, value_name = "NAME", default_value = DEFAULT_NAME, value_parser = server_name)]
     pub name: String,
@@ -105,6 +118,71 @@ pub fn server_name(raw: &str) -> Result<String, String> {
     } else {
         Err("use 1-64 letters, digits, '-' or '_'".to_owned())
     }
+}
+
+/// `--url`: an http(s) URL with a host and no credentials (a token goes in a header,
+/// where `--token-env` puts it, not in a URL that is logged and shown).
+pub fn server_url(raw: &str) -> Result<Url, String> {
+    let url = Url::parse(raw.trim()).map_err(|e| format!("not a URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(
+            "use an http or https URL: the server's /mcp endpoint, e.g. https://mcp.example.org/mcp"
+                .to_owned(),
+        );
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("the URL names no host".to_owned());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(
+            "put no credentials in the URL; give the token with --token-env VAR instead".to_owned(),
+        );
+    }
+    Ok(url)
+}
+
+/// `--token-env`: an environment variable's name. The Perplexity key is refused: it is
+/// not a token `serve --http` accepts, and it would leak into another client's file.
+pub fn variable_name(raw: &str) -> Result<String, String> {
+    let valid = (1..=128).contains(&raw.len())
+        && !raw.starts_with(|c: char| c.is_ascii_digit())
+        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !valid {
+        return Err("use a variable's name: letters, digits and '_'".to_owned());
+    }
+    if raw == KEY_VARIABLE {
+        return Err(format!(
+            "{KEY_VARIABLE} is the Perplexity key, not a token of serve --http: name the variable that holds the server's token"
+        ));
+    }
+    Ok(raw.to_owned())
+}
+
+/// Plain http is safe on this machine only; elsewhere the token crosses the network
+/// readable by anyone on the path.
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// The HTTP entry for `client`: where the server is, and the token when one is given.
+pub fn http_entry(client: Client, url: &Url, token: Option<&str>) -> Map<String, Value> {
+    let mut entry = Map::new();
+    if client.typed() {
+        entry.insert("type".to_owned(), json!("http"));
+    }
+    entry.insert("url".to_owned(), json!(url.as_str()));
+    if let Some(token) = token {
+        entry.insert(
+            "headers".to_owned(),
+            json!({ "Authorization": format!("Bearer {token}") }),
+        );
+    }
+    entry
 }
 
 /// Whether a client's entry runs this program: by the command's file name, or a
@@ -201,22 +279,26 @@ pub fn merge(
     Ok((doc, change))
 }
 
-/// An existing entry with ours laid over it. One that is not a stdio server is someone
-/// else's: refused rather than turned into a hybrid.
+/// An existing entry with ours laid over it. One of the other transport (a stdio entry
+/// where we write an HTTP one, or the reverse) is someone else's, or ours made another
+/// way: refused rather than turned into a hybrid.
 fn updated_entry(old: &Value, name: &str, ours: &Map<String, Value>) -> Result<Value, String> {
+    let http = ours.contains_key("url");
     let not_ours = || {
         format!(
-            "already has a server named \"{name}\" that is not a stdio server; choose another --name"
+            "already has a server named \"{name}\" that is not {} server; choose another --name",
+            if http { "an HTTP" } else { "a stdio" }
         )
     };
     let old = old.as_object().ok_or_else(not_ours)?;
-    if old.contains_key("url") || old.get("type").is_some_and(|t| t != "stdio") {
+    let old_http = old.contains_key("url") || old.get("type").is_some_and(|t| t != "stdio");
+    if old_http != http || (http && old.contains_key("command")) {
         return Err(not_ours());
     }
     let mut updated = old.clone();
     for (key, value) in ours {
         let value = match (key.as_str(), value, old.get(key)) {
-            ("env", Value::Object(new), Some(Value::Object(kept))) => {
+            ("env" | "headers", Value::Object(new), Some(Value::Object(kept))) => {
                 let mut env = kept.clone();
                 env.extend(new.clone());
                 Value::Object(env)
@@ -228,17 +310,15 @@ fn updated_entry(old: &Value, name: &str, ours: &Map<String, Value>) -> Result<V
     Ok(Value::Object(updated))
 }
 
+/// Claude Desktop reads only stdio servers from its file; a remote server is a connector.
+const DESKTOP_REMOTE: &str = "Claude Desktop does not take remote servers in its config file: add the URL as a connector (Settings → Connectors → Add custom connector). Connectors sign in with OAuth, so run serve --http with PERPLEXITY_OAUTH_ISSUER; with a token instead, run the server on this machine: perplexity-agent install claude-desktop (without --url).";
+
 /// Runs the command; returns the process exit code.
 pub fn run(args: InstallArgs) -> Ended {
-    let key = match args.with_key_from_env.then(key_from_env).transpose() {
-        Ok(key) => key,
-        Err(e) => return Err(CliError::config(&e)),
+    let ours = match &args.url {
+        Some(url) => remote_entry(&args, url)?,
+        None => local_entry(&args)?,
     };
-    let command = match command(args.launcher) {
-        Ok(c) => c,
-        Err(e) => return Err(CliError::failed(&e)),
-    };
-    let ours = entry(args.client, &command, key.as_deref());
     let env = |name: &str| std::env::var(name).ok();
     let path = args.client.config_path(Platform::current(), &env);
     if args.print {
@@ -249,6 +329,54 @@ pub fn run(args: InstallArgs) -> Ended {
         Err(e) => return Err(CliError::config(&e)),
     };
     install(&args, &path, &ours)
+}
+
+/// The stdio entry: how the client starts this server (and the key, when asked).
+fn local_entry(args: &InstallArgs) -> Result<Map<String, Value>, CliError> {
+    let key = args
+        .with_key_from_env
+        .then(key_from_env)
+        .transpose()
+        .map_err(|e| CliError::config(&e))?;
+    let command = command(args.launcher).map_err(|e| CliError::failed(&e))?;
+    Ok(entry(args.client, &command, key.as_deref()))
+}
+
+/// The HTTP entry: where the running server is (and its token, when asked).
+fn remote_entry(args: &InstallArgs, url: &Url) -> Result<Map<String, Value>, CliError> {
+    if args.client == Client::ClaudeDesktop {
+        return Err(CliError::usage(DESKTOP_REMOTE));
+    }
+    let token = args
+        .token_env
+        .as_deref()
+        .map(token_from_env)
+        .transpose()
+        .map_err(|e| CliError::config(&e))?;
+    if url.scheme() == "http" && !is_loopback(url) {
+        eprintln!(
+            "perplexity-agent: warning: {url} is plain http to another machine: every request, and the token with it, crosses the network readable. Put TLS in front of serve --http and use https://."
+        );
+    }
+    Ok(http_entry(args.client, url, token.as_deref()))
+}
+
+/// The token in `name`, trimmed (a stray newline from a file is not part of it). Its
+/// value never appears in a message.
+fn token_from_env(name: &str) -> Result<String, String> {
+    let value = std::env::var(name).unwrap_or_default();
+    let token = value.trim();
+    if token.is_empty() {
+        return Err(format!(
+            "--token-env: {name} is not set (or is empty). Export the server's token in it first (the one `perplexity-agent clients add NAME` printed, or PERPLEXITY_HTTP_AUTH_TOKEN), or leave the flag out and add the header yourself."
+        ));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "--token-env: {name} holds characters that cannot go in an HTTP header (spaces, line breaks or non-ASCII); set it to the token alone"
+        ));
+    }
+    Ok(token.to_owned())
 }
 
 fn key_from_env() -> Result<String, String> {
@@ -354,8 +482,20 @@ fn is_build_output(path: &Path) -> bool {
         .any(|w| w[0] == "target" && (w[1] == "debug" || w[1] == "release"))
 }
 
-/// `--print`: the snippet on stdout (so it can be piped), where it goes on stderr.
+/// `--print`: the snippet on stdout (so it can be piped), where it goes on stderr. For
+/// Claude Code, its own command, which keeps its file's other state consistent.
 fn print(args: &InstallArgs, ours: Map<String, Value>, path: Option<PathBuf>) -> Ended {
+    let place = path.map_or_else(
+        || "the client's config file".to_owned(),
+        |p| p.display().to_string(),
+    );
+    if args.client == Client::ClaudeCode {
+        output::lines(&claude_mcp_add(args, &ours));
+        eprintln!(
+            "perplexity-agent: nothing was written; run this command (Claude Code's own way to add a server to {place}), or run without --print."
+        );
+        return Ok(Exit::Success);
+    }
     let snippet = json!({ args.client.container(): { args.name.as_str(): ours } });
     match serde_json::to_string_pretty(&snippet) {
         Ok(text) => output::lines(&text),
@@ -366,17 +506,70 @@ fn print(args: &InstallArgs, ours: Map<String, Value>, path: Option<PathBuf>) ->
             ));
         }
     }
-    let place = path.map_or_else(
-        || "the client's config file".to_owned(),
-        |p| p.display().to_string(),
-    );
     eprintln!(
         "perplexity-agent: nothing was written; merge this into {place} (or run without --print)."
     );
     if args.with_key_from_env {
         eprintln!("perplexity-agent: warning: the output above contains your API key.");
     }
+    if let Some(var) = &args.token_env {
+        eprintln!("perplexity-agent: warning: the output above contains the token from {var}.");
+    }
     Ok(Exit::Success)
+}
+
+/// `claude mcp add` for the entry, in user scope (where `install` writes). The server's
+/// name comes before `--env` and `--header`, which take several values each and would
+/// swallow a name after them. A key or token is a shell variable the shell expands when
+/// the command runs, so the printed line holds no secret.
+fn claude_mcp_add(args: &InstallArgs, ours: &Map<String, Value>) -> String {
+    let mut parts: Vec<String> = ["claude", "mcp", "add", "--scope", "user", "--transport"]
+        .map(str::to_owned)
+        .to_vec();
+    if let Some(url) = &args.url {
+        parts.extend([
+            "http".to_owned(),
+            shell_word(&args.name),
+            shell_word(url.as_str()),
+        ]);
+        if let Some(var) = &args.token_env {
+            parts.push("--header".to_owned());
+            parts.push(format!("\"Authorization: Bearer ${var}\""));
+        }
+        return parts.join(" ");
+    }
+    parts.extend(["stdio".to_owned(), shell_word(&args.name)]);
+    for (name, value) in ours["env"].as_object().into_iter().flatten() {
+        parts.push("--env".to_owned());
+        if name == KEY_VARIABLE {
+            parts.push(format!("\"{KEY_VARIABLE}=${KEY_VARIABLE}\""));
+        } else {
+            parts.push(shell_word(&format!(
+                "{name}={}",
+                value.as_str().unwrap_or_default()
+            )));
+        }
+    }
+    parts.push("--".to_owned());
+    parts.push(shell_word(ours["command"].as_str().unwrap_or_default()));
+    for arg in ours["args"].as_array().into_iter().flatten() {
+        parts.push(shell_word(arg.as_str().unwrap_or_default()));
+    }
+    parts.join(" ")
+}
+
+/// `word` as one POSIX shell word: as it is when it holds nothing the shell treats
+/// specially, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./_-".contains(&b));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// A config file as found: its exact bytes (for the backup) and its permissions.
@@ -409,10 +602,12 @@ fn install(args: &InstallArgs, path: &Path, ours: &Map<String, Value>) -> Ended 
             ));
         }
     };
-    let kept_key = !args.with_key_from_env
-        && doc[client.container()][&args.name]["env"]
-            .get(KEY_VARIABLE)
-            .is_some();
+    // A secret the entry already had, which this run neither wrote nor removed.
+    let entry = &doc[client.container()][&args.name];
+    let kept_key = match args.url {
+        None => !args.with_key_from_env && entry["env"].get(KEY_VARIABLE).is_some(),
+        Some(_) => args.token_env.is_none() && entry["headers"].get("Authorization").is_some(),
+    };
     if change == Change::Unchanged {
         output::lines(&format!(
             "{} already has this {} entry in {}; nothing was written.",
@@ -470,6 +665,11 @@ fn report(
     if let Some(backup) = backup {
         lines.push(format!("Backup of the old file: {}", backup.display()));
     }
+    if let Some(url) = &args.url {
+        lines.extend(remote_report(args, url, kept_key));
+        lines.push(format!("Next: {}.", client.next_step()));
+        return lines.join("\n");
+    }
     lines.push(format!("Command: {}", shown(ours)));
     lines.push(format!(
         "Wait budget: {WAIT_VARIABLE}={}, because {}. A run that takes longer hands back a response_id to collect.",
@@ -493,6 +693,34 @@ fn report(
     lines.join("\n")
 }
 
+/// What an HTTP entry holds and what it still needs.
+fn remote_report(args: &InstallArgs, url: &Url, kept_token: bool) -> Vec<String> {
+    let client = args.client;
+    let mut lines = vec![format!(
+        "URL: {url} (Streamable HTTP: the client connects to a running perplexity-agent serve --http)"
+    )];
+    lines.push(match (&args.token_env, kept_token) {
+        (Some(var), _) => format!(
+            "Token: written from {var} into the entry's Authorization header (in plain text)."
+        ),
+        (None, true) => {
+            "Token: the entry keeps the Authorization header it already had (in plain text)."
+                .to_owned()
+        }
+        (None, false) => format!(
+            "Token: not written. serve --http answers 401 without one (unless it signs callers in with OAuth, which {} then offers): run again with --token-env VAR, VAR holding the token (the one perplexity-agent clients add printed, or PERPLEXITY_HTTP_AUTH_TOKEN), or add \"headers\": {{\"Authorization\": \"Bearer …\"}} to the entry yourself.",
+            client.title()
+        ),
+    });
+    lines.push(format!(
+        "Wait budget: the server's ({WAIT_VARIABLE} where serve --http runs); {} s suits {}, because {}.",
+        client.wait_seconds(),
+        client.title(),
+        client.wait_reason()
+    ));
+    lines
+}
+
 /// The entry's command line, as the report shows it.
 fn shown(ours: &Map<String, Value>) -> String {
     let program = ours["command"].as_str().unwrap_or_default().to_owned();
@@ -505,13 +733,20 @@ fn shown(ours: &Map<String, Value>) -> String {
 }
 
 fn warn_about_key(args: &InstallArgs, path: &Path, old: Option<&Existing>, kept_key: bool) {
+    let keep = "Keep that file private (readable only by you), out of version control and out of anything you share.";
     if args.with_key_from_env {
         eprintln!(
-            "perplexity-agent: warning: your API key now sits in plain text in {}. Keep that file private (readable only by you), out of version control and out of anything you share.",
+            "perplexity-agent: warning: your API key now sits in plain text in {}. {keep}",
             path.display()
         );
     }
-    if (args.with_key_from_env || kept_key)
+    if let Some(var) = &args.token_env {
+        eprintln!(
+            "perplexity-agent: warning: the token from {var} now sits in plain text in {}. {keep}",
+            path.display()
+        );
+    }
+    if (args.with_key_from_env || args.token_env.is_some() || kept_key)
         && old.is_some_and(|o| crate::files::loose_mode(&o.permissions).is_some())
     {
         eprintln!(
@@ -803,6 +1038,76 @@ mod tests {
         }
         let (doc, _) = merge(Some("  \n"), "servers", "pa", &ours).unwrap();
         assert_eq!(doc["servers"]["pa"]["command"], "/bin/perplexity-agent");
+    }
+
+    #[test]
+    fn http_entries_have_each_clients_shape_and_merge_apart_from_stdio_ones() {
+        let url = server_url("https://mcp.example.org/mcp").unwrap();
+        assert_eq!(
+            Value::Object(http_entry(Client::Cursor, &url, Some("t0k"))),
+            json!({"url": "https://mcp.example.org/mcp", "headers": {"Authorization": "Bearer t0k"}})
+        );
+        assert_eq!(
+            Value::Object(http_entry(Client::Vscode, &url, None)),
+            json!({"type": "http", "url": "https://mcp.example.org/mcp"})
+        );
+        // An HTTP entry of ours is updated in place, its other headers kept.
+        let ours = http_entry(Client::Vscode, &url, Some("new"));
+        let old = r#"{"servers": {"pa": {"type": "http", "url": "https://old/mcp",
+                      "headers": {"X-Team": "a", "Authorization": "Bearer old"}}}}"#;
+        let (doc, change) = merge(Some(old), "servers", "pa", &ours).unwrap();
+        assert_eq!(change, Change::Updated);
+        assert_eq!(
+            doc["servers"]["pa"],
+            json!({"type": "http", "url": "https://mcp.example.org/mcp",
+                   "headers": {"X-Team": "a", "Authorization": "Bearer new"}})
+        );
+        let stdio = r#"{"servers": {"pa": {"type": "stdio", "command": "/bin/perplexity-agent"}}}"#;
+        let err = merge(Some(stdio), "servers", "pa", &ours).unwrap_err();
+        assert!(err.contains("not an HTTP server"), "{err}");
+    }
+
+    #[test]
+    fn urls_and_variable_names_are_checked() {
+        for good in [
+            "https://a.example/mcp",
+            "http://127.0.0.1:8080/mcp",
+            " http://[::1]/mcp ",
+        ] {
+            assert!(server_url(good).is_ok(), "{good}");
+        }
+        for (bad, why) in [
+            ("ftp://a.example/mcp", "http or https"),
+            ("a.example/mcp", "not a URL"),
+            ("https://u:p@a.example/mcp", "--token-env"),
+            ("https://u@a.example/mcp", "--token-env"),
+        ] {
+            let err = server_url(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+        let loopback = |u: &str| is_loopback(&server_url(u).unwrap());
+        assert!(loopback("http://localhost:1/mcp") && loopback("http://127.0.0.2/mcp"));
+        assert!(loopback("http://[::1]/mcp") && !loopback("http://10.0.0.1/mcp"));
+        assert!(variable_name("PA_TOKEN_2").is_ok());
+        for bad in ["", "2X", "A-B", "A B", KEY_VARIABLE] {
+            assert!(variable_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn shell_words_survive_the_shell() {
+        assert_eq!(
+            shell_word("/usr/bin/perplexity-agent"),
+            "/usr/bin/perplexity-agent"
+        );
+        assert_eq!(
+            shell_word("perplexity-agent@0.1.0"),
+            "perplexity-agent@0.1.0"
+        );
+        assert_eq!(shell_word("/Users/a b/bin"), "'/Users/a b/bin'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("$HOME"), "'$HOME'");
+        assert_eq!(shell_word(""), "''");
     }
 
     #[test]

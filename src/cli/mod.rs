@@ -343,12 +343,7 @@ pub fn run_unconfigured(command: Command, problem: &str) -> Ended {
         Command::Healthcheck(args) => healthcheck::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Clients(command) => team::run(command),
-        Command::Doctor(_) => {
-            output::lines(&format!(
-                "FAIL Configuration: {problem} — fix that variable or the config file, then run doctor again"
-            ));
-            Ok(Exit::Failed)
-        }
+        Command::Doctor(args) => doctor::unconfigured(problem, args.json),
         _ => Err(CliError::config(problem)),
     }
 }

@@ -10,13 +10,13 @@ use crate::common::*;
 use crate::gateway::SEALING_KEY;
 
 /// A user's machine in a scratch directory: HOME, XDG_CONFIG_HOME and the store in it.
-struct Machine {
-    dir: Scratch,
-    vars: Vec<(String, String)>,
+pub(crate) struct Machine {
+    pub(crate) dir: Scratch,
+    pub(crate) vars: Vec<(String, String)>,
 }
 
 impl Machine {
-    fn new(name: &str) -> Machine {
+    pub(crate) fn new(name: &str) -> Machine {
         let dir = Scratch::new(name);
         let vars = vec![
             ("HOME".into(), dir.path("home").display().to_string()),
@@ -34,65 +34,137 @@ impl Machine {
         Machine { dir, vars }
     }
 
-    fn with(mut self, k: &str, v: &str) -> Machine {
+    pub(crate) fn with(mut self, k: &str, v: &str) -> Machine {
         self.vars.retain(|(name, _)| name != k);
         self.vars.push((k.into(), v.into()));
         self
     }
 
-    fn without(mut self, k: &str) -> Machine {
+    pub(crate) fn without(mut self, k: &str) -> Machine {
         self.vars.retain(|(name, _)| name != k);
         self
     }
 
-    fn run(&self, args: &[&str]) -> (String, String, i32) {
+    pub(crate) fn run(&self, args: &[&str]) -> (String, String, i32) {
         run_cli(args, &self.vars)
     }
 
-    fn install(&self, args: &[&str]) -> (String, String, i32) {
+    pub(crate) fn install(&self, args: &[&str]) -> (String, String, i32) {
         let mut all = vec!["install"];
         all.extend_from_slice(args);
         self.run(&all)
     }
 
-    fn doctor(&self) -> (Vec<String>, String, i32) {
-        let (stdout, stderr, code) = self.run(&["doctor"]);
-        let lines: Vec<String> = stdout.lines().map(str::to_owned).collect();
-        for line in &lines {
-            assert!(
-                ["OK ", "WARN ", "FAIL "]
-                    .iter()
-                    .any(|s| line.starts_with(s)),
-                "not a check line: {line}"
-            );
-        }
-        (lines, stderr, code)
+    /// doctor's checks, each flattened to `STATUS Name: detail — fix` (see [`checks`]).
+    pub(crate) fn doctor(&self) -> (Vec<String>, String, i32) {
+        self.doctor_with(&[])
     }
 
-    fn home(&self, rel: &str) -> PathBuf {
+    pub(crate) fn doctor_with(&self, extra: &[&str]) -> (Vec<String>, String, i32) {
+        let mut args = vec!["doctor"];
+        args.extend_from_slice(extra);
+        let (stdout, stderr, code) = self.run(&args);
+        (checks(&stdout), stderr, code)
+    }
+
+    pub(crate) fn home(&self, rel: &str) -> PathBuf {
         self.dir.path("home").join(rel)
     }
 
-    fn config(&self, rel: &str) -> PathBuf {
+    pub(crate) fn config(&self, rel: &str) -> PathBuf {
         self.dir.path("config").join(rel)
     }
 }
 
+/// doctor's output read back: a headline per check (`✓`, `⚠` or `✗` and its name), its
+/// detail on indented lines, what to do on an indented line starting `→`, and a summary
+/// line last. Each check comes back as one line, `OK|WARN|FAIL Name: detail — fix`, the
+/// wrapped lines joined with spaces, so assertions read whole sentences. Panics on
+/// anything else, so a stray line fails the test.
+pub(crate) fn checks(stdout: &str) -> Vec<String> {
+    struct Parsed {
+        status: &'static str,
+        name: String,
+        detail: Vec<String>,
+        fix: Vec<String>,
+    }
+    let mut parsed: Vec<Parsed> = Vec::new();
+    let mut lines = stdout.lines().peekable();
+    let mut summary = None;
+    while let Some(line) = lines.next() {
+        let status = match line.chars().next() {
+            Some('\u{2713}') => Some("OK"),
+            Some('\u{26a0}') => Some("WARN"),
+            Some('\u{2717}') => Some("FAIL"),
+            _ => None,
+        };
+        if let Some(status) = status {
+            let name = line.split_once(' ').map_or("", |(_, n)| n).to_owned();
+            assert!(!name.is_empty(), "a headline without a name: {line:?}");
+            parsed.push(Parsed {
+                status,
+                name,
+                detail: Vec::new(),
+                fix: Vec::new(),
+            });
+        } else if let Some(rest) = line.strip_prefix("  \u{2192} ") {
+            let check = parsed.last_mut().expect("a fix before any check");
+            check.fix.push(rest.to_owned());
+        } else if let Some(rest) = line.strip_prefix("    ") {
+            let check = parsed.last_mut().expect("a line before any check");
+            assert!(!check.fix.is_empty(), "over-indented detail: {line:?}");
+            check.fix.push(rest.to_owned());
+        } else if let Some(rest) = line.strip_prefix("  ") {
+            let check = parsed.last_mut().expect("a detail before any check");
+            assert!(check.fix.is_empty(), "detail after the fix: {line:?}");
+            check.detail.push(rest.to_owned());
+        } else if line.is_empty() && lines.peek().is_some() {
+            summary = lines.next().map(str::to_owned);
+            assert!(lines.next().is_none(), "lines after the summary:\n{stdout}");
+        } else {
+            panic!("not doctor output: {line:?}\n{stdout}");
+        }
+    }
+    let summary = summary.unwrap_or_else(|| panic!("no summary line:\n{stdout}"));
+    let count = |s: &str| parsed.iter().filter(|c| c.status == s).count();
+    let (ok, warn, fail) = (count("OK"), count("WARN"), count("FAIL"));
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let expected = format!(
+        "{}: {} ok, {}, {} failed",
+        plural(parsed.len(), "check", "checks"),
+        ok,
+        plural(warn, "warning", "warnings"),
+        fail
+    );
+    assert_eq!(summary, expected, "{stdout}");
+    parsed
+        .into_iter()
+        .map(|c| {
+            let mut line = format!("{} {}: {}", c.status, c.name, c.detail.join(" "));
+            if !c.fix.is_empty() {
+                line.push_str(&format!(" \u{2014} {}", c.fix.join(" ")));
+            }
+            line
+        })
+        .collect()
+}
+
 /// The absolute, canonical path `install` must write.
-fn binary() -> String {
+pub(crate) fn binary() -> String {
     std::fs::canonicalize(BIN).unwrap().display().to_string()
 }
 
-fn read_json(path: &Path) -> Value {
+pub(crate) fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn mode(path: &Path) -> u32 {
+pub(crate) fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
 /// Files next to `path` whose names start with its name plus `.bak-`.
-fn backups(path: &Path) -> Vec<PathBuf> {
+pub(crate) fn backups(path: &Path) -> Vec<PathBuf> {
     let prefix = format!("{}.bak-", path.file_name().unwrap().to_str().unwrap());
     let mut found: Vec<PathBuf> = std::fs::read_dir(path.parent().unwrap())
         .unwrap()
@@ -109,12 +181,12 @@ fn backups(path: &Path) -> Vec<PathBuf> {
     found
 }
 
-fn has_line(lines: &[String], prefix: &str) -> bool {
+pub(crate) fn has_line(lines: &[String], prefix: &str) -> bool {
     lines.iter().any(|l| l.starts_with(prefix))
 }
 
 /// doctor's line that starts with `prefix` (all of them shown if none does).
-fn line_starting<'a>(lines: &'a [String], prefix: &str) -> &'a String {
+pub(crate) fn line_starting<'a>(lines: &'a [String], prefix: &str) -> &'a String {
     lines
         .iter()
         .find(|l| l.starts_with(prefix))
@@ -753,5 +825,244 @@ fn a_binary_run_from_a_launcher_cache_installs_the_launcher() {
     assert!(
         line.contains(&tools.join("npx").display().to_string()),
         "{line}"
+    );
+}
+
+/// A token for `--token-env`: tests scan every output for it.
+const HTTP_TOKEN: &str = "http-token-3b8e1f6a9c2d4e7f0a1b2c3d4e5f6a7b";
+
+/// `install <client> --url`: each client's HTTP entry, with the token only when asked
+/// for (read from the named variable), and never printed.
+#[test]
+fn install_url_writes_each_clients_http_entry() {
+    let m = Machine::new("inst-url").with("PA_TEAM_TOKEN", HTTP_TOKEN);
+    let url = "https://mcp.example.org/mcp";
+    let bearer = format!("Bearer {HTTP_TOKEN}");
+    let cases = [
+        (
+            "cursor",
+            m.home(".cursor/mcp.json"),
+            "mcpServers",
+            json!({"url": url, "headers": {"Authorization": bearer}}),
+        ),
+        (
+            "vscode",
+            m.config("Code/User/mcp.json"),
+            "servers",
+            json!({"type": "http", "url": url, "headers": {"Authorization": bearer}}),
+        ),
+        (
+            "claude-code",
+            m.home(".claude.json"),
+            "mcpServers",
+            json!({"type": "http", "url": url, "headers": {"Authorization": bearer}}),
+        ),
+    ];
+    for (client, file, container, expected) in cases {
+        // Without --token-env: no header, and the report says how to add one.
+        let (stdout, stderr, code) = m.install(&[client, "--url", url, "--name", "team"]);
+        assert_eq!(code, 0, "{client}: {stderr}");
+        let mut bare = expected.clone();
+        bare.as_object_mut().unwrap().remove("headers");
+        assert_eq!(
+            read_json(&file),
+            json!({container: {"team": bare}}),
+            "{client}"
+        );
+        assert!(stdout.contains("Token: not written"), "{client}: {stdout}");
+        assert!(stdout.contains("--token-env"), "{client}: {stdout}");
+        assert!(!stderr.contains("plain text"), "{client}: {stderr}");
+
+        let (stdout, stderr, code) = m.install(&[
+            client,
+            "--url",
+            url,
+            "--name",
+            "team",
+            "--token-env",
+            "PA_TEAM_TOKEN",
+        ]);
+        assert_eq!(code, 0, "{client}: {stderr}");
+        assert_eq!(
+            read_json(&file),
+            json!({container: {"team": expected}}),
+            "{client}"
+        );
+        assert_eq!(mode(&file), 0o600);
+        assert!(
+            !stdout.contains(HTTP_TOKEN) && !stderr.contains(HTTP_TOKEN),
+            "token printed: {stdout}{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "warning: the token from PA_TEAM_TOKEN now sits in plain text in {}",
+                file.display()
+            )),
+            "{client}: {stderr}"
+        );
+        // Again without --token-env: the header already there is kept, not dropped.
+        let (stdout, stderr, code) = m.install(&[client, "--url", url, "--name", "team"]);
+        assert_eq!(code, 0, "{client}: {stderr}");
+        assert_eq!(
+            read_json(&file),
+            json!({container: {"team": expected}}),
+            "{client}"
+        );
+        assert!(stdout.contains("nothing was written"), "{client}: {stdout}");
+    }
+}
+
+/// What `--url` refuses: another scheme, credentials in the URL, an unset or empty
+/// token variable, a stdio entry of the same name, and Claude Desktop (remote servers
+/// are connectors there, not entries in its file). Nothing is written for any of them.
+#[test]
+fn install_url_refuses_what_it_cannot_write() {
+    let m = Machine::new("inst-url-bad").with("PA_EMPTY", " ");
+    let file = m.home(".cursor/mcp.json");
+    for (args, code, why) in [
+        (
+            &["cursor", "--url", "ftp://mcp.example.org/mcp"][..],
+            2,
+            "http or https",
+        ),
+        (&["cursor", "--url", "not a url"], 2, "not a URL"),
+        (
+            &["cursor", "--url", "https://user:pw@mcp.example.org/mcp"],
+            2,
+            "--token-env",
+        ),
+        (
+            &[
+                "cursor",
+                "--url",
+                "https://mcp.example.org/mcp",
+                "--token-env",
+                "PA_UNSET",
+            ],
+            4,
+            "PA_UNSET is not set",
+        ),
+        (
+            &[
+                "cursor",
+                "--url",
+                "https://mcp.example.org/mcp",
+                "--token-env",
+                "PA_EMPTY",
+            ],
+            4,
+            "PA_EMPTY is not set",
+        ),
+        (
+            &[
+                "cursor",
+                "--url",
+                "https://mcp.example.org/mcp",
+                "--with-key-from-env",
+            ],
+            2,
+            "cannot be used with",
+        ),
+        (&["cursor", "--token-env", "PA_EMPTY"], 2, "--url"),
+        (
+            &["claude-desktop", "--url", "https://mcp.example.org/mcp"],
+            2,
+            "Connectors",
+        ),
+    ] {
+        let (_, stderr, got) = m.install(args);
+        assert_eq!(got, code, "{args:?}: {stderr}");
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+    }
+    assert!(!file.exists(), "nothing written");
+    assert!(!m.config("Claude").exists(), "nothing written");
+
+    // Our stdio entry is not turned into an HTTP one, nor the other way round.
+    let (_, stderr, code) = m.install(&["cursor"]);
+    assert_eq!(code, 0, "{stderr}");
+    let before = std::fs::read(&file).unwrap();
+    let (_, stderr, code) = m.install(&["cursor", "--url", "https://mcp.example.org/mcp"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("choose another --name"), "{stderr}");
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}
+
+/// Plain http is for this machine: to another host it works, with a warning that the
+/// token crosses the network readable.
+#[test]
+fn install_url_warns_about_plain_http_to_another_host() {
+    let m = Machine::new("inst-url-http");
+    let (_, stderr, code) = m.install(&["cursor", "--url", "http://127.0.0.1:8080/mcp"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("plain http"), "{stderr}");
+    let (_, stderr, code) = m.install(&[
+        "cursor",
+        "--url",
+        "http://mcp.example.org:8080/mcp",
+        "--name",
+        "remote",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("warning: http://mcp.example.org:8080/mcp is plain http"),
+        "{stderr}"
+    );
+    let doc = read_json(&m.home(".cursor/mcp.json"));
+    assert_eq!(
+        doc["mcpServers"]["remote"]["url"],
+        "http://mcp.example.org:8080/mcp"
+    );
+}
+
+/// Claude Code is set up with its own command: `--print` shows `claude mcp add …`, with
+/// the key and the token as shell variables rather than their values, and the server's
+/// name before `--env`/`--header` (both take several values, so a name after them would
+/// be read as one more).
+#[test]
+fn print_for_claude_code_is_the_claude_mcp_add_command() {
+    let m = Machine::new("inst-claude-print").with("PA_TEAM_TOKEN", HTTP_TOKEN);
+    let (stdout, stderr, code) = m.install(&["claude-code", "--print"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout.trim_end(),
+        format!(
+            "claude mcp add --scope user --transport stdio perplexity-agent --env PERPLEXITY_AGENT_WAIT_SECONDS=300 -- {}",
+            binary()
+        )
+    );
+    let (stdout, stderr, code) = m.install(&["claude-code", "--print", "--with-key-from-env"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("--env \"PERPLEXITY_API_KEY=$PERPLEXITY_API_KEY\""),
+        "{stdout}"
+    );
+    let (stdout, stderr, code) = m.install(&[
+        "claude-code",
+        "--print",
+        "--url",
+        "https://mcp.example.org/mcp",
+        "--token-env",
+        "PA_TEAM_TOKEN",
+        "--name",
+        "team",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout.trim_end(),
+        "claude mcp add --scope user --transport http team https://mcp.example.org/mcp --header \"Authorization: Bearer $PA_TEAM_TOKEN\""
+    );
+    assert!(!stdout.contains(HTTP_TOKEN) && !stderr.contains(HTTP_TOKEN));
+    assert!(
+        std::fs::read_dir(m.home("")).unwrap().next().is_none(),
+        "nothing written"
+    );
+    // The other clients still print their JSON.
+    let (stdout, _, code) =
+        m.install(&["cursor", "--print", "--url", "https://mcp.example.org/mcp"]);
+    assert_eq!(code, 0);
+    let snippet: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        snippet,
+        json!({"mcpServers": {"perplexity-agent": {"url": "https://mcp.example.org/mcp"}}})
     );
 }

@@ -25,6 +25,8 @@ mod contract;
 mod deep;
 /// The README's and docs' command blocks, run against the fake: their samples stay true.
 mod docs;
+/// `doctor`'s output, a key found in a client entry, and `doctor --online`.
+mod doctor;
 /// The docs against the code: variables, metrics, every command and flag, and the user docs' wording and tables.
 mod drift;
 /// One case per edge of stdio framing and of upstream faults.

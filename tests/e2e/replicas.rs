@@ -417,8 +417,9 @@ fn a_wrong_password_is_a_clear_start_up_error() {
     let (out, _, code) = run_cli(&["doctor"], &env);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.lines()
-            .any(|l| l.contains("Shared state") && l.contains("refused our credentials")),
+        crate::install::checks(&out)
+            .iter()
+            .any(|l| l.starts_with("FAIL Shared state:") && l.contains("refused our credentials")),
         "{out}"
     );
     assert!(!out.contains("wrong-password-4567"), "{out}");
@@ -595,15 +596,17 @@ fn a_task_is_every_replicas_and_outlives_the_one_that_ran_it() {
     assert!(answer_of(&done).contains("Adopted."), "{done}");
     let through_c = post(&c, TOKEN, &tasks_request(5, "tasks/get", &task));
     assert_eq!(through_c["result"], done, "the same task through C");
-    // Collected once: after the run ended, one GET saw it end (two collectors: two).
+    // Collected once: one collector followed the run's event stream to its end (two
+    // collectors: two streams).
     std::thread::sleep(Duration::from_secs(2));
-    let ended_ms = fake.runs()[1].terminal_at_ms.unwrap();
-    let late_gets = fake
+    let streams = fake
         .requests()
         .iter()
-        .filter(|r| r.method == "GET" && r.path.ends_with(&run) && r.at_ms >= ended_ms)
+        .filter(|r| {
+            r.method == "GET" && r.path.ends_with(&run) && r.query.as_deref() == Some("stream=true")
+        })
         .count();
-    assert_eq!(late_gets, 1, "GETs of the run after it ended");
+    assert_eq!(streams, 1, "streams of the run followed by collectors");
     // And by one replica: its audit log has the collecting calls, the other's none.
     drop(replicas);
     let collectors: Vec<usize> = (1..3)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real-client interoperability checks for perplexity-agent.
 #
-#   bash tests/interop/run.sh [--with-inspector] [sdk] [differential] [tasks] [ext-tasks] [oauth] [inspector]
+#   bash tests/interop/run.sh [--with-inspector] [sdk] [differential] [tasks] [ext-tasks] [oauth] [install-url] [inspector]
 #
 # With no check names it runs `sdk` (sdk_client.py: the official Python SDK `mcp` 2.3.0
 # in legacy/auto/2026-07-28 modes), `differential` (differential.py: the same raw
@@ -10,7 +10,9 @@
 # `ext-tasks` (ext_tasks_client.mjs: the official requester @modelcontextprotocol/ext-tasks
 # 0.2.2 on the TypeScript SDK client @modelcontextprotocol/client 2.4.0, both eras) and
 # `oauth` (oauth_client.py: the Python SDK's OAuthClientProvider doing the MCP authorization
-# flow against our server and a real OpenID provider, tests/oidc: oauth2-mock-server 8.2.3).
+# flow against our server and a real OpenID provider, tests/oidc: oauth2-mock-server 8.2.3)
+# and `install-url` (install_url.py: the entry `install cursor --url --token-env` writes,
+# handed as written to the Python SDK's Streamable HTTP client against serve --http).
 # `--with-inspector` (or naming `inspector`) also runs inspector.sh (MCP Inspector CLI
 # 2.12.0; installs node@22 from npm; skips cleanly if that install fails).
 #
@@ -43,21 +45,21 @@ checks=()
 for arg in "$@"; do
   case "$arg" in
     --with-inspector) checks+=(inspector) ;;
-    sdk|differential|tasks|ext-tasks|oauth|inspector) checks+=("$arg") ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    sdk|differential|tasks|ext-tasks|oauth|install-url|inspector) checks+=("$arg") ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
 has() { local c; for c in "${checks[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
 if ! has sdk && ! has differential; then
   if [ "${#checks[@]}" -eq 0 ] || { [ "${#checks[@]}" -eq 1 ] && [ "$*" = "--with-inspector" ]; }; then
-    checks=(sdk differential tasks ext-tasks oauth "${checks[@]}")
+    checks=(sdk differential tasks ext-tasks oauth install-url "${checks[@]}")
   fi
 fi
 
 # --- Python environment ------------------------------------------------------------------
 mkdir -p "$INTEROP_HOME"
-if has sdk || has differential || has tasks || has oauth; then
+if has sdk || has differential || has tasks || has oauth || has install-url; then
   if [ ! -x "$VENV/bin/python" ]; then
     echo "creating venv $VENV"
     "$PYTHON" -m venv "$VENV" || { echo "run.sh: cannot create a venv with $PYTHON"; echo "0 passed, 1 failed"; exit 1; }
@@ -141,6 +143,7 @@ for c in "${checks[@]}"; do
     tasks) run_one tasks_client "$VENV/bin/python" "$HERE/tasks_client.py" ;;
     ext-tasks) run_one ext_tasks_client ext_tasks ;;
     oauth) run_one oauth_client oauth_client ;;
+    install-url) run_one install_url "$VENV/bin/python" "$HERE/install_url.py" ;;
     inspector) run_one inspector bash "$HERE/inspector.sh" ;;
   esac
 done

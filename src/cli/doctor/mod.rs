@@ -1,14 +1,18 @@
 //! `perplexity-agent doctor`: checks what usually goes wrong in a set-up — the key, the
 //! store, sealed gateway secrets, the MCP clients' entries — and runs this binary as a
-//! server through both protocol eras' handshakes. One line per check, each with what to
-//! do next; exit 1 when anything failed.
+//! server through both protocol eras' handshakes. Each check is a short headline (✓, ⚠
+//! or ✗ and its name) with its detail and what to do on indented lines below, then one
+//! summary line; exit 1 when anything failed.
 //!
 //! Touches: reads the environment, the store (opening it creates it, as first use
 //! would) and the clients' config files; starts this binary as `serve` for a few
-//! seconds. Never prints the API key or any part of it; no network.
+//! seconds. With `--online` only, two GET requests to the configured API base through
+//! the Perplexity client (`online.rs`); otherwise no network. Never prints the API key
+//! or any part of it, wherever it was found.
 
 use std::path::Path;
 
+mod online;
 mod selftest;
 
 use clap::Args;
@@ -27,6 +31,10 @@ pub struct DoctorArgs {
     /// Print one JSON document instead of lines.
     #[arg(long)]
     pub json: bool,
+    /// Also ask the API: GET /v1/models at the configured base, then one request with
+    /// the key (a lookup that bills nothing), so a wrong base or a refused key shows.
+    #[arg(long)]
+    pub online: bool,
     /// Variables that did not load (each a failing check; the others are checked with
     /// their defaults in place).
     #[arg(skip)]
@@ -48,7 +56,19 @@ impl Status {
             Status::Fail => "FAIL",
         }
     }
+
+    fn symbol(self) -> char {
+        match self {
+            Status::Ok => '\u{2713}',
+            Status::Warn => '\u{26a0}',
+            Status::Fail => '\u{2717}',
+        }
+    }
 }
+
+/// Where the text lines wrap: a terminal's usual width, so no line runs on for hundreds
+/// of columns. Only a word that cannot be broken (a long path) goes past it.
+const WIDTH: usize = 80;
 
 #[derive(Debug)]
 struct Check {
@@ -77,10 +97,11 @@ impl Check {
 
 /// Runs every check; returns the process exit code.
 pub async fn run(args: DoctorArgs, config: &Config) -> Ended {
+    let files = client_files();
+    let shell_key = crate::perplexity::key::from_env();
     let mut checks = vec![api_key(
-        crate::perplexity::key::from_env()
-            .as_ref()
-            .map(secrecy::ExposeSecret::expose_secret),
+        shell_key.as_ref().map(secrecy::ExposeSecret::expose_secret),
+        &entry_keys(&files),
     )];
     if args.config_problems.is_empty() {
         checks.push(configuration(config));
@@ -91,12 +112,26 @@ pub async fn run(args: DoctorArgs, config: &Config) -> Ended {
                 .fix("fix that variable or the config file, then run doctor again (the checks below used its default)"),
         );
     }
+    if args.online {
+        checks.extend(online::checks(config, shell_key.is_some()).await);
+    }
     let store = store_checks(config, &mut checks);
     checks.extend(state_check(config).await);
     checks.extend(gateway_checks(config, store.as_ref()));
-    checks.extend(client_checks());
+    checks.extend(client_checks(&files));
     checks.extend(selftest::self_test().await);
-    render(&checks, args.json);
+    finish(&checks, args.json)
+}
+
+/// When the configuration did not load at all: that is the one check, failed.
+pub fn unconfigured(problem: &str, json: bool) -> Ended {
+    let check = Check::new(Status::Fail, "Configuration", problem)
+        .fix("fix that variable or the config file, then run doctor again");
+    finish(&[check], json)
+}
+
+fn finish(checks: &[Check], json: bool) -> Ended {
+    render(checks, json);
     if checks.iter().any(|c| c.status == Status::Fail) {
         Ok(Exit::Failed)
     } else {
@@ -121,27 +156,130 @@ fn render(checks: &[Check], json: bool) {
         output::document(&json!({"status": worst.label(), "checks": list}));
         return;
     }
-    let lines: Vec<String> = checks
-        .iter()
-        .map(|c| {
-            let mut line = format!("{} {}: {}", c.status.label(), c.name, c.detail);
-            if !c.fix.is_empty() {
-                line.push_str(&format!(" \u{2014} {}", c.fix));
-            }
-            line
-        })
-        .collect();
-    output::lines(&lines.join("\n"));
+    output::lines(&text(checks));
 }
 
-/// Present and plausible; judged by its shape only (no request is made), and never shown.
-fn api_key(raw: Option<&str>) -> Check {
+/// The checks as people read them, in the manner of `gh auth status`: a headline per
+/// check, its detail indented below, what to do after an arrow, a summary last.
+fn text(checks: &[Check]) -> String {
+    let mut lines = Vec::new();
+    for c in checks {
+        lines.push(format!("{} {}", c.status.symbol(), c.name));
+        lines.extend(wrap(&c.detail, "  ", "  "));
+        if !c.fix.is_empty() {
+            lines.extend(wrap(&c.fix, "  \u{2192} ", "    "));
+        }
+    }
+    let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
+    let warnings = count(Status::Warn);
+    lines.push(String::new());
+    lines.push(format!(
+        "{} check{}: {} ok, {warnings} warning{}, {} failed",
+        checks.len(),
+        if checks.len() == 1 { "" } else { "s" },
+        count(Status::Ok),
+        if warnings == 1 { "" } else { "s" },
+        count(Status::Fail),
+    ));
+    lines.join("\n")
+}
+
+/// `text` in lines of at most [`WIDTH`] columns, broken between words: `first` starts
+/// the first line, `rest` the others.
+fn wrap(text: &str, first: &str, rest: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = first.to_owned();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        let width = line.chars().count() + 1 + word.chars().count();
+        if !empty && width > WIDTH {
+            lines.push(std::mem::replace(&mut line, rest.to_owned()));
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    if !empty {
+        lines.push(line);
+    }
+    lines
+}
+
+/// A key written into a client's entry: whose entry, and where. The key itself is only
+/// judged by its shape, never shown.
+struct EntryKey {
+    client: Client,
+    name: String,
+    path: std::path::PathBuf,
+    key: String,
+}
+
+impl EntryKey {
+    fn place(&self) -> String {
+        format!(
+            "{}'s entry {} in {}",
+            self.client.title(),
+            self.name,
+            self.path.display()
+        )
+    }
+}
+
+/// Present and plausible, in the shell or in a client's entry (which is where a client
+/// started from the desktop gets it); judged by its shape only (`--online` sends it),
+/// and never shown.
+fn api_key(raw: Option<&str>, in_entries: &[EntryKey]) -> Check {
     const NAME: &str = "API key";
     let how = "export PERPLEXITY_API_KEY=pplx-… in your shell, or put it in the env of the client's entry (perplexity-agent install <client> --with-key-from-env)";
     let key = raw.map(str::trim).unwrap_or_default();
     if key.is_empty() {
-        return Check::new(Status::Fail, NAME, "PERPLEXITY_API_KEY is not set").fix(how);
+        return match in_entries {
+            [] => Check::new(Status::Fail, NAME, "PERPLEXITY_API_KEY is not set").fix(how),
+            found => entry_key(found),
+        };
     }
+    shell_key(key)
+}
+
+/// No key in the shell, but in these entries: the clients have one, so the set-up works;
+/// the command line does not, which the fix says.
+fn entry_key(found: &[EntryKey]) -> Check {
+    const NAME: &str = "API key";
+    let places: Vec<String> = found.iter().map(EntryKey::place).collect();
+    let worst = found
+        .iter()
+        .map(|f| shell_key(&f.key).status)
+        .max()
+        .unwrap_or(Status::Ok);
+    let verdict = match worst {
+        Status::Ok => "shaped like a Perplexity key (not checked against the API)",
+        Status::Warn => {
+            "but one does not look like a Perplexity key (they start with pplx- and are a few dozen characters long)"
+        }
+        Status::Fail => "but one contains spaces or line breaks (a copy-and-paste slip?)",
+    };
+    let check = Check::new(
+        worst,
+        NAME,
+        format!(
+            "PERPLEXITY_API_KEY is not set in this shell; found in {}, {verdict}",
+            places.join("; ")
+        ),
+    );
+    if worst == Status::Ok {
+        check.fix("the client starts the server with that key; to use the command line (ask, search, doctor --online) too, export PERPLEXITY_API_KEY=pplx-… in your shell")
+    } else {
+        check.fix("copy the key again from https://www.perplexity.ai/account/api and install again with --with-key-from-env")
+    }
+}
+
+/// The shell's key, by its shape.
+fn shell_key(key: &str) -> Check {
+    const NAME: &str = "API key";
+    let key = key.trim();
     if key.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Check::new(
             Status::Fail,
@@ -386,39 +524,79 @@ fn gateway_server(config: &Config, def: &ServerDef, source: &str) -> Check {
     }
 }
 
-/// Every client entry that runs a `perplexity-agent`, in the four clients' files.
-fn client_checks() -> Vec<Check> {
+/// One client's config file as found: its document, or why it could not be parsed.
+struct ClientFile {
+    client: Client,
+    path: std::path::PathBuf,
+    doc: Result<Value, String>,
+}
+
+impl ClientFile {
+    /// The entries that run a `perplexity-agent`.
+    fn ours(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.doc
+            .as_ref()
+            .ok()
+            .and_then(|doc| doc[self.client.container()].as_object())
+            .into_iter()
+            .flatten()
+            .filter(|(_, e)| install::runs_us(e))
+    }
+}
+
+/// The four clients' config files that exist and can be read.
+fn client_files() -> Vec<ClientFile> {
     let env = |name: &str| std::env::var(name).ok();
+    CLIENTS
+        .into_iter()
+        .filter_map(|client| {
+            let path = client.config_path(Platform::current(), &env).ok()?;
+            let text = std::fs::read_to_string(&path).ok()?;
+            let doc = serde_json::from_str(&text).map_err(|e| e.to_string());
+            Some(ClientFile { client, path, doc })
+        })
+        .collect()
+}
+
+/// The keys written into our entries' `env` blocks (non-empty strings only).
+fn entry_keys(files: &[ClientFile]) -> Vec<EntryKey> {
+    files
+        .iter()
+        .flat_map(|f| {
+            f.ours().filter_map(|(name, entry)| {
+                let key = entry["env"]["PERPLEXITY_API_KEY"].as_str()?;
+                (!key.trim().is_empty()).then(|| EntryKey {
+                    client: f.client,
+                    name: name.clone(),
+                    path: f.path.clone(),
+                    key: key.to_owned(),
+                })
+            })
+        })
+        .collect()
+}
+
+/// Every client entry that runs a `perplexity-agent`, in the four clients' files.
+fn client_checks(files: &[ClientFile]) -> Vec<Check> {
     let mut checks = Vec::new();
-    for client in CLIENTS {
-        let Ok(path) = client.config_path(Platform::current(), &env) else {
+    for file in files {
+        let (client, path) = (file.client, &file.path);
+        if let Err(e) = &file.doc {
+            checks.push(
+                Check::new(
+                    Status::Warn,
+                    client.title(),
+                    format!("{} is not valid JSON ({e})", path.display()),
+                )
+                .fix(format!("fix it; {} cannot read it either", client.title())),
+            );
             continue;
-        };
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(_) => continue,
-        };
-        let doc: Value = match serde_json::from_str(&text) {
-            Ok(doc) => doc,
-            Err(e) => {
-                checks.push(
-                    Check::new(
-                        Status::Warn,
-                        client.title(),
-                        format!("{} is not valid JSON ({e})", path.display()),
-                    )
-                    .fix(format!("fix it; {} cannot read it either", client.title())),
-                );
-                continue;
-            }
-        };
-        let Some(servers) = doc[client.container()].as_object() else {
-            continue;
-        };
-        for (name, entry) in servers.iter().filter(|(_, e)| install::runs_us(e)) {
-            checks.push(client_entry(client, &path, name, entry));
-            checks.extend(key_exposure(client, &path, name, entry));
-            checks.extend(key_absent(client, &path, name, entry));
+        }
+        let servers = file.ours();
+        for (name, entry) in servers {
+            checks.push(client_entry(client, path, name, entry));
+            checks.extend(key_exposure(client, path, name, entry));
+            checks.extend(key_absent(client, path, name, entry));
         }
     }
     if checks.is_empty() {
@@ -547,7 +725,7 @@ mod tests {
         // Built at run time: a literal this shape would (rightly) trip the secret scan.
         let key = format!("pplx-{}", "Ab1".repeat(16));
         let key = key.as_str();
-        let ok = api_key(Some(key));
+        let ok = api_key(Some(key), &[]);
         assert_eq!(ok.status, Status::Ok);
         for (raw, status) in [
             (None, Status::Fail),
@@ -556,7 +734,7 @@ mod tests {
             (Some("sk-abcdefghijklmnopqrstuvwxyz0123"), Status::Warn),
             (Some("pplx-short"), Status::Warn),
         ] {
-            let check = api_key(raw);
+            let check = api_key(raw, &[]);
             assert_eq!(check.status, status, "{raw:?}");
             let shown = format!("{} {}", check.detail, check.fix);
             if let Some(raw) = raw.filter(|r| !r.trim().is_empty()) {
@@ -564,6 +742,57 @@ mod tests {
             }
         }
         assert!(!format!("{} {}", ok.detail, ok.fix).contains("abcdef"));
+    }
+
+    #[test]
+    fn a_key_in_an_entry_is_placed_never_shown() {
+        let key = format!("pplx-{}", "Zq7".repeat(16));
+        let found = |key: &str| EntryKey {
+            client: Client::ClaudeDesktop,
+            name: "pa".to_owned(),
+            path: "/cfg/claude_desktop_config.json".into(),
+            key: key.to_owned(),
+        };
+        let check = api_key(None, &[found(&key)]);
+        assert_eq!(check.status, Status::Ok);
+        assert!(
+            check
+                .detail
+                .contains("Claude Desktop's entry pa in /cfg/claude_desktop_config.json"),
+            "{}",
+            check.detail
+        );
+        assert!(!format!("{} {}", check.detail, check.fix).contains("Zq7"));
+        assert_eq!(api_key(None, &[found("sk-odd")]).status, Status::Warn);
+        assert_eq!(api_key(None, &[found("pplx-a b")]).status, Status::Fail);
+        // The shell's key is judged first, as before.
+        assert_eq!(api_key(Some("sk-odd"), &[found(&key)]).status, Status::Warn);
+    }
+
+    #[test]
+    fn text_wraps_between_words_and_sums_up() {
+        let long = format!("{} end", "word ".repeat(40));
+        let lines = wrap(&long, "  ", "  ");
+        assert!(lines.len() > 1);
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= WIDTH),
+            "{lines:#?}"
+        );
+        assert_eq!(lines.join(" ").split_whitespace().count(), 41);
+        let path = format!("/{}", "p".repeat(100));
+        assert_eq!(
+            wrap(&format!("in {path}"), "  ", "  "),
+            ["  in", &format!("  {path}")]
+        );
+        assert!(wrap("", "  ", "  ").is_empty());
+        let checks = [
+            Check::new(Status::Ok, "A", "fine"),
+            Check::new(Status::Warn, "B", "hmm").fix("do this"),
+        ];
+        assert_eq!(
+            text(&checks),
+            "\u{2713} A\n  fine\n\u{26a0} B\n  hmm\n  \u{2192} do this\n\n2 checks: 1 ok, 1 warning, 0 failed"
+        );
     }
 
     #[test]
