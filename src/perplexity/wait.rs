@@ -60,6 +60,8 @@ pub struct RunProgress {
     /// official contract; partial results arrive only on the stream), so an empty output
     /// there says nothing about the work done.
     pub unseen: bool,
+    /// When Perplexity says the run was created (Unix seconds, its clock).
+    pub created_at: Option<i64>,
 }
 
 impl RunProgress {
@@ -74,6 +76,32 @@ impl RunProgress {
             searches: run.search_result_count(),
             pages: run.fetched_page_count(),
             unseen: output_empty && !run.is_settled(),
+            created_at: created_at(run.raw()),
+        }
+    }
+
+    /// Like [`summary`](Self::summary), but says how long the run has been going (when
+    /// Perplexity said when it began) rather than how long one call waited, which reads
+    /// as the run's age: `status in_progress, running for 2 min 05 s; …`.
+    pub fn summary_with_age(&self, waited_secs: f64, now_unix: i64) -> String {
+        let full = self.summary(waited_secs);
+        let Some((head, rest)) = full.split_once("; ") else {
+            return full;
+        };
+        // Another clock than ours: an age below zero or over a week is a skew, not a fact.
+        let age = self
+            .created_at
+            .map(|created| now_unix.saturating_sub(created))
+            .filter(|age| (0..=7 * 24 * 3600).contains(age));
+        let status = head
+            .rsplit_once(" after ")
+            .map_or(head, |(status, _)| status);
+        match age {
+            Some(age) => format!("{status}, running for {}; {rest}", age_text(age)),
+            None => format!(
+                "{status}, this call waited {} s; {rest}",
+                waited_secs.max(0.0).round() as u64
+            ),
         }
     }
 
@@ -103,6 +131,19 @@ impl RunProgress {
             elapsed_secs.max(0.0).round_ties_even() as u64,
             parts.join("; ")
         )
+    }
+}
+
+fn created_at(response: &Value) -> Option<i64> {
+    response.get("created_at").and_then(Value::as_i64)
+}
+
+/// `42 s`, `2 min 05 s`, `1 h 03 min`.
+fn age_text(secs: i64) -> String {
+    match secs {
+        ..60 => format!("{secs} s"),
+        60..3600 => format!("{} min {:02} s", secs / 60, secs % 60),
+        _ => format!("{} h {:02} min", secs / 3600, secs % 3600 / 60),
     }
 }
 
@@ -281,6 +322,7 @@ pub async fn collect(
     tracker.id = Some(id.to_owned());
     tracker.progress.status = seen.status;
     tracker.progress.unseen = seen.unseen;
+    tracker.progress.created_at = seen.created_at;
     let mut follower = Follower {
         client,
         tracker,
@@ -650,6 +692,9 @@ impl Tracker {
                 self.id = Some(id.to_owned());
                 learned = Some(id.to_owned());
             }
+            if let Some(created) = created_at(response) {
+                self.progress.created_at = Some(created);
+            }
             let run = RunSnapshot::new(response.clone());
             if response.get("status").is_some() {
                 self.progress.status = run.status().map(str::to_owned);
@@ -721,5 +766,37 @@ mod tests {
             ..RunProgress::default()
         };
         assert!(long.summary(0.0).contains(&format!("{}…", "x".repeat(99))));
+    }
+
+    #[test]
+    fn the_age_of_a_run_is_said_when_known_and_believable() {
+        let mut p = RunProgress {
+            status: Some("in_progress".into()),
+            searches: 3,
+            created_at: Some(1_000),
+            ..RunProgress::default()
+        };
+        assert_eq!(
+            p.summary_with_age(2.0, 1_125),
+            "status in_progress, running for 2 min 05 s; 3 search result(s) gathered"
+        );
+        assert_eq!(
+            p.summary_with_age(2.0, 1_042),
+            "status in_progress, running for 42 s; 3 search result(s) gathered"
+        );
+        assert!(
+            p.summary_with_age(0.0, 1_000 + 3_780)
+                .contains("running for 1 h 03 min")
+        );
+        // A clock behind Perplexity's, or no created_at: what this call waited, said so.
+        assert_eq!(
+            p.summary_with_age(3.0, 900),
+            "status in_progress, this call waited 3 s; 3 search result(s) gathered"
+        );
+        p.created_at = None;
+        assert!(
+            p.summary_with_age(3.0, 2_000)
+                .contains("this call waited 3 s")
+        );
     }
 }

@@ -319,6 +319,12 @@ impl Tools {
                 Call::Lifecycle(call) => {
                     let (mut output, facts, outcome) =
                         research::run(&self.client, wait, call, ctx).await;
+                    if !self.reference_texts
+                        && let Outcome::Research(research) = &outcome
+                        && let Some(text) = research::still_running_own_words(research, wait)
+                    {
+                        output.text = text;
+                    }
                     typed = outcome;
                     // The lifecycle profile is a drop-in for the reference peer, byte for
                     // byte, so there its flags go to the audit record only; everywhere

@@ -339,6 +339,23 @@ impl ResearchOutcome {
         }
     }
 
+    /// The progress line of a still-running outcome in our own words: the run's age
+    /// where Perplexity gave its start, not how long this call waited.
+    pub fn progress_with_age(&self) -> Option<String> {
+        match self {
+            ResearchOutcome::Running {
+                progress: Some((p, waited)),
+                ..
+            } => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+                Some(p.summary_with_age(*waited, now))
+            }
+            _ => self.progress_text(),
+        }
+    }
+
     /// The progress line of a still-running outcome.
     pub fn progress_text(&self) -> Option<String> {
         match self {
@@ -570,6 +587,21 @@ fn texts_of(outcome: &ResearchOutcome) -> ToolOutput {
             ..ToolOutput::error(render::wait_error(e))
         },
     }
+}
+
+/// The still-running text outside the reference profile (whose words are the peer's, byte
+/// for byte): a call waits at most the wait budget, so it says that rather than promising
+/// to block until the run ends, and its progress gives the run's age.
+pub fn still_running_own_words(outcome: &ResearchOutcome, wait: u64) -> Option<String> {
+    let ResearchOutcome::Running { id, .. } = outcome else {
+        return None;
+    };
+    let progress = outcome.progress_with_age().unwrap_or_default();
+    Some(format!(
+        "Research run {id} is still running.\nProgress: {progress}\n\n\
+         Collect it with perplexity_agent_result(response_id=\"{id}\"): a call waits up to wait_seconds, at most {wait} s here, so call again while it is still going. \
+         If you no longer need it, stop it with perplexity_agent_cancel(response_id=\"{id}\")."
+    ))
 }
 
 pub fn render_cancel(id: &str, outcome: Result<CancelOutcome, ApiError>) -> ToolOutput {

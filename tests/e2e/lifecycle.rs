@@ -126,10 +126,12 @@ fn wait_false_returns_the_id_at_once_without_polling() {
     let (text, is_error) = tool_text(&r);
     assert!(!is_error);
     let id = running_id(&text);
+    // A call waits at most the wait budget: the text says so rather than promising to
+    // block until the run ends.
     assert_eq!(
         text,
         format!(
-            "Research run {id} is still running.\nProgress: just submitted\n\nCollect it with perplexity_agent_result(response_id=\"{id}\"). Pass wait_seconds to block until it finishes, or call it again later. If you no longer need it, stop it with perplexity_agent_cancel(response_id=\"{id}\")."
+            "Research run {id} is still running.\nProgress: just submitted\n\nCollect it with perplexity_agent_result(response_id=\"{id}\"): a call waits up to wait_seconds, at most 55 s here, so call again while it is still going. If you no longer need it, stop it with perplexity_agent_cancel(response_id=\"{id}\")."
         )
     );
     assert_eq!(
@@ -140,6 +142,20 @@ fn wait_false_returns_the_id_at_once_without_polling() {
     assert!(
         agent_creates(&fake)[0].get("stream").is_none(),
         "no stream needed"
+    );
+    // The drop-in profile keeps the reference peer's words, byte for byte.
+    let mut reference = Server::start(&env_with(&fake, &[("PERPLEXITY_TOOLS", "lifecycle")]));
+    let (text, _) = tool_text(&reference.request(&call(
+        1,
+        "perplexity_agent",
+        json!({"query": "q", "wait": false}),
+    )));
+    let reference_id = running_id(&text);
+    assert_eq!(
+        text,
+        format!(
+            "Research run {reference_id} is still running.\nProgress: just submitted\n\nCollect it with perplexity_agent_result(response_id=\"{reference_id}\"). Pass wait_seconds to block until it finishes, or call it again later. If you no longer need it, stop it with perplexity_agent_cancel(response_id=\"{reference_id}\")."
+        )
     );
 }
 
@@ -158,10 +174,10 @@ fn a_run_that_outlasts_the_budget_is_handed_back_not_cancelled() {
     let took = started.elapsed();
     let (text, is_error) = tool_text(&r);
     assert!(!is_error, "still running is not an error: {text}");
+    // The run's age (Perplexity's created_at), not how long this call waited.
     assert!(
-        text.contains(
-            "is still running.\nProgress: status in_progress after 2s; 1 search result(s) gathered"
-        ),
+        text.contains("is still running.\nProgress: status in_progress, running for ")
+            && text.contains(" s; 1 search result(s) gathered"),
         "{text}"
     );
     assert!(
@@ -174,7 +190,7 @@ fn a_run_that_outlasts_the_budget_is_handed_back_not_cancelled() {
         "never cancelled on timeout"
     );
 
-    // Collect it later: a plain check reports `after 0s` and makes one GET.
+    // Collect it later: a plain check makes one GET and still gives the run's age.
     let id = running_id(&text);
     fake.clear_requests();
     let r = s.request(&call(
@@ -185,7 +201,7 @@ fn a_run_that_outlasts_the_budget_is_handed_back_not_cancelled() {
     let (text, is_error) = tool_text(&r);
     assert!(!is_error);
     assert!(
-        text.contains("Progress: status in_progress after 0s;"),
+        text.contains("Progress: status in_progress, running for "),
         "{text}"
     );
     assert_eq!(count(&fake, "GET", "/v1/agent/"), 1);
@@ -200,8 +216,8 @@ fn a_run_that_outlasts_the_budget_is_handed_back_not_cancelled() {
     assert!(started.elapsed() < Duration::from_secs(6));
     let (text, _) = tool_text(&r);
     assert!(
-        text.contains("after 2s;"),
-        "elapsed is the clamped wait: {text}"
+        text.contains("running for ") && text.contains("at most 2 s here"),
+        "the wait is the clamped one: {text}"
     );
 }
 

@@ -65,7 +65,7 @@ pub fn outcome(
             output
         }
         ResearchOutcome::Running { id, .. } => {
-            let progress = outcome.progress_text().unwrap_or_default();
+            let progress = outcome.progress_with_age().unwrap_or_default();
             running(id, &progress, snapshot, shape)
         }
         ResearchOutcome::Failed(e) => {
@@ -230,7 +230,7 @@ fn running(id: &str, progress: &str, snapshot: &Snapshot, shape: Shape) -> ToolO
     ToolOutput {
         structured: Some(structured),
         ..ToolOutput::ok(format!(
-            "Response {id} is still running.\nProgress: {progress}\n\nCollect it with responses_retrieve(response_id=\"{id}\"); pass wait_seconds to block until it finishes. If you no longer need it, stop it with perplexity_agent_cancel(response_id=\"{id}\")."
+            "Response {id} is still running.\nProgress: {progress}\n\nCollect it with responses_retrieve(response_id=\"{id}\"); pass wait_seconds to wait for it (each call waits at most this server's wait budget, so call again while it is still going). If you no longer need it, stop it with perplexity_agent_cancel(response_id=\"{id}\")."
         ))
     }
 }
