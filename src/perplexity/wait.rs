@@ -732,6 +732,7 @@ mod tests {
             searches: 0,
             pages: 0,
             unseen: false,
+            created_at: None,
         };
         assert_eq!(
             p.summary(1.2),
@@ -751,6 +752,7 @@ mod tests {
             searches: 10,
             pages: 3,
             unseen: false,
+            created_at: None,
         };
         assert_eq!(
             p.summary(3.0),
