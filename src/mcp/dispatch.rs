@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value, json};
 
 use super::decode::Message;
-use super::era::{Era, shape_modern, stdio_era, validate_modern_meta};
+use super::era::{Arrival, Era, decide, shape_modern, validate_modern_meta};
+use super::method::Method;
 use super::protocol::{
     INSTRUCTIONS, LOG_LEVELS, RpcError, SUPPORTED_VERSIONS, Scrubbed, ScrubbedReply, code,
     error_frame, negotiated_version, result_frame, server_info,
@@ -18,28 +19,6 @@ use super::{app, prompts, resources};
 use crate::call::{Caller, FrontEnd, ToolOutput};
 use crate::identity::Identity;
 use crate::tools::{Admitted, Tools};
-
-/// Methods we know in some era; anything else is -32601 before any era check.
-const KNOWN_METHODS: [&str; 18] = [
-    "initialize",
-    "ping",
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "logging/setLevel",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "tasks/get",
-    "tasks/update",
-    "tasks/cancel",
-    "tasks/result",
-    "tasks/list",
-    "subscriptions/listen",
-];
 
 /// What the transport should do with one message.
 #[derive(Debug)]
@@ -369,10 +348,10 @@ impl Dispatcher {
             Envelope::Request { id, method, params } => (id, method, params),
             Envelope::Other(action) => return action,
         };
-        if !KNOWN_METHODS.contains(&method.as_str()) {
+        let Some(parsed) = Method::parse(&method).filter(|m| m.served()) else {
             return Action::Reply(error_frame(&id, &RpcError::method_not_found(&method)));
-        }
-        let era = stdio_era(&method, &params);
+        };
+        let era = decide(Some(parsed), &params, Arrival::Stdio);
         if era == Era::Modern
             && let Err(e) = validate_modern_meta(&method, &params)
         {
@@ -380,7 +359,7 @@ impl Dispatcher {
         }
         use std::sync::atomic::Ordering;
         // One stdio process, one client: its initialize says for the whole session.
-        if method == "initialize" {
+        if parsed == Method::Initialize {
             self.stdio_apps
                 .store(app::declared_at_initialize(&params), Ordering::Relaxed);
         }
@@ -400,7 +379,14 @@ impl Dispatcher {
         session_apps: bool,
     ) -> Action {
         let apps = self.hosts_app(era, &params, session_apps);
-        match self.request(method, era, params, &id, who, apps) {
+        let handled = match Method::parse(method) {
+            // The reference peer's drop-in profile has no tasks in either era.
+            Some(m) if m.allowed_in(era) && !(m.is_task() && self.tools.is_reference()) => {
+                self.request(m, era, params, &id, who, apps)
+            }
+            _ => Err(RpcError::method_not_found(method)),
+        };
+        match handled {
             Ok(Handled::Result(result)) => {
                 Action::Reply(result_frame(&id, shape(era, method, result)))
             }
@@ -413,15 +399,15 @@ impl Dispatcher {
 
     fn request(
         &self,
-        method: &str,
+        method: Method,
         era: Era,
         params: Map<String, Value>,
         request_id: &Value,
         who: &Identity,
         apps: bool,
     ) -> Result<Handled, RpcError> {
-        let result = match (method, era) {
-            ("initialize", _) => {
+        let result = match method {
+            Method::Initialize => {
                 let mut result =
                     initialize(&params, self.list_changes(), !self.tools.is_reference());
                 // Said back only to a client that declared it.
@@ -430,8 +416,8 @@ impl Dispatcher {
                 }
                 result
             }
-            ("ping", _) => json!({}),
-            ("server/discover", _) => {
+            Method::Ping => json!({}),
+            Method::ServerDiscover => {
                 let mut capabilities = capabilities(Era::Modern, false);
                 // Not in the reference peer's drop-in profile, whose discover is the peer's.
                 if !self.tools.is_reference() {
@@ -443,21 +429,21 @@ impl Dispatcher {
                     "instructions": INSTRUCTIONS,
                 })
             }
-            ("resources/list", _) => {
+            Method::ResourcesList => {
                 // Runs are not listed: their ids are capabilities, known to whoever started
                 // them. The App is, to the clients that host it.
                 let listed: Vec<Value> = apps.then(app::resource).into_iter().collect();
                 json!({ "resources": listed })
             }
-            ("resources/read", _)
+            Method::ResourcesRead
                 if apps && params.get("uri").and_then(Value::as_str) == Some(app::URI) =>
             {
                 app::contents()
             }
-            ("resources/templates/list", _) => {
+            Method::ResourcesTemplatesList => {
                 json!({"resourceTemplates": [resources::template()]})
             }
-            ("resources/read", _) => {
+            Method::ResourcesRead => {
                 let (uri, id) = resources::parse_read(&params)?;
                 if let Some(refused) = who.refusal("perplexity_agent_result") {
                     return Err(RpcError::new(code::INVALID_PARAMS, refused));
@@ -478,10 +464,10 @@ impl Dispatcher {
                     trace: trace_of(&params),
                 }));
             }
-            ("prompts/list", _) => prompts::list(),
-            ("prompts/get", _) => prompts::get(&params)?,
-            ("completion/complete", _) => prompts::complete(&params)?,
-            ("tools/list", _) => {
+            Method::PromptsList => prompts::list(),
+            Method::PromptsGet => prompts::get(&params)?,
+            Method::CompletionComplete => prompts::complete(&params)?,
+            Method::ToolsList => {
                 if params.get("cursor").is_some_and(|c| !c.is_null()) {
                     return Err(RpcError::new(code::INVALID_PARAMS, "Invalid cursor."));
                 }
@@ -489,42 +475,38 @@ impl Dispatcher {
                 result.insert("tools".to_owned(), self.tool_list(era, who, apps));
                 Value::Object(result)
             }
-            ("tasks/get" | "tasks/update" | "tasks/cancel", Era::Modern)
-                if !self.tools.is_reference() =>
-            {
+            Method::TasksGet | Method::TasksUpdate | Method::TasksCancel if era == Era::Modern => {
                 if !tasks::declared(&params) {
                     return Err(tasks::not_declared());
                 }
                 return Ok(Handled::Task(TaskJob {
                     id: request_id.clone(),
                     era,
-                    method: method.to_owned(),
+                    method: method.name().to_owned(),
                     params,
                     who: who.clone(),
                 }));
             }
-            ("subscriptions/listen", Era::Modern) if !self.tools.is_reference() => {
+            Method::SubscriptionsListen => {
                 return Ok(Handled::Listen(TaskJob {
                     id: request_id.clone(),
                     era,
-                    method: method.to_owned(),
+                    method: method.name().to_owned(),
                     params,
                     who: who.clone(),
                 }));
             }
-            // 2025-11-25 tasks, except in the reference peer's drop-in profile.
-            ("tasks/get" | "tasks/cancel" | "tasks/result" | "tasks/list", Era::Legacy)
-                if !self.tools.is_reference() =>
-            {
+            // The 2025-11-25 core tasks.
+            Method::TasksGet | Method::TasksCancel | Method::TasksResult | Method::TasksList => {
                 return Ok(Handled::Task(TaskJob {
                     id: request_id.clone(),
                     era,
-                    method: method.to_owned(),
+                    method: method.name().to_owned(),
                     params,
                     who: who.clone(),
                 }));
             }
-            ("tools/call", _) => {
+            Method::ToolsCall => {
                 return self.tool_call(params, era, request_id, who).map(|job| {
                     Handled::Call(CallJob {
                         apps,
@@ -534,7 +516,7 @@ impl Dispatcher {
                     })
                 });
             }
-            ("logging/setLevel", Era::Legacy) => {
+            Method::LoggingSetLevel => {
                 let level = params.get("level").and_then(Value::as_str);
                 if !level.is_some_and(|l| LOG_LEVELS.contains(&l)) {
                     return Err(RpcError::new(
@@ -544,8 +526,10 @@ impl Dispatcher {
                 }
                 json!({})
             }
-            // Logging is deprecated in 2026-07-28 and only legacy clients set a level.
-            _ => return Err(RpcError::method_not_found(method)),
+            // Not served in this era (`allowed_in`), or not at all: never reached.
+            Method::TasksUpdate | Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
+                return Err(RpcError::method_not_found(method.name()));
+            }
         };
         Ok(Handled::Result(result))
     }

@@ -6,36 +6,53 @@
 
 use serde_json::{Map, Value, json};
 
+use super::method::Method;
 use super::protocol::{
     CACHE_TTL_MS, LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION,
     META_SERVER_INFO, RpcError, SUPPORTED_VERSIONS, code, server_info,
 };
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
-    /// 2025-11-25 and earlier: `initialize`, plain results.
-    Legacy,
-    /// 2026-07-28: per-request `_meta`, shaped results.
-    Modern,
-}
+pub use super::protocol::Era;
 
 /// The request's `_meta`, when it is an object.
 pub fn request_meta(params: &Map<String, Value>) -> Option<&Map<String, Value>> {
     params.get("_meta").and_then(Value::as_object)
 }
 
-/// stdio rules, in order: `initialize` is always legacy (even with modern `_meta`);
-/// `server/discover` is always modern (even with no `_meta`: it is the dual-era probe,
-/// and a client that gets an error there decides "legacy-only" for good); anything else
-/// is modern iff `_meta` holds the protocol-version key, whatever its value.
-pub fn stdio_era(method: &str, params: &Map<String, Value>) -> Era {
-    match method {
-        "initialize" => Era::Legacy,
-        "server/discover" => Era::Modern,
-        _ if request_meta(params).is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION)) => {
-            Era::Modern
-        }
-        _ => Era::Legacy,
+/// How a request arrived, as far as its era depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    Stdio,
+    Http {
+        /// It names an `Mcp-Session-Id` (which only the handshake era has).
+        in_session: bool,
+        /// Its `MCP-Protocol-Version` header names no handshake revision.
+        modern_header: bool,
+    },
+}
+
+/// The era of one request, for both transports (the deliberate differences are the
+/// protocol reference's "stdio/HTTP differences"):
+/// - a request is modern when `_meta` holds the protocol-version key, whatever its value,
+///   or, over HTTP, when its version header is not a handshake revision;
+/// - except that a request in an HTTP session is always legacy, and `initialize` on
+///   stdio is always legacy (one process, one client: its handshake is the handshake,
+///   while over HTTP a modern `initialize` is told the method is gone);
+/// - and a bare `server/discover` is modern: it is the dual-era probe, and a client that
+///   gets an error there decides "legacy-only" for good.
+pub fn decide(method: Option<Method>, params: &Map<String, Value>, arrival: Arrival) -> Era {
+    let version_meta = request_meta(params).is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
+    let modern = match arrival {
+        Arrival::Stdio => version_meta && method != Some(Method::Initialize),
+        Arrival::Http {
+            in_session: true, ..
+        } => return Era::Legacy,
+        Arrival::Http { modern_header, .. } => version_meta || modern_header,
+    };
+    if modern || method == Some(Method::ServerDiscover) {
+        Era::Modern
+    } else {
+        Era::Legacy
     }
 }
 
@@ -137,16 +154,43 @@ mod tests {
 
     #[test]
     fn era_rules() {
+        let stdio =
+            |method: &str, p: &Map<String, Value>| decide(Method::parse(method), p, Arrival::Stdio);
         let modern = params(json!({"_meta": {META_PROTOCOL_VERSION: "x"}}));
-        assert_eq!(stdio_era("initialize", &modern), Era::Legacy);
-        assert_eq!(stdio_era("tools/list", &modern), Era::Modern);
-        assert_eq!(stdio_era("server/discover", &Map::new()), Era::Modern);
+        assert_eq!(stdio("initialize", &modern), Era::Legacy);
+        assert_eq!(stdio("tools/list", &modern), Era::Modern);
+        assert_eq!(stdio("server/discover", &Map::new()), Era::Modern);
         let caps_only = params(json!({"_meta": {META_CLIENT_CAPABILITIES: {}}}));
-        assert_eq!(stdio_era("tools/list", &caps_only), Era::Legacy);
+        assert_eq!(stdio("tools/list", &caps_only), Era::Legacy);
         assert_eq!(
-            stdio_era("tools/list", &params(json!({"_meta": 5}))),
+            stdio("tools/list", &params(json!({"_meta": 5}))),
             Era::Legacy
         );
+        assert_eq!(stdio("unknown/method", &modern), Era::Modern);
+
+        let http = |method: &str, p: &Map<String, Value>, in_session, modern_header| {
+            decide(
+                Method::parse(method),
+                p,
+                Arrival::Http {
+                    in_session,
+                    modern_header,
+                },
+            )
+        };
+        // Over HTTP a modern initialize is modern (and told the method is gone there).
+        assert_eq!(http("initialize", &modern, false, false), Era::Modern);
+        assert_eq!(http("tools/list", &Map::new(), false, true), Era::Modern);
+        assert_eq!(http("tools/list", &modern, true, true), Era::Legacy);
+        assert_eq!(
+            http("server/discover", &Map::new(), false, false),
+            Era::Modern
+        );
+        assert_eq!(
+            http("server/discover", &Map::new(), true, false),
+            Era::Legacy
+        );
+        assert_eq!(http("tools/list", &Map::new(), false, false), Era::Legacy);
     }
 
     #[test]

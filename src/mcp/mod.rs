@@ -14,6 +14,7 @@ pub mod dispatch;
 pub mod era;
 pub mod framing;
 pub mod http;
+pub mod method;
 mod progress;
 pub mod prompts;
 pub mod protocol;

@@ -4,14 +4,100 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+/// The two generations of the protocol, which this server speaks at once, decided per
+/// request (`era::decide`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2025-11-25 and earlier: `initialize`, plain results.
+    Legacy,
+    /// 2026-07-28: per-request `_meta`, shaped results.
+    Modern,
+}
+
 /// The revision without a handshake.
 pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// One protocol revision, as this server treats it.
+struct Revision {
+    name: &'static str,
+    /// Its clients start with `initialize` and send this as `MCP-Protocol-Version` in
+    /// the session it opens.
+    handshake: bool,
+    /// We speak it: advertised, negotiated (a handshake revision), accepted in `_meta`.
+    served: bool,
+}
+
+/// Every revision this server knows, newest first: the one table the version lists below
+/// are read from, so advertising, negotiating and checking a header cannot disagree.
+const REVISIONS: [Revision; 5] = [
+    Revision {
+        name: MODERN_VERSION,
+        handshake: false,
+        served: true,
+    },
+    Revision {
+        name: "2025-11-25",
+        handshake: true,
+        served: true,
+    },
+    Revision {
+        name: "2025-06-18",
+        handshake: true,
+        served: true,
+    },
+    Revision {
+        name: "2025-03-26",
+        handshake: true,
+        served: true,
+    },
+    // Not negotiated (such a client is offered 2025-11-25), but its header in a session
+    // still marks a handshake-era request rather than a modern one.
+    Revision {
+        name: "2024-11-05",
+        handshake: true,
+        served: false,
+    },
+];
+
+/// Which revisions a list holds.
+#[derive(Clone, Copy)]
+enum Pick {
+    Negotiated,
+    Served,
+    Handshake,
+}
+
+/// The names of the revisions `pick` selects, in table order; `N` must be their count
+/// (checked when the constant is built, so a table edit cannot go out of step).
+const fn revisions<const N: usize>(pick: Pick) -> [&'static str; N] {
+    let mut out = [""; N];
+    let (mut i, mut n) = (0, 0);
+    while i < REVISIONS.len() {
+        let r = &REVISIONS[i];
+        let keep = match pick {
+            Pick::Negotiated => r.handshake && r.served,
+            Pick::Served => r.served,
+            Pick::Handshake => r.handshake,
+        };
+        if keep {
+            assert!(n < N, "more revisions match than the list holds");
+            out[n] = REVISIONS[i].name;
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N, "fewer revisions match than the list holds");
+    out
+}
+
 /// Handshake revisions we negotiate through `initialize`, newest first.
-pub const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+pub const LEGACY_VERSIONS: [&str; 3] = revisions(Pick::Negotiated);
 /// What `server/discover` advertises and -32022 lists: an ordered constant, newest first
 /// (never built from a hash set, whose order can change between runs).
-pub const SUPPORTED_VERSIONS: [&str; 4] =
-    [MODERN_VERSION, "2025-11-25", "2025-06-18", "2025-03-26"];
+pub const SUPPORTED_VERSIONS: [&str; 4] = revisions(Pick::Served);
+/// Versions whose clients do the handshake; any other `MCP-Protocol-Version` marks a
+/// modern request.
+pub const HANDSHAKE_VERSIONS: [&str; 4] = revisions(Pick::Handshake);
 
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";

@@ -28,10 +28,11 @@ use super::sessions::Sessions;
 use crate::identity::Identity;
 use crate::mcp::decode::decode;
 use crate::mcp::dispatch::{Action, Envelope, envelope};
-use crate::mcp::era::{Era, request_meta, validate_modern_meta};
+use crate::mcp::era::{Arrival, Era, decide, request_meta, validate_modern_meta};
+use crate::mcp::method::Method;
 use crate::mcp::protocol::{
-    META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, REPLY_TAIL, RpcError, SUPPORTED_VERSIONS,
-    ScrubbedReply, code, error_frame, outbound,
+    HANDSHAKE_VERSIONS, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, REPLY_TAIL, RpcError,
+    SUPPORTED_VERSIONS, ScrubbedReply, code, error_frame, outbound,
 };
 
 // Names made once: a lookup by `&str` parses the name again on every request.
@@ -39,17 +40,6 @@ static SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 static VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 static METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
 static NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
-/// Versions whose clients do the handshake; any other `MCP-Protocol-Version` marks a
-/// modern request.
-const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-/// Gone from modern HTTP (or never offered there): 404 + -32601.
-const NOT_MODERN: [&str; 5] = [
-    "initialize",
-    "ping",
-    "logging/setLevel",
-    "resources/subscribe",
-    "resources/unsubscribe",
-];
 const HEADER_MISMATCH: i64 = -32020;
 const MISSING_CAPABILITY: i64 = -32021;
 /// Frames of one streamed call waiting for its client.
@@ -201,15 +191,17 @@ fn route(
         crate::telemetry::refused(crate::telemetry::Refusal::Scope);
         return Routed::Answered(refused);
     }
-    let has_version_meta =
-        request_meta(&params).is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
     let modern_header =
         header(headers, &VERSION_HEADER).is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&&*v));
-    if session.is_none() && (has_version_meta || modern_header) {
-        modern(endpoint, headers, id, method, params, who)
-    } else if session.is_none() && method == "server/discover" {
+    let arrival = Arrival::Http {
+        in_session: session.is_some(),
+        modern_header,
+    };
+    let parsed = Method::parse(&method);
+    let marked = request_meta(&params).is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
+    match decide(parsed, &params, arrival) {
         // The bare dual-era probe (no `_meta`, no modern header): answered as on stdio.
-        Routed::Call(Incoming {
+        Era::Modern if !marked && !modern_header => Routed::Call(Incoming {
             id,
             method,
             params,
@@ -217,9 +209,9 @@ fn route(
             session: None,
             who,
             session_apps: false,
-        })
-    } else {
-        legacy(endpoint, headers, session, id, method, params, who)
+        }),
+        Era::Modern => modern(endpoint, headers, id, method, parsed, params, who),
+        Era::Legacy => legacy(endpoint, headers, session, id, method, params, who),
     }
 }
 
@@ -229,6 +221,7 @@ fn modern(
     headers: &HeaderMap,
     id: Value,
     owned_method: String,
+    parsed: Option<Method>,
     params: Map<String, Value>,
     who: Identity,
 ) -> Routed {
@@ -294,7 +287,7 @@ fn modern(
     {
         return bad(RpcError::new(HEADER_MISMATCH, which));
     }
-    if NOT_MODERN.contains(&method) {
+    if parsed.is_some_and(Method::gone_from_modern_http) {
         return Routed::Answered(rpc_error(
             StatusCode::NOT_FOUND,
             &id,
