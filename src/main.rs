@@ -1,11 +1,10 @@
 //! `perplexity-agent`: argument parsing → one of the front ends. Nothing else.
 
-use clap::Parser;
-use perplexity_agent::cli::{Cli, Command, Ended, ServeArgs, run, run_unconfigured};
+use perplexity_agent::cli::{Command, Ended, ServeArgs, parse, run, run_unconfigured};
 use perplexity_agent::config::Config;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = parse();
     let command = cli.command.unwrap_or(Command::Serve(ServeArgs::default()));
     // A container probe every few seconds: no configuration, no runtime, no log set-up.
     if let Command::Healthcheck(args) = &command {

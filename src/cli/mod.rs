@@ -252,6 +252,47 @@ pub struct CancelArgs {
     pub json: bool,
 }
 
+/// The command line, parsed; a mistake ends the process with clap's message (exit 2).
+/// An unknown command's tip names only the closest commands: clap's own lists every
+/// command its similarity threshold lets through, the best last (`serch` got `serve`,
+/// `fetch` and `research` before `search`).
+pub fn parse() -> Cli {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(mut error) => {
+            if error.kind() == ErrorKind::InvalidSubcommand
+                && let (Some(ContextValue::String(typed)), Some(ContextValue::Strings(tips))) = (
+                    error.get(ContextKind::InvalidSubcommand),
+                    error.get(ContextKind::SuggestedSubcommand),
+                )
+            {
+                let closest = closest(typed, tips);
+                error.insert(
+                    ContextKind::SuggestedSubcommand,
+                    ContextValue::Strings(closest),
+                );
+            }
+            error.exit()
+        }
+    }
+}
+
+/// Of clap's candidates, those fewest edits away from `typed` (optimal string alignment:
+/// a swap of neighbours is one edit, as typos are).
+fn closest(typed: &str, candidates: &[String]) -> Vec<String> {
+    let scored: Vec<(usize, &String)> = candidates
+        .iter()
+        .map(|c| (strsim::osa_distance(typed, c), c))
+        .collect();
+    let best = scored.iter().map(|(d, _)| *d).min().unwrap_or(0);
+    scored
+        .into_iter()
+        .filter(|(d, _)| *d == best)
+        .map(|(_, c)| c.clone())
+        .collect()
+}
+
 /// Runs a CLI command: `Ok` with the exit code once its output is printed, or the error
 /// `main` prints.
 pub async fn run(command: Command, config: Config) -> Ended {
@@ -385,7 +426,12 @@ async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> Ended {
     }
     warn_unknown_preset(args.preset.as_deref());
     let style = Style::new(args.json, args.spotlight);
-    let progress = progress_for(args.json).announcing();
+    // `--no-wait` names the run in its answer a moment later: announcing it too said
+    // "started" twice.
+    let progress = match args.no_wait {
+        true => progress_for(args.json),
+        false => progress_for(args.json).announcing(),
+    };
     call(
         tools,
         tool,
@@ -645,6 +691,10 @@ async fn cancel(args: CancelArgs, tools: &Tools) -> Ended {
     let mut params = Map::new();
     params.insert("response_id".into(), json!(args.response_id));
     let tool = "perplexity_agent_cancel";
+    // Perplexity answers a finished run and one that never existed alike (400, or 404
+    // once it is gone): what this machine saw tells them apart. Read before asking, as
+    // the answer is rendered synchronously; it is one local read.
+    let finished = finished_here(tools, &args.response_id).await;
     call(
         tools,
         tool,
@@ -652,11 +702,38 @@ async fn cancel(args: CancelArgs, tools: &Tools) -> Ended {
         None,
         None,
         |outcome, _| match outcome {
-            Outcome::Cancel { id, result } => Some(output::cancel(&id, result, args.json)),
+            Outcome::Cancel { id, result } => {
+                Some(output::cancel(&id, result, finished, args.json))
+            }
             _ => None,
         },
     )
     .await
+}
+
+/// Whether this machine saw run `id` end: the spend ledger gets a run's row when its
+/// final state is learned, and a snapshot is kept only of a settled response. No store
+/// (or one that cannot be read) knows nothing; one not yet created is not created here.
+async fn finished_here(tools: &Tools, id: &str) -> bool {
+    let exists = tools
+        .store()
+        .config()
+        .is_some_and(|config| config.path.exists());
+    if !exists {
+        return false;
+    }
+    let run = id.to_owned();
+    let in_ledger = tools
+        .store()
+        .with(move |s| {
+            s.ledger_since(0)
+                .map(|rows| rows.iter().any(|r| r.request == run))
+        })
+        .await;
+    if matches!(in_ledger, Ok(true)) {
+        return true;
+    }
+    matches!(tools.snapshots().of_response(id).await, Ok(Some(_)))
 }
 
 /// `tasks`: the caller's tasks, newest first — the same records `tasks/get` reads, so a

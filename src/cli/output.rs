@@ -23,7 +23,7 @@ macro_rules! note {
 use std::sync::Mutex;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 use serde_json::{Value, json};
 
 use crate::guard::spotlight::spotlight;
@@ -130,8 +130,16 @@ impl CliProgress {
     pub fn new(terminal: bool, json: bool) -> Self {
         let spinner = terminal.then(|| {
             let bar = ProgressBar::new_spinner();
+            bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(
+                Box::new(SpinnerLine),
+                20,
+            ));
             // The clock counts up on its own: Perplexity's progress comes only with polls.
-            if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed} {prefix}{msg}") {
+            // A long message is cut to the line (`wide_msg`): a wrapped line would not be
+            // counted as two by the narrower width `SpinnerLine` reports.
+            if let Ok(style) =
+                ProgressStyle::with_template("{spinner} {elapsed} {prefix}{wide_msg}")
+            {
                 bar.set_style(style);
             }
             bar.set_message("starting research…");
@@ -165,6 +173,72 @@ impl CliProgress {
         if let Ok(mut quiet) = self.quiet.lock() {
             *quiet = true;
         }
+    }
+}
+
+/// Columns left free at the end of the spinner's line.
+const ECHO_ROOM: u16 = 2;
+
+/// Where the spinner draws: stderr, said to be [`ECHO_ROOM`] columns narrower than the
+/// terminal. indicatif pads its line to the width it is given, and at the full width the
+/// `^C` a terminal echoes for Ctrl-C wrapped onto a line of its own: clearing "the
+/// spinner's line" then cleared the echo's, and the spinner stayed on screen above the
+/// lines that say how to collect the run. With room to spare the echo stays on the
+/// spinner's line, and is cleared with it.
+#[derive(Debug)]
+struct SpinnerLine;
+
+impl SpinnerLine {
+    fn escape(&self, n: usize, code: char) -> std::io::Result<()> {
+        match n {
+            0 => Ok(()),
+            n => self.write_str(&format!("\x1b[{n}{code}")),
+        }
+    }
+}
+
+impl TermLike for SpinnerLine {
+    fn width(&self) -> u16 {
+        crossterm::terminal::size()
+            .map_or(80, |(cols, _)| cols)
+            .saturating_sub(ECHO_ROOM)
+            .max(1)
+    }
+
+    fn height(&self) -> u16 {
+        crossterm::terminal::size().map_or(24, |(_, rows)| rows)
+    }
+
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.escape(n, 'A')
+    }
+
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.escape(n, 'B')
+    }
+
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        self.escape(n, 'C')
+    }
+
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        self.escape(n, 'D')
+    }
+
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.write_str(&format!("{s}\n"))
+    }
+
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        std::io::stderr().write_all(s.as_bytes())
+    }
+
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.write_str("\r\x1b[2K")
+    }
+
+    fn flush(&self) -> std::io::Result<()> {
+        std::io::stderr().flush()
     }
 }
 
@@ -453,7 +527,38 @@ fn error_text(error: &WaitError) -> String {
     })
 }
 
-pub fn cancel(id: &str, outcome: Result<CancelOutcome, ApiError>, json: bool) -> Ended {
+/// `cancel`'s answer. `finished`: this machine saw the run end, so Perplexity's "not
+/// running" (or "no such run", once it has dropped it) is said as that, not as an id
+/// that may never have existed.
+pub fn cancel(
+    id: &str,
+    outcome: Result<CancelOutcome, ApiError>,
+    finished: bool,
+    json: bool,
+) -> Ended {
+    let ended = match &outcome {
+        Ok(CancelOutcome::NotRunning) if finished => Some(format!(
+            "Read it with: perplexity-agent result {id}"
+        )),
+        Ok(CancelOutcome::NoSuchRun) if finished => Some(
+            "Perplexity no longer has it (it expired, or was made with another API key), so `perplexity-agent result` cannot read it either."
+                .to_owned(),
+        ),
+        _ => None,
+    };
+    if let Some(then) = ended {
+        let text =
+            format!("Research run {id} has already finished: there is nothing to cancel. {then}");
+        if json {
+            say!(
+                "{}",
+                json!({"response_id": id, "status": "already_finished", "message": text})
+            );
+        } else {
+            say!("{text}");
+        }
+        return Ok(Exit::Success);
+    }
     let rendered = crate::tools::research::render_cancel(id, outcome.clone());
     let text = match &outcome {
         Err(ApiError::MissingKey) => error_text(&WaitError {
@@ -527,7 +632,19 @@ pub fn fetched(
     json: bool,
 ) -> Ended {
     if json {
-        say!("{}", rendered.structured.clone().unwrap_or_default());
+        let mut doc = rendered.structured.clone().unwrap_or_default();
+        if let Some(results) = doc.get_mut("results").and_then(Value::as_array_mut) {
+            for error in results.iter_mut().filter_map(|r| r.get_mut("error")) {
+                // The person at the command line is the operator the fetcher's words name.
+                let worded = error["message"]
+                    .as_str()
+                    .and_then(crate::fetch::for_the_operator);
+                if let Some(worded) = worded {
+                    error["message"] = Value::String(worded);
+                }
+            }
+        }
+        say!("{doc}");
     } else {
         for f in fetched {
             match &f.outcome {
@@ -549,7 +666,11 @@ pub fn fetched(
                         );
                     }
                 }
-                Err(e) => note!("perplexity-agent: {}: not fetched: {}", f.url, e.message),
+                Err(e) => {
+                    let message = crate::fetch::for_the_operator(&e.message)
+                        .unwrap_or_else(|| e.message.clone());
+                    note!("perplexity-agent: {}: not fetched: {message}", f.url);
+                }
             }
         }
     }
@@ -643,11 +764,37 @@ pub fn report(
         return Err(CliError::failed(&rendered.text));
     };
     if json {
-        say!("{structured}");
+        // Each claim carries why it was downgraded (null when it was not), as the text
+        // report shows it beside the claim.
+        let mut doc = structured.clone();
+        if let Some(claims) = doc.get_mut("claims").and_then(Value::as_array_mut) {
+            for (i, claim) in claims.iter_mut().enumerate() {
+                claim["why"] = why_weak(report, i).map_or(Value::Null, Value::String);
+            }
+        }
+        say!("{doc}");
         return Ok(Exit::Success);
     }
-    // The model's body, unwrapped: the same sections in the same words.
-    say!("{}", report.body().trim_end());
+    // The model's sections in its words, unwrapped; each weak claim says why beside it.
+    let mut claims = "\nClaims:\n".to_owned();
+    for (i, c) in report.claims.iter().enumerate() {
+        let line = format!(
+            "{}. {} [{}] {}",
+            i + 1,
+            c.text,
+            c.confidence,
+            c.urls.join(" ")
+        );
+        claims.push_str(line.trim_end());
+        claims.push('\n');
+        if let Some(why) = why_weak(report, i) {
+            claims.push_str(&format!("   Why {}: {why}\n", c.confidence));
+        }
+    }
+    say!(
+        "{}",
+        format!("{}{claims}{}", report.summary(), report.sources_section()).trim_end()
+    );
     if report.validation.passed() {
         note!("perplexity-agent: every claim cites a retrieved source");
     } else {
@@ -656,6 +803,19 @@ pub fn report(
         }
     }
     Ok(Exit::Success)
+}
+
+/// Why the validator downgraded claim `index` (0-based), from its findings
+/// (`claim 2: no supporting URL`); `None` for a claim it had nothing against.
+fn why_weak(report: &crate::tools::report::DeepReport, index: usize) -> Option<String> {
+    let prefix = format!("claim {}: ", index + 1);
+    let reasons: Vec<&str> = report
+        .validation
+        .flagged
+        .iter()
+        .filter_map(|f| f.strip_prefix(&prefix))
+        .collect();
+    (!reasons.is_empty()).then(|| reasons.join("; "))
 }
 
 /// Lines for stdout (the gateway commands' reports).

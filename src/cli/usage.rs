@@ -6,7 +6,8 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::output::{self, CliError, Ended, Exit};
-use crate::spend::{Grouping, money};
+use crate::spend::Grouping;
+use crate::spend::money::{self, Micros};
 use crate::tools::Tools;
 
 #[derive(Debug, Args)]
@@ -89,26 +90,42 @@ pub async fn run(args: UsageArgs, tools: &Tools) -> Ended {
         .chain([label.len(), 5])
         .max()
         .unwrap_or(5);
+    // One number of decimals for the whole money column, so its points line up: the
+    // fewest that show every amount in it exactly (searches cost fractions of a cent).
+    let amounts: Vec<i64> = groups.iter().map(|g| g.total).chain([total]).collect();
+    let decimals = amounts.iter().map(|a| decimals_of(*a)).max().unwrap_or(2);
+    let costs: Vec<String> = amounts.iter().map(|a| fixed(*a, decimals)).collect();
+    let req_w = column_width(
+        "REQUESTS",
+        groups.iter().map(|g| g.requests).chain([requests]),
+    );
+    let est_w = column_width(
+        "ESTIMATED",
+        groups.iter().map(|g| g.estimated).chain([estimated]),
+    );
+    let cost_w = costs
+        .iter()
+        .map(String::len)
+        .chain([12])
+        .max()
+        .unwrap_or(12);
     let mut text = format!(
-        "{:<width$}  {:>8}  {:>9}  {:>12}\n",
+        "{:<width$}  {:>req_w$}  {:>est_w$}  {:>cost_w$}\n",
         label.to_uppercase(),
         "REQUESTS",
         "ESTIMATED",
         "COST (USD)"
     );
-    for (g, key) in groups.iter().zip(&keys) {
+    let rows = groups
+        .iter()
+        .zip(&keys)
+        .map(|(g, key)| (key.as_str(), g.requests, g.estimated))
+        .chain([("TOTAL", requests, estimated)]);
+    for ((key, n, est), cost) in rows.zip(&costs) {
         text.push_str(&format!(
-            "{key:<width$}  {:>8}  {:>9}  {:>12}\n",
-            g.requests,
-            g.estimated,
-            money::format(g.total)
+            "{key:<width$}  {n:>req_w$}  {est:>est_w$}  {cost:>cost_w$}\n"
         ));
     }
-    text.push_str(&format!(
-        "{:<width$}  {requests:>8}  {estimated:>9}  {:>12}\n",
-        "TOTAL",
-        money::format(total)
-    ));
     text.push_str(&format!(
         "Since {since} ({}). Estimated: priced by perplexity-agent (prices as of {}), not reported by Perplexity.",
         zone.name(),
@@ -116,4 +133,53 @@ pub async fn run(args: UsageArgs, tools: &Tools) -> Ended {
     ));
     output::lines(&text);
     Ok(Exit::Success)
+}
+
+/// A count column as wide as its heading or its widest number.
+fn column_width(heading: &str, values: impl Iterator<Item = u64>) -> usize {
+    values
+        .map(|v| v.to_string().len())
+        .max()
+        .unwrap_or(0)
+        .max(heading.len())
+}
+
+/// The decimals an amount needs to be shown exactly: two at least, six (millionths) at
+/// most.
+fn decimals_of(amount: Micros) -> usize {
+    let mut fraction = amount.unsigned_abs() % money::PER_UNIT as u64;
+    let mut places = 6;
+    while places > 2 && fraction.is_multiple_of(10) {
+        fraction /= 10;
+        places -= 1;
+    }
+    places
+}
+
+/// An amount with exactly `decimals` decimals (2 to 6), cut, never rounded: the column's
+/// decimals are chosen so that nothing is cut.
+fn fixed(amount: Micros, decimals: usize) -> String {
+    let sign = if amount < 0 { "-" } else { "" };
+    let a = amount.unsigned_abs();
+    let per_unit = money::PER_UNIT as u64;
+    let fraction = format!("{:06}", a % per_unit);
+    let shown = fraction.get(..decimals.clamp(2, 6)).unwrap_or(&fraction);
+    format!("{sign}{}.{shown}", a / per_unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_money_column_shows_every_amount_exactly_with_one_number_of_decimals() {
+        assert_eq!(decimals_of(1_000_000), 2);
+        assert_eq!(decimals_of(100_000), 2);
+        assert_eq!(decimals_of(12_500), 4);
+        assert_eq!(decimals_of(1), 6);
+        assert_eq!(fixed(1_000_000, 4), "1.0000");
+        assert_eq!(fixed(12_500, 4), "0.0125");
+        assert_eq!(fixed(100_000, 2), "0.10");
+        assert_eq!(fixed(-5, 6), "-0.000005");
+    }
 }

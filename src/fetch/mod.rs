@@ -101,6 +101,32 @@ pub struct Page {
     pub fetched_bytes: u64,
 }
 
+/// How a refused address's message ends: worded for an agent, who cannot lift the check.
+/// A front end whose user is the operator (the CLI) words it for them with
+/// [`for_the_operator`], so the fetcher need not know who asked.
+pub const OPERATOR_CAN_ALLOW: &str =
+    "(the server's operator can allow it with PERPLEXITY_FETCH_ALLOW_PRIVATE)";
+
+/// A refused address's message for the person who can lift the check: the setting's
+/// value for this address, or for every address. `None` for any other message.
+pub fn for_the_operator(message: &str) -> Option<String> {
+    let head = message.strip_suffix(OPERATOR_CAN_ALLOW)?;
+    // The message starts with the refused address (`127.0.0.1 is loopback; …`).
+    let network = head
+        .split_once(" is ")
+        .and_then(|(ip, _)| ip.parse::<IpAddr>().ok())
+        .map(|ip| format!("{ip}/{}", if ip.is_ipv4() { 32 } else { 128 }));
+    let var = "PERPLEXITY_FETCH_ALLOW_PRIVATE";
+    Some(match network {
+        Some(network) => format!(
+            "{head}(you can allow it with {var}={network}, or every address with {var}=true)"
+        ),
+        None => format!(
+            "{head}(you can allow it with {var}=true, or for some networks with a comma list such as {var}=10.1.0.0/16)"
+        ),
+    })
+}
+
 /// Why a URL was not fetched. `kind` is a stable machine-readable label.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchError {
@@ -299,12 +325,7 @@ impl Fetcher {
         };
         for ip in &addrs {
             check_addr(*ip, allow).map_err(|blocked| {
-                FetchError::new(
-                    "blocked_address",
-                    format!(
-                        "{blocked} (the server's operator can allow it with PERPLEXITY_FETCH_ALLOW_PRIVATE)"
-                    ),
-                )
+                FetchError::new("blocked_address", format!("{blocked} {OPERATOR_CAN_ALLOW}"))
             })?;
         }
         Ok(addrs)
@@ -524,6 +545,13 @@ mod tests {
             "{}",
             err.message
         );
+        assert_eq!(
+            for_the_operator(&err.message).as_deref(),
+            Some(
+                "127.0.0.3 is loopback; fetching it is not allowed (you can allow it with PERPLEXITY_FETCH_ALLOW_PRIVATE=127.0.0.3/32, or every address with PERPLEXITY_FETCH_ALLOW_PRIVATE=true)"
+            )
+        );
+        assert_eq!(for_the_operator("127.0.0.3 could not be resolved"), None);
         assert_eq!(good.load(Ordering::SeqCst), 0);
     }
 }

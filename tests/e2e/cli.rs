@@ -746,3 +746,271 @@ fn demo_serves_a_stand_in_every_command_can_use_without_a_key() {
     std::io::Read::read_to_string(&mut demo.stderr.take().unwrap(), &mut err).unwrap();
     assert!(err.contains("PERPLEXITY_API_KEY=pplx-demo"), "{err}");
 }
+
+/// The command in a pseudo-terminal of `cols` columns (it is the session's controlling
+/// terminal, so a typed Ctrl-C is a SIGINT from the line discipline, echoed as `^C`), its
+/// output read back through a VT100 emulator.
+struct Terminal {
+    child: std::process::Child,
+    writer: std::fs::File,
+    screen: std::sync::Arc<std::sync::Mutex<vt100::Parser>>,
+}
+
+impl Terminal {
+    fn spawn(args: &[&str], env: &[(String, String)], cols: u16) -> Terminal {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        use std::os::unix::process::CommandExt;
+        let (mut master, mut slave) = (0, 0);
+        let size = libc::winsize {
+            ws_row: 24,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: openpty writes two fds into the locals; the size outlives the call.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                &size,
+            )
+        };
+        assert_eq!(rc, 0, "openpty");
+        // SAFETY: both fds were just returned by openpty and are owned here.
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let mut cmd = binary(args, env);
+        cmd.env("TERM", "xterm-256color")
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave));
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                libc::ioctl(0, libc::TIOCSCTTY as _, 0);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn in a pty");
+        drop(cmd);
+        let writer = std::fs::File::from(master.try_clone().unwrap());
+        let mut reader = std::fs::File::from(master);
+        let screen = std::sync::Arc::new(std::sync::Mutex::new(vt100::Parser::new(
+            std::num::NonZero::new(24).unwrap(),
+            std::num::NonZero::new(cols).unwrap(),
+            0,
+        )));
+        let s = screen.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                s.lock().unwrap().process(&buf[..n]);
+            }
+        });
+        Terminal {
+            child,
+            writer,
+            screen,
+        }
+    }
+
+    /// The screen's rows, trailing blanks trimmed.
+    fn rows(&self) -> Vec<String> {
+        let parser = self.screen.lock().unwrap();
+        let cols = parser.screen().size().1.get();
+        parser
+            .screen()
+            .rows(0, cols)
+            .map(|r| r.trim_end().to_owned())
+            .collect()
+    }
+
+    fn exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // The last bytes written before the exit reach the emulator.
+                std::thread::sleep(Duration::from_millis(300));
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        None
+    }
+}
+
+/// Ctrl-C typed at a terminal during `ask`: the spinner is gone before the lines that
+/// say how to collect the run, on every width. Before, the tty's `^C` echo wrapped after
+/// the spinner's full-width line and only the echo's line was cleared, so the spinner
+/// stayed on screen above the interruption.
+#[test]
+fn ctrl_c_at_a_terminal_clears_the_spinner_before_the_lines_to_collect_the_run() {
+    use std::io::Write;
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 30000}));
+    for cols in [80, 200] {
+        let mut term = Terminal::spawn(&["ask", "a slow question"], &env_for(&fake), cols);
+        let id = || fake.runs().last().map(|r| r.id.clone()).unwrap_or_default();
+        wait_until("the spinner names the run", Duration::from_secs(10), || {
+            let id = id();
+            !id.is_empty() && term.rows()[0].contains(&id) && term.rows()[0].contains("status")
+        });
+        let id = id();
+        term.writer.write_all(b"\x03").unwrap();
+        assert_eq!(
+            term.exit(Duration::from_secs(5)),
+            Some(130),
+            "{cols} columns"
+        );
+        let rows = term.rows();
+        let shown = rows.join("\n");
+        assert_eq!(
+            rows[0], id,
+            "{cols} columns: the spinner's row now holds the id:\n{shown}"
+        );
+        assert!(
+            !shown.contains("status") && !shown.contains('\u{b7}') && !shown.contains("^C"),
+            "{cols} columns: the spinner is left on screen:\n{shown}"
+        );
+        assert!(
+            shown.contains("Collect it with: perplexity-agent result"),
+            "{shown}"
+        );
+    }
+}
+
+/// `ask --no-wait` names the run it started once (on stdout, said once on stderr), not
+/// twice on stderr.
+#[test]
+fn ask_no_wait_says_started_once() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 30000}));
+    let (stdout, stderr, code) = run_cli(&["ask", "q", "--no-wait"], &env_for(&fake));
+    assert_eq!(code, 3, "{stderr}");
+    let id = stdout.trim();
+    assert!(id.starts_with("resp_"), "{stdout}");
+    assert_eq!(
+        stderr.to_lowercase().matches("started").count(),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr,
+        format!(
+            "Started research run {id}.\nCollect it with: perplexity-agent result {id} --wait 300\nStop it with:    perplexity-agent cancel {id}\n"
+        )
+    );
+}
+
+/// A typo of a command is pointed at the command it is closest to, alone: clap's own tip
+/// for `serch` listed `serve`, `fetch` and `research` before `search`.
+#[test]
+fn a_mistyped_command_is_pointed_at_the_closest_one() {
+    for (typed, meant) in [
+        ("serch", "search"),
+        ("seach", "search"),
+        ("reserch", "research"),
+        ("researh", "research"),
+        ("tsks", "tasks"),
+        ("asc", "ask"),
+        ("resul", "result"),
+        ("results", "result"),
+        ("cancle", "cancel"),
+        ("modles", "models"),
+    ] {
+        let (stdout, stderr, code) = run_cli(&[typed, "x"], &[]);
+        assert_eq!(code, 2, "{typed}: {stderr}");
+        assert!(stdout.is_empty());
+        let tips: Vec<&str> = stderr.lines().filter(|l| l.contains("tip:")).collect();
+        assert_eq!(
+            tips,
+            [format!("  tip: a similar subcommand exists: '{meant}'")],
+            "{typed}: {stderr}"
+        );
+        assert!(
+            stderr.starts_with(&format!("error: unrecognized subcommand '{typed}'")),
+            "{stderr}"
+        );
+    }
+    // A subcommand's own subcommands get the same treatment.
+    let (_, stderr, code) = run_cli(&["gateway", "lst"], &[]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("tip: a similar subcommand exists: 'list'"),
+        "{stderr}"
+    );
+    // Nothing close: no tip at all, as before.
+    let (_, stderr, code) = run_cli(&["zzzzqqq"], &[]);
+    assert_eq!(code, 2);
+    assert!(!stderr.contains("tip:"), "{stderr}");
+}
+
+/// `cancel` of a run this machine saw finish says so and how to read it, whether
+/// Perplexity answers 400 (not running) or 404 (no longer has it); an id nobody here
+/// knows keeps the message that it may never have existed.
+#[test]
+fn cancel_of_a_run_known_to_have_finished_says_so() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 100, "answer": "Done."}));
+    let dir = Scratch::new("cancel-finished");
+    let env = env_with_store(&fake, &dir);
+    let (stdout, stderr, code) = run_cli(&["ask", "q", "--json"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    let doc: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let id = doc["response_id"].as_str().unwrap().to_owned();
+    let (stdout, stderr, code) = run_cli(&["cancel", &id], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout,
+        format!(
+            "Research run {id} has already finished: there is nothing to cancel. Read it with: perplexity-agent result {id}\n"
+        )
+    );
+    let (stdout, _, code) = run_cli(&["cancel", &id, "--json"], &env);
+    assert_eq!(code, 0);
+    let doc: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(doc["status"], "already_finished", "{doc}");
+
+    // A run the ledger recorded but Perplexity no longer has (404).
+    let db = rusqlite::Connection::open(dir.path("store.sqlite")).unwrap();
+    db.execute(
+        "INSERT INTO ledger (request, at_ms, caller, caller_name, front_end, tool, model,
+             total_micros, currency, estimated)
+         VALUES ('resp_gone0000000000000000000', ?1, 'local', 'local', 'cli',
+             'perplexity_agent', NULL, 10000, 'USD', 0)",
+        rusqlite::params![
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64
+        ],
+    )
+    .unwrap();
+    let (stdout, stderr, code) = run_cli(&["cancel", "resp_gone0000000000000000000"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout,
+        "Research run resp_gone0000000000000000000 has already finished: there is nothing to cancel. Perplexity no longer has it (it expired, or was made with another API key), so `perplexity-agent result` cannot read it either.\n"
+    );
+
+    // Unknown here and upstream: the message stays the one for an id that may not exist.
+    let (stdout, stderr, code) = run_cli(&["cancel", "resp_doesnotexist"], &env);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.contains("No research run resp_doesnotexist exists"),
+        "{stderr}"
+    );
+    fake.set_scenario(json!({"cancel_unknown_status": 400}));
+    let (stdout, _, code) = run_cli(&["cancel", "resp_doesnotexist"], &env);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("whether the run already finished or the id never existed"),
+        "{stdout}"
+    );
+}

@@ -140,10 +140,11 @@ fn the_research_command_prints_the_report_and_its_warnings() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    // Pinned whole: the report's sections, in the model's words, without its wrapping.
+    // Pinned whole: the report's sections, in the model's words, without its wrapping,
+    // and why a claim is weak beside it.
     assert_eq!(
         stdout,
-        "The answer.\n\nKey findings:\n- One finding.\n\nOpen questions:\n- Still open?\n\nClaims:\n1. Supported. [high] https://alpha.example/a\n2. Bare. [uncertain] \n\nSources:\n[1] Alpha \u{2014} https://alpha.example/a\n"
+        "The answer.\n\nKey findings:\n- One finding.\n\nOpen questions:\n- Still open?\n\nClaims:\n1. Supported. [high] https://alpha.example/a\n2. Bare. [uncertain]\n   Why uncertain: no supporting URL\n\nSources:\n[1] Alpha \u{2014} https://alpha.example/a\n"
     );
     assert!(
         !stdout.contains("untrusted-web-content"),
@@ -299,4 +300,54 @@ fn answer_text(fake: &FakePerplexity, id: &str) -> String {
         .find(|i| i["type"] == "message")
         .unwrap_or_else(|| panic!("no message in {run}"));
     message["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+/// Why a claim was downgraded is in the report beside the claim (stdout, and each claim
+/// of `--json`), not only in the warnings on stderr.
+#[test]
+fn the_research_command_says_why_a_claim_is_weak_beside_it() {
+    let fake = FakePerplexity::start_with(json!({
+        "duration_ms": 100,
+        "search_results": [{"title": "Alpha", "url": "https://alpha.example/a", "snippet": "First."}],
+        "answer": report(json!([
+            {"text": "Supported.", "urls": ["https://alpha.example/a"], "confidence": "high"},
+            {"text": "Invented.", "urls": ["https://nowhere.example/x"], "confidence": "high"},
+            {"text": "Bare.", "urls": [], "confidence": "medium"}
+        ]))
+    }));
+    let (stdout, stderr, code) = run_cli(
+        &["research", "solar", "--subquestions", "1"],
+        &env_for(&fake),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(
+            "\nClaims:\n\
+             1. Supported. [high] https://alpha.example/a\n\
+             2. Invented. [low] https://nowhere.example/x\n   \
+             Why low: cites URL(s) never retrieved: https://nowhere.example/x\n\
+             3. Bare. [uncertain]\n   \
+             Why uncertain: no supporting URL\n\
+             \nSources:\n"
+        ),
+        "{stdout}"
+    );
+    let (stdout, _, code) = run_cli(&["research", "solar", "--json"], &env_for(&fake));
+    assert_eq!(code, 0);
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    let why: Vec<&Value> = doc["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["why"])
+        .collect();
+    assert_eq!(
+        why,
+        [
+            &Value::Null,
+            &json!("cites URL(s) never retrieved: https://nowhere.example/x"),
+            &json!("no supporting URL")
+        ],
+        "{doc}"
+    );
 }

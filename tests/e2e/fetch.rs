@@ -502,3 +502,43 @@ fn the_fetch_command_prints_the_same_block_separated_text() {
         assert_news_shape(&stdout);
     }
 }
+
+/// A refused private address is worded for who can lift the check: the person at the
+/// command line is the operator ("you can allow it with …=127.0.0.1/32"), an agent
+/// calling the tool is not ("the server's operator can allow it").
+#[test]
+fn a_refused_private_address_says_who_can_allow_it() {
+    let env = fetch_env(&[]);
+    let (stdout, stderr, code) =
+        run_cli(&["fetch", "http://127.0.0.1:9/p", "http://[::1]:9/"], &env);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stdout.is_empty());
+    assert_eq!(
+        stderr,
+        "perplexity-agent: http://127.0.0.1:9/p: not fetched: 127.0.0.1 is loopback; fetching it is not allowed (you can allow it with PERPLEXITY_FETCH_ALLOW_PRIVATE=127.0.0.1/32, or every address with PERPLEXITY_FETCH_ALLOW_PRIVATE=true)\n\
+         perplexity-agent: http://[::1]:9/: not fetched: ::1 is loopback; fetching it is not allowed (you can allow it with PERPLEXITY_FETCH_ALLOW_PRIVATE=::1/128, or every address with PERPLEXITY_FETCH_ALLOW_PRIVATE=true)\n"
+    );
+    let (stdout, _, code) = run_cli(&["fetch", "--json", "http://127.0.0.1:9/p"], &env);
+    assert_eq!(code, 1);
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["results"][0]["error"]["type"], "blocked_address");
+    assert_eq!(
+        doc["results"][0]["error"]["message"],
+        "127.0.0.1 is loopback; fetching it is not allowed (you can allow it with PERPLEXITY_FETCH_ALLOW_PRIVATE=127.0.0.1/32, or every address with PERPLEXITY_FETCH_ALLOW_PRIVATE=true)"
+    );
+    // The value it suggests is one the setting takes.
+    let (_, stderr, code) = run_cli(
+        &["fetch", "http://127.0.0.1:9/p"],
+        &fetch_env(&[("PERPLEXITY_FETCH_ALLOW_PRIVATE", "127.0.0.1/32")]),
+    );
+    assert_ne!(code, 4, "{stderr}");
+    assert!(!stderr.contains("fetching it is not allowed"), "{stderr}");
+
+    let mut s = Server::start(&env);
+    let (results, is_error) = fetch(&mut s, &["http://127.0.0.1:9/p"]);
+    assert!(is_error);
+    assert_eq!(
+        results[0]["error"]["message"],
+        "127.0.0.1 is loopback; fetching it is not allowed (the server's operator can allow it with PERPLEXITY_FETCH_ALLOW_PRIVATE)"
+    );
+}

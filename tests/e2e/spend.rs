@@ -444,3 +444,86 @@ fn spend_by_another_process_on_the_store_counts_at_once() {
     );
     assert_eq!(agent_creates(&fake).len(), 1, "only the CLI's run");
 }
+
+/// Plants ledger rows a minute old (request, tool, micros, estimated) in a new store:
+/// the store's directory (removed when dropped) and the environment that reads it.
+fn planted(
+    fake: &FakePerplexity,
+    name: &str,
+    rows: &[(&str, &str, i64, bool)],
+) -> (Scratch, Vec<(String, String)>) {
+    let dir = Scratch::new(name);
+    let env = env_with_store(fake, &dir);
+    // The schema is the binary's: let it create the store first.
+    let _ = usage(&env, &[]);
+    let db = rusqlite::Connection::open(dir.path("store.sqlite")).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for (request, tool, micros, estimated) in rows {
+        db.execute(
+            "INSERT INTO ledger (request, at_ms, caller, caller_name, front_end, tool, model,
+                 total_micros, currency, estimated)
+             VALUES (?1, ?2, 'local', 'local', 'cli', ?3, NULL, ?4, 'USD', ?5)",
+            rusqlite::params![request, now - 60_000, tool, micros, estimated],
+        )
+        .unwrap();
+    }
+    (dir, env)
+}
+
+/// The table for people keeps each column's numbers right-aligned with one number of
+/// decimals: enough for the smallest fraction in it (a search's fraction of a cent), so
+/// `1.0000` stands over `0.0125`, not `1.00`; whole cents keep two.
+#[test]
+fn the_usage_table_aligns_its_money_column() {
+    let fake = FakePerplexity::start();
+    let (_dir, env) = planted(
+        &fake,
+        "spend-table",
+        &[
+            ("resp_a", "deep_research", 1_000_000, false),
+            ("resp_b", "perplexity_agent", 50_000, false),
+            ("resp_c", "perplexity_agent", 50_000, false),
+            ("search:d", "perplexity_search", 12_500, true),
+        ],
+    );
+    let (out, err, code) = run_cli(&["usage", "--by", "tool"], &env);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..5],
+        [
+            "TOOL               REQUESTS  ESTIMATED    COST (USD)",
+            "deep_research             1          0        1.0000",
+            "perplexity_agent          2          0        0.1000",
+            "perplexity_search         1          1        0.0125",
+            "TOTAL                     4          1        1.1125",
+        ],
+        "{out}"
+    );
+    assert!(lines[5].starts_with("Since "), "{out}");
+
+    let (_dir, env) = planted(
+        &fake,
+        "spend-table-cents",
+        &[
+            ("resp_a", "deep_research", 1_000_000, false),
+            ("resp_b", "perplexity_agent", 100_000, false),
+        ],
+    );
+    let (out, err, code) = run_cli(&["usage", "--by", "tool"], &env);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..4],
+        [
+            "TOOL              REQUESTS  ESTIMATED    COST (USD)",
+            "deep_research            1          0          1.00",
+            "perplexity_agent         1          0          0.10",
+            "TOTAL                    2          0          1.10",
+        ],
+        "{out}"
+    );
+}
