@@ -23,6 +23,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 const BUILD_INFO: &str = "perplexity_agent_build_info";
 const CALLS: &str = "perplexity_agent_calls_total";
+const CALLER_CALLS: &str = "perplexity_agent_caller_calls_total";
 const REFUSALS: &str = "perplexity_agent_refusals_total";
 const CALL_SECONDS: &str = "perplexity_agent_call_duration_seconds";
 const UPSTREAM: &str = "perplexity_agent_upstream_requests_total";
@@ -76,6 +77,10 @@ fn describe() {
     describe_counter!(
         CALLS,
         "Tool calls that ended, by tool, front end and outcome (ok, error, refused, abandoned)."
+    );
+    describe_counter!(
+        CALLER_CALLS,
+        "The calls of perplexity_agent_calls_total again, by caller (a named client, default, local or oauth) and outcome."
     );
     describe_counter!(
         REFUSALS,
@@ -152,8 +157,22 @@ impl Refusal {
     }
 }
 
-/// A call ended (`took`: from admission, for those that were admitted).
-pub fn call_ended(tool: &str, front_end: &'static str, ending: Ending, took: Option<Duration>) {
+/// The `caller` label of a caller named `name`: every OAuth subject is one `oauth`, since
+/// an identity provider could mint subjects without end; the rest are a named client's
+/// name (bounded by the clients file the operator writes), `default` or `local`.
+pub fn caller_label(name: &str, oauth: bool) -> &str {
+    if oauth { "oauth" } else { name }
+}
+
+/// A call ended (`took`: from admission, for those that were admitted). `caller` is a
+/// [`caller_label`].
+pub fn call_ended(
+    tool: &str,
+    front_end: &'static str,
+    caller: &str,
+    ending: Ending,
+    took: Option<Duration>,
+) {
     if EXPORTER.get().is_none() {
         return;
     }
@@ -168,6 +187,9 @@ pub fn call_ended(tool: &str, front_end: &'static str, ending: Ending, took: Opt
     };
     counter!(CALLS, "tool" => tool.to_owned(), "front_end" => front_end, "outcome" => outcome)
         .increment(1);
+    // A counter of its own rather than a label on CALLS: the existing series keep their
+    // labels, and callers times outcomes stays small where callers times tools would not.
+    counter!(CALLER_CALLS, "caller" => caller.to_owned(), "outcome" => outcome).increment(1);
     if let Some(took) = took {
         histogram!(CALL_SECONDS, "tool" => tool.to_owned()).record(took.as_secs_f64());
     }

@@ -214,6 +214,19 @@ fn warn_of_tools_not_offered(name: &str, tools: &str) {
     }
 }
 
+/// A client's own caps as `clients list` says them: only those that are set, in the
+/// start-up summary's words (`5.00 a day`), or `the server's` without any, as its rate
+/// column says it (every line keeps the same columns, for `cut -f`).
+fn budget_said(budget: crate::call::Budget) -> String {
+    use crate::spend::money::format;
+    match (budget.daily, budget.monthly) {
+        (None, None) => "the server's".to_owned(),
+        (Some(day), None) => format!("{} a day", format(day)),
+        (None, Some(month)) => format!("{} a month", format(month)),
+        (Some(day), Some(month)) => format!("{} a day, {} a month", format(day), format(month)),
+    }
+}
+
 fn list(file: &ClientsFile, json: bool, path: &std::path::Path) -> Ended {
     if json {
         output::document(&json!(
@@ -246,18 +259,9 @@ fn list(file: &ClientsFile, json: bool, path: &std::path::Path) -> Ended {
             Some((per_minute, burst)) => format!("{per_minute}/min, burst {burst}"),
             None => "the server's".to_owned(),
         };
-        let cap = |v: Option<i64>| v.map_or_else(|| "-".to_owned(), crate::spend::money::format);
-        let budget = if c.budget.is_set() {
-            format!(
-                "\tbudget: {} a day, {} a month",
-                cap(c.budget.daily),
-                cap(c.budget.monthly)
-            )
-        } else {
-            String::new()
-        };
+        let budget = budget_said(c.budget);
         text.push_str(&format!(
-            "{}\ttools: {tools}\trate: {rate}{budget}\tcreated: {}\n",
+            "{}\ttools: {tools}\trate: {rate}\tbudget: {budget}\tcreated: {}\n",
             c.name, c.created
         ));
     }

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::call::Caller;
+
 /// Latency samples kept per tool for the percentiles.
 const LATENCY_WINDOW: usize = 1024;
 
@@ -105,12 +107,12 @@ impl Metrics {
         }
     }
 
-    /// Records how a call ended; `took` is set for calls that ran.
-    /// A call ended: counted here (`server_metrics`) and for Prometheus (`telemetry`).
+    /// A call ended: counted here (`server_metrics`) and for Prometheus (`telemetry`,
+    /// which also counts it by caller); `took` is set for calls that ran.
     pub fn ended(
         &self,
         tool: &str,
-        front_end: &'static str,
+        (front_end, caller): (&'static str, &Caller),
         outcome: Outcome,
         took: Option<Duration>,
     ) {
@@ -124,7 +126,7 @@ impl Metrics {
             Outcome::Unavailable => Ending::Refused(Refusal::State),
             Outcome::Abandoned => Ending::Abandoned,
         };
-        crate::telemetry::call_ended(tool, front_end, ending, took);
+        crate::telemetry::call_ended(tool, front_end, caller_label(caller), ending, took);
         if took.is_some()
             && let Ok(mut n) = self.in_flight.lock()
         {
@@ -196,6 +198,12 @@ impl Metrics {
     }
 }
 
+/// The caller's `caller` label for Prometheus: its name, but `oauth` for every OAuth
+/// subject ([`crate::telemetry::caller_label`]), so the label stays bounded.
+fn caller_label(caller: &Caller) -> &str {
+    crate::telemetry::caller_label(caller.name(), caller.issuer().is_some())
+}
+
 /// Nearest-rank percentile of sorted samples, rounded to 0.1 ms; 0 without samples.
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -210,14 +218,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_caller_label_is_a_clients_name_or_one_word() {
+        assert_eq!(
+            caller_label(&Caller::client("ci-bot", "2026-12-02T10:00:00Z")),
+            "ci-bot"
+        );
+        assert_eq!(caller_label(&Caller::single_token(&[7; 32])), "default");
+        assert_eq!(caller_label(&Caller::local()), "local");
+        for subject in ["alice@example.com", "a-subject-nobody-listed"] {
+            let caller = Caller::subject("https://id.example.com", subject);
+            assert_eq!(caller_label(&caller), "oauth");
+        }
+    }
+
+    #[test]
     fn counts_and_percentiles() {
         let m = Metrics::default();
+        let local = Caller::local();
         for ms in 1..=100 {
             m.started_call();
-            m.ended("t", "test", Outcome::Ok, Some(Duration::from_millis(ms)));
+            m.ended(
+                "t",
+                ("test", &local),
+                Outcome::Ok,
+                Some(Duration::from_millis(ms)),
+            );
         }
-        m.ended("t", "test", Outcome::RateLimited, None);
-        m.ended("t", "test", Outcome::Rejected, None);
+        m.ended("t", ("test", &local), Outcome::RateLimited, None);
+        m.ended("t", ("test", &local), Outcome::Rejected, None);
         let snap = m.snapshot(Upstream {
             retries: 7,
             circuit_open: false,
@@ -232,7 +260,12 @@ mod tests {
         assert_eq!(snap["upstream_retries"], 7);
         // The window is bounded.
         for _ in 0..5000 {
-            m.ended("u", "test", Outcome::Ok, Some(Duration::from_millis(1)));
+            m.ended(
+                "u",
+                ("test", &local),
+                Outcome::Ok,
+                Some(Duration::from_millis(1)),
+            );
         }
         assert!(m.tools.lock().unwrap()["u"].latencies_ms.len() <= LATENCY_WINDOW);
     }

@@ -180,8 +180,12 @@ impl Guard {
 
     /// Records a call whose input was rejected (it costs no token).
     pub fn rejected(&self, who: Charge<'_>, tool: &str, params: &Value, output: &ToolOutput) {
-        self.metrics
-            .ended(tool, who.front_end.as_str(), Outcome::Rejected, None);
+        self.metrics.ended(
+            tool,
+            (who.front_end.as_str(), who.caller),
+            Outcome::Rejected,
+            None,
+        );
         let call_id = new_call_id();
         let (front_end, caller) = (who.front_end, who.caller);
         self.write(
@@ -222,16 +226,24 @@ impl Guard {
                 &call_id,
                 fields(params, "ok"),
             );
-            self.metrics
-                .ended(tool, who.front_end.as_str(), Outcome::Unavailable, None);
+            self.metrics.ended(
+                tool,
+                (who.front_end.as_str(), who.caller),
+                Outcome::Unavailable,
+                None,
+            );
             return Err(Refusal::Unavailable);
         }
         if let Err(Some(wait)) = charged {
             let mut f = fields(params, "ok");
             f.insert("retry_after_ms".into(), json!(wait.as_millis() as u64));
             self.write("rate_limited", at, tool, &call_id, f);
-            self.metrics
-                .ended(tool, who.front_end.as_str(), Outcome::RateLimited, None);
+            self.metrics.ended(
+                tool,
+                (who.front_end.as_str(), who.caller),
+                Outcome::RateLimited,
+                None,
+            );
             return Err(Refusal::RateLimited { retry_after: wait });
         }
         self.metrics.started_call();
@@ -348,8 +360,12 @@ impl Guard {
     pub fn abandoned(&self, pass: Pass, run_ids: &[String], task_id: Option<&str>) {
         let took = Some(pass.started.elapsed());
         let front_end = pass.front_end.as_str();
-        self.metrics
-            .ended(&pass.tool, front_end, Outcome::Abandoned, took);
+        self.metrics.ended(
+            &pass.tool,
+            (front_end, &pass.caller),
+            Outcome::Abandoned,
+            took,
+        );
         let mut f = Map::new();
         f.insert("duration_ms".into(), json!(elapsed_ms(pass.started)));
         f.insert("abandoned".into(), json!(true));
@@ -408,7 +424,7 @@ impl Pass {
         let front_end = self.front_end.as_str();
         self.guard
             .metrics
-            .ended(&self.tool, front_end, outcome, took);
+            .ended(&self.tool, (front_end, &self.caller), outcome, took);
         let mut f = Map::new();
         f.insert("validation".into(), json!("ok"));
         f.insert("is_error".into(), json!(output.is_error));

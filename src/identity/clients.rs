@@ -737,6 +737,22 @@ impl ClientSet {
         self.by_digest.is_empty()
     }
 
+    /// One warning for each client whose tool list names tools the server does not offer
+    /// (what `offered` says of a tool name), by name: said at start and after each reload,
+    /// in these words, since a client's list only narrows the server's tools and the
+    /// operator would otherwise learn of it from a client's refused call.
+    pub fn not_offered_warnings(&self, offered: impl Fn(&str) -> bool) -> Vec<String> {
+        self.not_offered(offered)
+            .into_iter()
+            .map(|(name, missing)| {
+                format!(
+                    "client {name} names tools this server does not offer: {}. A client's list only narrows the server's tools, so {name} cannot call them until PERPLEXITY_TOOLS (or serve --tools) offers them.",
+                    missing.join(", ")
+                )
+            })
+            .collect()
+    }
+
     /// Each client whose tool list names tools the server does not offer (what
     /// `offered` says of a tool name), with those entries ([`not_offered`]), by name.
     pub fn not_offered(&self, offered: impl Fn(&str) -> bool) -> Vec<(&str, Vec<String>)> {
@@ -823,6 +839,10 @@ impl fmt::Debug for ClientSet {
 
 // ---- live reloading ----
 
+/// Whether the server offers a tool (by name): what a reload checks each client's tool
+/// list against.
+pub type Offered = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// The current [`ClientSet`] of a file, reloaded on SIGHUP and when the file changes.
 /// Readers take an `Arc` snapshot, so a reload never disturbs a call in flight.
 pub struct Clients {
@@ -831,6 +851,9 @@ pub struct Clients {
     /// The file's metadata as of the last load attempt; the lock also serialises
     /// reloads.
     seen: Mutex<Option<Fingerprint>>,
+    /// The server's tools, given to [`watch`](Self::watch): a client added or changed by
+    /// a reload is checked against them as the clients at start are.
+    offered: std::sync::OnceLock<Offered>,
 }
 
 /// What tells a changed file: a rename gives a new inode, a rewrite a new size or time.
@@ -884,6 +907,7 @@ impl Clients {
             path,
             current: RwLock::new(Arc::new(set)),
             seen: Mutex::new(seen),
+            offered: std::sync::OnceLock::new(),
         }))
     }
 
@@ -922,8 +946,13 @@ impl Clients {
     }
 
     /// Watches for SIGHUP and polls the file every second until `stop`; needs a tokio
-    /// runtime (without one it says so and the set stays as loaded).
-    pub fn watch(self: &Arc<Self>, stop: CancellationToken) {
+    /// runtime (without one it says so and the set stays as loaded). With `offered` (the
+    /// server's tools), each reload warns of the clients whose lists name tools it lacks.
+    pub fn watch(self: &Arc<Self>, stop: CancellationToken, offered: Option<Offered>) {
+        if let Some(offered) = offered {
+            // Set once: a second watch of the same file would be a mistake, not a change.
+            let _ = self.offered.set(offered);
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(
                 "the clients file {} is not watched (no async runtime): changes need a restart",
@@ -994,7 +1023,14 @@ impl Clients {
             // tracing, not eprintln: it happens while serving, like the state backend's
             // outage and recovery (state/health.rs), so it carries the log's time and
             // scrubbing and PERPLEXITY_LOG governs it; eprintln is for start-up lines.
-            Ok(Ok(count)) => tracing::warn!("reloaded {count} clients from {path}"),
+            Ok(Ok(count)) => {
+                tracing::warn!("reloaded {count} clients from {path}");
+                if let Some(offered) = self.offered.get() {
+                    for warning in self.current().not_offered_warnings(|tool| offered(tool)) {
+                        tracing::warn!("{warning}");
+                    }
+                }
+            }
             Ok(Err(e)) => tracing::warn!(
                 "the clients file was not reloaded, the {} clients loaded before stay: {e}",
                 self.current().len()

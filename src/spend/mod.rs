@@ -391,10 +391,9 @@ impl Spend {
         let shared_hold = hold.as_ref().and_then(|h| h.shared.clone());
         // The metric counts each row once, as the ledger does (a second report of a run
         // is not new); OAuth subjects share one label (the caller label is bounded).
-        let label = match who.caller.issuer() {
-            Some(_) => "oauth".to_owned(),
-            None => who.caller.name().to_owned(),
-        };
+        let label =
+            crate::telemetry::caller_label(who.caller.name(), who.caller.issuer().is_some())
+                .to_owned();
         let costs: Vec<(String, i64)> = rows
             .iter()
             .map(|r| (r.request.clone(), r.total_micros))

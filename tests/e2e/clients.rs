@@ -161,7 +161,9 @@ fn list_shows_names_tools_rates_and_never_a_hash() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{stdout}");
     assert!(
-        lines[0].starts_with("bot\ttools: search\trate: 30/min, burst 10\tcreated: "),
+        lines[0].starts_with(
+            "bot\ttools: search\trate: 30/min, burst 10\tbudget: the server's\tcreated: "
+        ),
         "{stdout}"
     );
     assert!(
@@ -185,6 +187,37 @@ fn list_shows_names_tools_rates_and_never_a_hash() {
             assert!(!shown.contains(&token[3..19]), "a token listed: {shown}");
         }
     }
+}
+
+/// `list` says of each client's budget only the caps that are set, and `the server's`
+/// (as of its rate) when it has none: every line has the same columns.
+#[test]
+fn list_says_only_the_budgets_that_are_set() {
+    let dir = Scratch::new("clients-list-budgets");
+    let file = dir.path("clients.toml");
+    let client = |name: &str, budget: &str, second: u8| {
+        format!(
+            "[[client]]\nname = \"{name}\"\ntoken_sha256 = \"{}\"\n{budget}created = \"2026-12-02T10:00:0{second}Z\"\n\n",
+            sha(name)
+        )
+    };
+    let text = [
+        client("none", "", 0),
+        client("daily", "budget_daily = 5\n", 1),
+        client("monthly", "budget_monthly = 40.5\n", 2),
+        client("both", "budget_daily = 2.50\nbudget_monthly = 40\n", 3),
+    ]
+    .concat();
+    std::fs::write(&file, text).unwrap();
+    let (stdout, stderr, code) = clients(&["list"], &file);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout,
+        "none\ttools: all offered\trate: the server's\tbudget: the server's\tcreated: 2026-12-02T10:00:00Z\n\
+         daily\ttools: all offered\trate: the server's\tbudget: 5.00 a day\tcreated: 2026-12-02T10:00:01Z\n\
+         monthly\ttools: all offered\trate: the server's\tbudget: 40.50 a month\tcreated: 2026-12-02T10:00:02Z\n\
+         both\ttools: all offered\trate: the server's\tbudget: 2.50 a day, 40.00 a month\tcreated: 2026-12-02T10:00:03Z\n"
+    );
 }
 
 #[test]

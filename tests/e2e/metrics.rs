@@ -95,6 +95,8 @@ fn a_scrape_needs_its_token_moves_with_the_calls_and_passes_promtool() {
         r#"perplexity_agent_calls_total{tool="perplexity_agent",front_end="mcp-http",outcome="refused"} 1"#,
         r#"perplexity_agent_refusals_total{reason="validation"} 1"#,
         r#"perplexity_agent_spend_microdollars_total{caller="default",tool="perplexity_agent"} 30000"#,
+        r#"perplexity_agent_caller_calls_total{caller="default",outcome="ok"} 1"#,
+        r#"perplexity_agent_caller_calls_total{caller="default",outcome="refused"} 1"#,
         r#"perplexity_agent_upstream_circuit_open 0"#,
     ] {
         assert!(text.lines().any(|l| l == line), "no {line} in:\n{text}");
@@ -135,24 +137,7 @@ fn a_scrape_needs_its_token_moves_with_the_calls_and_passes_promtool() {
             .any(|l| l == "perplexity_agent_runs_pending 1"),
         "{later}"
     );
-    if have("promtool", "metrics") {
-        let mut check = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(check.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
-        drop(check.stdin.take());
-        let out = check.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "promtool: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    promtool_accepts(&text);
 }
 
 #[test]
@@ -197,6 +182,163 @@ fn a_metrics_listener_that_cannot_listen_stops_the_start() {
     let (_, err, code) = run_cli(&["serve", "--http", "--bind", "127.0.0.1:0"], &env);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("PERPLEXITY_METRICS_BIND"), "{err}");
+}
+
+/// The caller label values of the exposition's series.
+fn callers(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split("caller=\"").nth(1)?.split('"').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The exposition, through the metrics listener (a loopback peer needs no token).
+fn scraped(h: &Http) -> String {
+    let reply = h.metrics().send("GET", "/metrics", &[], b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    reply.text()
+}
+
+/// Every `line` is one of the exposition's, exactly.
+fn has_lines(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(text.lines().any(|l| l == *line), "no {line} in:\n{text}");
+    }
+}
+
+/// Calls counted by caller: each named client of the clients file under its own name, by
+/// outcome; a token the file does not hold adds no caller, and a client a reload removed
+/// gets no new increment (its series stays as it was until the restart).
+#[test]
+fn calls_are_counted_by_named_client_and_a_stranger_adds_no_caller() {
+    use crate::tasks::post;
+    use crate::team::{TOKEN_A, TOKEN_B, clients_file};
+    let fake = FakePerplexity::start_with(json!({"answer": "ok", "cost": 0.01}));
+    let dir = Scratch::new("metrics-clients");
+    let file = dir.path("clients.toml");
+    // alice has every tool; bot has `search` at one call a minute.
+    std::fs::write(&file, clients_file(TOKEN_A)).unwrap();
+    let mut env = env_with_store(&fake, &dir);
+    env.push((
+        "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
+        file.display().to_string(),
+    ));
+    env.push(("PERPLEXITY_METRICS".into(), "on".into()));
+    crate::http::with_metrics_port(&mut env);
+    let h = Http::start(&env);
+    let call = |token: &str, id: i64, tool: &str, arguments: serde_json::Value| {
+        post(&h, token, &modern_call(id, tool, arguments))
+    };
+    for id in 1..=2 {
+        let ok = call(TOKEN_A, id, "perplexity_agent", json!({"query": "q"}));
+        assert_eq!(ok["result"]["isError"], false, "{ok}");
+    }
+    let bad = call(
+        TOKEN_A,
+        3,
+        "perplexity_agent",
+        json!({"query": "q", "nope": 1}),
+    );
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    fake.push_fault(json!({"route": "create", "status": 401, "json": {"error": {"message": "Invalid API key"}}}));
+    let failed = call(TOKEN_A, 4, "perplexity_agent", json!({"query": "q"}));
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    let searched = call(TOKEN_B, 5, "perplexity_search", json!({"query": "q"}));
+    assert_eq!(searched["result"]["isError"], false, "{searched}");
+    let limited = call(TOKEN_B, 6, "perplexity_search", json!({"query": "q"}));
+    assert_eq!(limited["result"]["isError"], true, "{limited}");
+    // A token the file does not hold never reaches a tool.
+    let stranger = h.post_as(
+        "pa_nobody-0123456789abcdef0123456789abcdef",
+        &modern_call(7, "perplexity_search", json!({"query": "q"})),
+        &[
+            ("MCP-Protocol-Version", V_MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "perplexity_search"),
+        ],
+    );
+    assert_eq!(stranger.status, 401);
+
+    let text = scraped(&h);
+    has_lines(
+        &text,
+        &[
+            r#"perplexity_agent_caller_calls_total{caller="alice",outcome="ok"} 2"#,
+            r#"perplexity_agent_caller_calls_total{caller="alice",outcome="refused"} 1"#,
+            r#"perplexity_agent_caller_calls_total{caller="alice",outcome="error"} 1"#,
+            r#"perplexity_agent_caller_calls_total{caller="bot",outcome="ok"} 1"#,
+            r#"perplexity_agent_caller_calls_total{caller="bot",outcome="refused"} 1"#,
+            // The per-tool counter keeps its labels.
+            r#"perplexity_agent_calls_total{tool="perplexity_agent",front_end="mcp-http",outcome="ok"} 2"#,
+        ],
+    );
+    assert_eq!(
+        callers(&text),
+        ["alice", "bot"].map(String::from).into(),
+        "{text}"
+    );
+
+    // bot removed, as `clients remove bot` writes the file: a rename over it.
+    let alice_only = clients_file(TOKEN_A);
+    let second = alice_only.rfind("[[client]]").unwrap();
+    let next = dir.path("clients.toml.new");
+    std::fs::write(&next, &alice_only[..second]).unwrap();
+    std::fs::rename(&next, &file).unwrap();
+    wait_until("the reload", Duration::from_secs(10), || {
+        h.server.stderr().contains("reloaded 1 clients")
+    });
+    let gone = h.post_as(
+        TOKEN_B,
+        &modern_call(8, "perplexity_search", json!({"query": "q"})),
+        &[
+            ("MCP-Protocol-Version", V_MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "perplexity_search"),
+        ],
+    );
+    assert_eq!(gone.status, 401);
+    let ok = call(TOKEN_A, 9, "perplexity_agent", json!({"query": "q"}));
+    assert_eq!(ok["result"]["isError"], false, "{ok}");
+    let later = scraped(&h);
+    has_lines(
+        &later,
+        &[
+            r#"perplexity_agent_caller_calls_total{caller="alice",outcome="ok"} 3"#,
+            r#"perplexity_agent_caller_calls_total{caller="bot",outcome="ok"} 1"#,
+            r#"perplexity_agent_caller_calls_total{caller="bot",outcome="refused"} 1"#,
+        ],
+    );
+    assert_eq!(
+        callers(&later),
+        ["alice", "bot"].map(String::from).into(),
+        "{later}"
+    );
+    promtool_accepts(&later);
+}
+
+/// `promtool check metrics` lints the exposition clean (when Debian's Prometheus tools
+/// are here).
+fn promtool_accepts(text: &str) {
+    if !have("promtool", "metrics") {
+        return;
+    }
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(check.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
+    drop(check.stdin.take());
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A Prometheus server, stopped (by PID) when dropped.

@@ -636,3 +636,43 @@ fn clients_add_warns_of_tools_the_server_does_not_offer() {
     let (list, _, _) = run_cli(&["clients", "list", "--file", &file], &[]);
     assert_eq!(list.lines().count(), 3, "{list}");
 }
+
+/// A reload of the clients file warns, in the start-up warning's words and at the default
+/// level, of each client whose list names tools the server does not offer: once per
+/// reload, naming the client and those tools, and no other client.
+#[test]
+fn a_reload_warns_of_tools_the_server_lacks() {
+    let t = team(json!({"answer": "ok"}), &[("PERPLEXITY_TOOLS", "default")]);
+    assert!(t.env.iter().all(|(k, _)| k != "PERPLEXITY_LOG"));
+    let file = t.dir.path("clients.toml");
+    let with_carol = format!(
+        "{}\n[[client]]\nname = \"carol\"\ntoken_sha256 = \"{}\"\ntools = \"search,deep_research,finance\"\ncreated = \"2026-12-02T10:00:02Z\"\n",
+        clients_file(TOKEN_A),
+        sha(TOKEN_A2)
+    );
+    // As `clients add` writes it: a rename over the file, seen by the server's poll.
+    let next = t.dir.path("clients.toml.new");
+    std::fs::write(&next, with_carol).unwrap();
+    std::fs::rename(&next, &file).unwrap();
+    let warning = "client carol names tools this server does not offer: deep_research, finance. A client's list only narrows the server's tools, so carol cannot call them until PERPLEXITY_TOOLS (or serve --tools) offers them.";
+    wait_until("the warning about carol", Duration::from_secs(10), || {
+        t.http.server.stderr().contains(warning)
+    });
+    let stderr = t.http.server.stderr();
+    assert!(
+        stderr.contains(&format!("reloaded 3 clients from {}", file.display())),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("client carol names tools").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("client alice names") && !stderr.contains("client bot names"),
+        "{stderr}"
+    );
+    // The reload's line and its warning, in that order.
+    let reloaded = stderr.find("reloaded 3 clients").unwrap_or(usize::MAX);
+    assert!(reloaded < stderr.find(warning).unwrap_or(0), "{stderr}");
+}

@@ -167,16 +167,17 @@ fn summary(config: &HttpConfig, auth: &policy::Authenticator, about: &About) -> 
 
 /// One warning for each named client whose tool list names tools this server does not
 /// offer: its list only narrows the server's tools, so it could never call them, and the
-/// operator would otherwise learn of it from a client's refused call.
+/// operator would otherwise learn of it from a client's refused call. A start-up line, so
+/// on stderr as the others; each reload says the same through the log (`identity::clients`).
 fn warn_of_tools_not_offered(auth: &policy::Authenticator, about: &About) {
     let (policy::Authenticator::Clients(clients), Some(tools)) = (auth, &about.tools) else {
         return;
     };
-    for (name, missing) in clients.current().not_offered(|tool| tools.is_enabled(tool)) {
-        eprintln!(
-            "perplexity-agent: warning: client {name} names tools this server does not offer: {}. A client's list only narrows the server's tools, so {name} cannot call them until PERPLEXITY_TOOLS (or serve --tools) offers them.",
-            missing.join(", ")
-        );
+    for warning in clients
+        .current()
+        .not_offered_warnings(|tool| tools.is_enabled(tool))
+    {
+        eprintln!("perplexity-agent: warning: {warning}");
     }
 }
 
@@ -205,7 +206,12 @@ async fn serve_about(
         );
     }
     let stop = CancellationToken::new();
-    let auth = match policy::Authenticator::new(&config.auth, &stop) {
+    // The reload of a clients file checks the clients' tools against the server's, as
+    // the start does, so it is handed them.
+    let offered = about.tools.clone().map(|tools| {
+        Arc::new(move |tool: &str| tools.is_enabled(tool)) as crate::identity::clients::Offered
+    });
+    let auth = match policy::Authenticator::new(&config.auth, &stop, offered) {
         Ok(auth) => Arc::new(auth),
         Err(problem) => {
             eprintln!("perplexity-agent: {problem}");

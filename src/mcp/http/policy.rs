@@ -74,10 +74,12 @@ pub enum Authenticator {
 impl Authenticator {
     /// Built once at start-up: a clients file that cannot be read, or an OAuth setting
     /// that cannot work, stops the server with the reason (a start that serves nobody
-    /// would look like an outage).
+    /// would look like an outage). `offered` (the server's tools, when known) is what
+    /// each reload of a clients file checks the clients' tool lists against.
     pub fn new(
         auth: &HttpAuth,
         stop: &tokio_util::sync::CancellationToken,
+        offered: Option<crate::identity::clients::Offered>,
     ) -> Result<Self, String> {
         Ok(match auth {
             HttpAuth::Token(digest) => Authenticator::Token {
@@ -86,7 +88,7 @@ impl Authenticator {
             },
             HttpAuth::Clients(path) => {
                 let clients = Clients::open(path.clone())?;
-                clients.watch(stop.clone());
+                clients.watch(stop.clone(), offered);
                 Authenticator::Clients(clients)
             }
             HttpAuth::OAuth(config) => Authenticator::OAuth {
