@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod args;
 pub mod ask;
+mod calls;
 pub mod catalogue;
 pub mod deep_research;
 pub mod fetch;
@@ -25,7 +26,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::call::{CallFacts, ToolOutput};
 use crate::drain::Obligations;
 use crate::fetch::Fetcher;
 use crate::gateway::Gateway;
@@ -33,7 +33,7 @@ use crate::guard::Guard;
 use crate::perplexity::PerplexityClient;
 use crate::spend::Spend;
 use crate::store::StoreHandle;
-use args::Args;
+use calls::Call;
 pub use catalogue::ToolSelection;
 pub use pipeline::{Admitted, CallContext, Done, Outcome, RunIds, UNEXPECTED_FAILURE, Validated};
 pub use responses::request::is_connector_id;
@@ -55,92 +55,6 @@ pub(crate) fn starts_a_run() -> rmcp::model::ToolAnnotations {
         .destructive(false)
         .idempotent(false)
         .open_world(true)
-}
-
-/// A validated call of any tool.
-enum Call {
-    Lifecycle(research::LifecycleCall),
-    Fetch(fetch::FetchCall),
-    Search(crate::perplexity::search::SearchQuery),
-    Deep(deep_research::DeepCall),
-    Create(responses::CreateCall),
-    ReadResponse(responses::RetrieveCall),
-    /// A downstream tool through the gateway: `mcp__<slug>__<tool>`.
-    Downstream {
-        name: String,
-        arguments: Args,
-    },
-    Retrieve {
-        key: String,
-        offset: usize,
-    },
-    Metrics,
-}
-
-impl Call {
-    /// The run a call names, when it names one it did not create: what isolation checks.
-    fn named_run(&self) -> Option<&str> {
-        match self {
-            Call::Lifecycle(research::LifecycleCall::Result { id, .. })
-            | Call::Lifecycle(research::LifecycleCall::Cancel { id }) => Some(id),
-            Call::ReadResponse(call) => Some(&call.id),
-            Call::Create(call) => call.previous_response_id(),
-            _ => None,
-        }
-    }
-
-    /// What a call that starts billable work reserves of a budget (`None`: it starts
-    /// none — it reads results, fetches pages, answers locally — and no budget refuses it).
-    fn budget_estimate(&self) -> Option<crate::spend::money::Micros> {
-        use crate::spend::prices::{SEARCH_REQUEST, preset_estimate};
-        match self {
-            Call::Lifecycle(research::LifecycleCall::Agent(_)) | Call::Create(_) => {
-                Some(self.per_run_estimate())
-            }
-            Call::Search(_) => Some(SEARCH_REQUEST),
-            Call::Deep(call) => {
-                let runs = 1 + i64::from(call.model_decomposition);
-                Some(runs * preset_estimate(None) + call.subquestions.len() as i64 * SEARCH_REQUEST)
-            }
-            _ => None,
-        }
-    }
-
-    /// What a run of this call costs when the API reports no cost: its preset's estimate.
-    fn per_run_estimate(&self) -> crate::spend::money::Micros {
-        let preset = match self {
-            Call::Lifecycle(research::LifecycleCall::Agent(request)) => {
-                Some(request.preset.as_str())
-            }
-            Call::Create(call) => call.body.0.get("preset").and_then(Value::as_str),
-            _ => None,
-        };
-        crate::spend::prices::preset_estimate(preset)
-    }
-
-    /// The answer for a run the caller may not name: what Perplexity's "no such run"
-    /// (HTTP 404) gives, so another caller's run and an id that never existed cannot be
-    /// told apart.
-    fn not_found(&self) -> (ToolOutput, CallFacts) {
-        let missing = crate::perplexity::error::ApiError::Status {
-            code: 404,
-            message: None,
-        };
-        let output = match self {
-            Call::Lifecycle(research::LifecycleCall::Cancel { id }) => {
-                research::render_cancel(id, Ok(crate::perplexity::agent::CancelOutcome::NoSuchRun))
-            }
-            Call::Lifecycle(research::LifecycleCall::Result { id, .. }) => {
-                research::render_missing(id, missing)
-            }
-            Call::ReadResponse(call) => responses::render_missing(&call.id, missing),
-            Call::Create(call) => {
-                responses::render_missing(call.previous_response_id().unwrap_or_default(), missing)
-            }
-            _ => ToolOutput::error("Not found."),
-        };
-        (output, CallFacts::default())
-    }
 }
 
 /// The enabled tools of one server.

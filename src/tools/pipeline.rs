@@ -13,13 +13,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::args::{self, Args};
+use super::calls::Job;
 use super::owners::RunOwners;
-use super::{
-    Call, Tools, admin, deep_research, fetch, registry, report, research, responses, search,
-};
+use super::{Call, Tools, deep_research, fetch, registry, report, research};
 use crate::call::{ArgError, CallFacts, Caller, Refusal, Slot, Slots, ToolOutput};
 use crate::drain::CREATE_ANSWER_GRACE;
-use crate::guard::{Charge, Pass, injection};
+use crate::guard::{Charge, Pass};
 use crate::perplexity::meter::{Meter, Metered};
 use crate::perplexity::wait::{ProgressSink, RunIdSink};
 use crate::spend::Billing;
@@ -273,7 +272,6 @@ impl Tools {
         // The awaits at either end of a call (owners, budget hold, settlement, the
         // output budget) are boxed: inline, the largest would size this future for the
         // whole call, and 1,000 waiting calls each pay for it while they wait.
-        let mut typed = Outcome::Output;
         let caller = admitted.pass.caller().clone();
         let _ = ctx
             .run_ids
@@ -309,145 +307,17 @@ impl Tools {
             if std::env::var_os("PERPLEXITY_AGENT_TEST_PANIC").is_some_and(|t| t == tool.as_str()) {
                 panic!("test panic in {tool}");
             }
-            // Every arm but the research tools' is boxed: a future is as large as its
-            // largest arm, and 1,000 research calls waiting at once should each pay for a
-            // research call, not for deep_research's or the gateway's state.
             if hidden {
-                return call.not_found();
+                return (call.not_found(), Outcome::Output);
             }
-            match call {
-                Call::Lifecycle(call) => {
-                    let (mut output, facts, outcome) =
-                        research::run(&self.client, wait, call, ctx).await;
-                    if !self.reference_texts
-                        && let Outcome::Research(research) = &outcome
-                        && let Some(text) = research::still_running_own_words(research, wait)
-                    {
-                        output.text = text;
-                    }
-                    typed = outcome;
-                    // The lifecycle profile is a drop-in for the reference peer, byte for
-                    // byte, so there its flags go to the audit record only; everywhere
-                    // else the model is told, as by every other tool with web text.
-                    if !self.reference_texts && !output.is_error && !facts.security_flags.is_empty()
-                    {
-                        output.text = format!(
-                            "{}\n{}",
-                            injection::notice("this answer", &facts.security_flags),
-                            output.text
-                        );
-                    }
-                    (output, facts)
-                }
-                Call::Deep(call) => {
-                    let budget = Duration::from_secs(wait);
-                    let report =
-                        Box::pin(deep_research::run(&self.client, call, budget, ctx)).await;
-                    typed = Outcome::Report {
-                        report: report.report,
-                        stop: report.stop,
-                    };
-                    let facts = CallFacts {
-                        run_id: report.run_id,
-                        security_flags: report.flags,
-                        ..CallFacts::default()
-                    };
-                    (report.output, facts)
-                }
-                Call::Create(call) => {
-                    let (output, facts, outcome) = match (&self.gateway, call.auto_execute) {
-                        (Some(_), true) => {
-                            let chain = responses::functions::Chain {
-                                tools: self,
-                                front_end: admitted.pass.front_end(),
-                                caller: caller.clone(),
-                                wait,
-                            };
-                            Box::pin(chain.run(call, ctx)).await
-                        }
-                        _ => {
-                            Box::pin(responses::create(
-                                &self.client,
-                                &self.snapshots,
-                                wait,
-                                call,
-                                ctx,
-                            ))
-                            .await
-                        }
-                    };
-                    typed = outcome;
-                    (output, facts)
-                }
-                Call::ReadResponse(call) => {
-                    let (output, facts, outcome) = Box::pin(responses::retrieve(
-                        &self.client,
-                        &self.snapshots,
-                        wait,
-                        call,
-                        ctx,
-                    ))
-                    .await;
-                    typed = outcome;
-                    (output, facts)
-                }
-                Call::Downstream { name, arguments } => match &self.gateway {
-                    Some(gateway) => {
-                        let result = Box::pin(gateway.call(name, arguments.clone())).await;
-                        let facts = CallFacts {
-                            security_flags: result.flags.clone(),
-                            ..CallFacts::default()
-                        };
-                        let output = ToolOutput {
-                            is_error: result.is_error,
-                            ..ToolOutput::ok(result.text)
-                        };
-                        (output, facts)
-                    }
-                    None => (
-                        ToolOutput::error(format!("Unknown tool: {name}")),
-                        CallFacts::default(),
-                    ),
-                },
-                Call::Search(query) => {
-                    let outcome = Box::pin(search::run(&self.client, query, wait)).await;
-                    let (output, flags) = search::render(&outcome);
-                    let facts = CallFacts {
-                        security_flags: flags,
-                        ..CallFacts::default()
-                    };
-                    typed = Outcome::Search(outcome);
-                    (output, facts)
-                }
-                Call::Fetch(call) => {
-                    let fetched = Box::pin(fetch::run(&self.fetcher, call)).await;
-                    let facts = CallFacts {
-                        security_flags: fetch::flags(&fetched),
-                        fetch_allow_private: self.fetcher.config().allow_private.lifted(),
-                        ..CallFacts::default()
-                    };
-                    let output = fetch::render(&fetched);
-                    typed = Outcome::Fetch(fetched);
-                    (output, facts)
-                }
-                Call::Metrics => (
-                    admin::render(
-                        self.guard.metrics(crate::guard::metrics::Upstream {
-                            retries: self.client.retries(),
-                            circuit_open: self.client.circuit_open(),
-                        }),
-                        self.spend.summary(&caller).await.ok(),
-                    ),
-                    CallFacts::default(),
-                ),
-                Call::Retrieve { key, offset } => {
-                    let output = match self.guard.retrieve(key, *offset, &caller).await {
-                        Ok(text) => ToolOutput::ok(text),
-                        Err(message) => ToolOutput::error(message),
-                    };
-                    (output, CallFacts::default())
-                }
-            }
+            let job = Job {
+                tools: self,
+                caller: &caller,
+                front_end: admitted.pass.front_end(),
+                wait,
+                ctx,
+            };
+            call.execute(job).await
         })
         .catch_unwind();
         // Every upstream request of the call carries its trace, and every log line the
@@ -506,13 +376,15 @@ impl Tools {
             }
         };
         let mut panicked = false;
-        let (mut output, mut facts) = match ran {
+        let ((mut output, mut facts), typed) = match ran {
             Ok(done) => done,
             Err(_) => {
                 tracing::error!(tool = %tool, kind = "panic", "tool failed unexpectedly");
-                typed = Outcome::Output;
                 panicked = true;
-                (ToolOutput::error(UNEXPECTED_FAILURE), CallFacts::default())
+                (
+                    (ToolOutput::error(UNEXPECTED_FAILURE), CallFacts::default()),
+                    Outcome::Output,
+                )
             }
         };
         facts.task_id = ctx.task_id.get().cloned();

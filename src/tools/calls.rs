@@ -1,0 +1,256 @@
+//! A validated call of any tool, and what each kind does: the one `match` over the tools,
+//! beside the call it matches. [`Tools::complete`](super::Tools::complete) is the frame
+//! around it (isolation, budgets, cancellation, settlement, the output budget), written
+//! once for every tool.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::args::Args;
+use super::pipeline::{CallContext, Outcome};
+use super::{Tools, deep_research, fetch, research, responses, search};
+use crate::call::Caller;
+use crate::call::{CallFacts, ToolOutput};
+use crate::guard::injection;
+
+/// A validated call of any tool.
+pub(super) enum Call {
+    Lifecycle(research::LifecycleCall),
+    Fetch(fetch::FetchCall),
+    Search(crate::perplexity::search::SearchQuery),
+    Deep(deep_research::DeepCall),
+    Create(responses::CreateCall),
+    ReadResponse(responses::RetrieveCall),
+    /// A downstream tool through the gateway: `mcp__<slug>__<tool>`.
+    Downstream {
+        name: String,
+        arguments: Args,
+    },
+    Retrieve {
+        key: String,
+        offset: usize,
+    },
+    Metrics,
+}
+
+impl Call {
+    /// The run a call names, when it names one it did not create: what isolation checks.
+    pub(super) fn named_run(&self) -> Option<&str> {
+        match self {
+            Call::Lifecycle(research::LifecycleCall::Result { id, .. })
+            | Call::Lifecycle(research::LifecycleCall::Cancel { id }) => Some(id),
+            Call::ReadResponse(call) => Some(&call.id),
+            Call::Create(call) => call.previous_response_id(),
+            _ => None,
+        }
+    }
+
+    /// What a call that starts billable work reserves of a budget (`None`: it starts
+    /// none — it reads results, fetches pages, answers locally — and no budget refuses it).
+    pub(super) fn budget_estimate(&self) -> Option<crate::spend::money::Micros> {
+        use crate::spend::prices::{SEARCH_REQUEST, preset_estimate};
+        match self {
+            Call::Lifecycle(research::LifecycleCall::Agent(_)) | Call::Create(_) => {
+                Some(self.per_run_estimate())
+            }
+            Call::Search(_) => Some(SEARCH_REQUEST),
+            Call::Deep(call) => {
+                let runs = 1 + i64::from(call.model_decomposition);
+                Some(runs * preset_estimate(None) + call.subquestions.len() as i64 * SEARCH_REQUEST)
+            }
+            _ => None,
+        }
+    }
+
+    /// What a run of this call costs when the API reports no cost: its preset's estimate.
+    pub(super) fn per_run_estimate(&self) -> crate::spend::money::Micros {
+        let preset = match self {
+            Call::Lifecycle(research::LifecycleCall::Agent(request)) => {
+                Some(request.preset.as_str())
+            }
+            Call::Create(call) => call.body.0.get("preset").and_then(Value::as_str),
+            _ => None,
+        };
+        crate::spend::prices::preset_estimate(preset)
+    }
+
+    /// The answer for a run the caller may not name: what Perplexity's "no such run"
+    /// (HTTP 404) gives, so another caller's run and an id that never existed cannot be
+    /// told apart.
+    pub(super) fn not_found(&self) -> (ToolOutput, CallFacts) {
+        let missing = crate::perplexity::error::ApiError::Status {
+            code: 404,
+            message: None,
+        };
+        let output = match self {
+            Call::Lifecycle(research::LifecycleCall::Cancel { id }) => {
+                research::render_cancel(id, Ok(crate::perplexity::agent::CancelOutcome::NoSuchRun))
+            }
+            Call::Lifecycle(research::LifecycleCall::Result { id, .. }) => {
+                research::render_missing(id, missing)
+            }
+            Call::ReadResponse(call) => responses::render_missing(&call.id, missing),
+            Call::Create(call) => {
+                responses::render_missing(call.previous_response_id().unwrap_or_default(), missing)
+            }
+            _ => ToolOutput::error("Not found."),
+        };
+        (output, CallFacts::default())
+    }
+}
+
+/// What a call runs with, besides itself.
+pub(super) struct Job<'a> {
+    pub tools: &'a Tools,
+    pub caller: &'a Caller,
+    pub front_end: crate::call::FrontEnd,
+    /// The wait budget, in seconds.
+    pub wait: u64,
+    pub ctx: &'a CallContext,
+}
+
+impl Call {
+    /// Runs the call: its output, what the audit wants to know, and its typed outcome.
+    /// Every arm but the research tools' is boxed: a future is as large as its largest
+    /// arm, and 1,000 research calls waiting at once should each pay for a research call,
+    /// not for deep_research's or the gateway's state.
+    pub(super) async fn execute(&self, job: Job<'_>) -> ((ToolOutput, CallFacts), Outcome) {
+        let Job {
+            tools,
+            caller,
+            front_end,
+            wait,
+            ctx,
+        } = job;
+        match self {
+            Call::Lifecycle(call) => {
+                let (mut output, facts, outcome) =
+                    research::run(&tools.client, wait, call, ctx).await;
+                if !tools.reference_texts
+                    && let Outcome::Research(research) = &outcome
+                    && let Some(text) = research::still_running_own_words(research, wait)
+                {
+                    output.text = text;
+                }
+                // The lifecycle profile is a drop-in for the reference peer, byte for
+                // byte, so there its flags go to the audit record only; everywhere else
+                // the model is told, as by every other tool with web text.
+                if !tools.reference_texts && !output.is_error && !facts.security_flags.is_empty() {
+                    output.text = format!(
+                        "{}\n{}",
+                        injection::notice("this answer", &facts.security_flags),
+                        output.text
+                    );
+                }
+                ((output, facts), outcome)
+            }
+            Call::Deep(call) => {
+                let budget = Duration::from_secs(wait);
+                let report = Box::pin(deep_research::run(&tools.client, call, budget, ctx)).await;
+                let facts = CallFacts {
+                    run_id: report.run_id,
+                    security_flags: report.flags,
+                    ..CallFacts::default()
+                };
+                let outcome = Outcome::Report {
+                    report: report.report,
+                    stop: report.stop,
+                };
+                ((report.output, facts), outcome)
+            }
+            Call::Create(call) => {
+                let (output, facts, outcome) = match (&tools.gateway, call.auto_execute) {
+                    (Some(_), true) => {
+                        let chain = responses::functions::Chain {
+                            tools,
+                            front_end,
+                            caller: caller.clone(),
+                            wait,
+                        };
+                        Box::pin(chain.run(call, ctx)).await
+                    }
+                    _ => {
+                        Box::pin(responses::create(
+                            &tools.client,
+                            &tools.snapshots,
+                            wait,
+                            call,
+                            ctx,
+                        ))
+                        .await
+                    }
+                };
+                ((output, facts), outcome)
+            }
+            Call::ReadResponse(call) => {
+                let (output, facts, outcome) = Box::pin(responses::retrieve(
+                    &tools.client,
+                    &tools.snapshots,
+                    wait,
+                    call,
+                    ctx,
+                ))
+                .await;
+                ((output, facts), outcome)
+            }
+            Call::Downstream { name, arguments } => {
+                let done = match &tools.gateway {
+                    Some(gateway) => {
+                        let result = Box::pin(gateway.call(name, arguments.clone())).await;
+                        let facts = CallFacts {
+                            security_flags: result.flags.clone(),
+                            ..CallFacts::default()
+                        };
+                        let output = ToolOutput {
+                            is_error: result.is_error,
+                            ..ToolOutput::ok(result.text)
+                        };
+                        (output, facts)
+                    }
+                    None => (
+                        ToolOutput::error(format!("Unknown tool: {name}")),
+                        CallFacts::default(),
+                    ),
+                };
+                (done, Outcome::Output)
+            }
+            Call::Search(query) => {
+                let outcome = Box::pin(search::run(&tools.client, query, wait)).await;
+                let (output, flags) = search::render(&outcome);
+                let facts = CallFacts {
+                    security_flags: flags,
+                    ..CallFacts::default()
+                };
+                ((output, facts), Outcome::Search(outcome))
+            }
+            Call::Fetch(call) => {
+                let fetched = Box::pin(fetch::run(&tools.fetcher, call)).await;
+                let facts = CallFacts {
+                    security_flags: fetch::flags(&fetched),
+                    fetch_allow_private: tools.fetcher.config().allow_private.lifted(),
+                    ..CallFacts::default()
+                };
+                let output = fetch::render(&fetched);
+                ((output, facts), Outcome::Fetch(fetched))
+            }
+            Call::Metrics => {
+                let output = super::admin::render(
+                    tools.guard.metrics(crate::guard::metrics::Upstream {
+                        retries: tools.client.retries(),
+                        circuit_open: tools.client.circuit_open(),
+                    }),
+                    tools.spend.summary(caller).await.ok(),
+                );
+                ((output, CallFacts::default()), Outcome::Output)
+            }
+            Call::Retrieve { key, offset } => {
+                let output = match tools.guard.retrieve(key, *offset, caller).await {
+                    Ok(text) => ToolOutput::ok(text),
+                    Err(message) => ToolOutput::error(message),
+                };
+                ((output, CallFacts::default()), Outcome::Output)
+            }
+        }
+    }
+}
