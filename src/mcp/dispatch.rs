@@ -213,7 +213,7 @@ impl Dispatcher {
             tools.retain(|tool| tool["name"].as_str().is_some_and(|n| who.access.permits(n)));
         }
         if era == Era::Legacy
-            && !self.tools.is_reference()
+            && self.tools.profile().offers_tasks()
             && let Value::Array(tools) = &mut list
         {
             for tool in tools {
@@ -380,8 +380,9 @@ impl Dispatcher {
     ) -> Action {
         let apps = self.hosts_app(era, &params, session_apps);
         let handled = match Method::parse(method) {
-            // The reference peer's drop-in profile has no tasks in either era.
-            Some(m) if m.allowed_in(era) && !(m.is_task() && self.tools.is_reference()) => {
+            Some(m)
+                if m.allowed_in(era) && (!m.is_task() || self.tools.profile().offers_tasks()) =>
+            {
                 self.request(m, era, params, &id, who, apps)
             }
             _ => Err(RpcError::method_not_found(method)),
@@ -408,8 +409,11 @@ impl Dispatcher {
     ) -> Result<Handled, RpcError> {
         let result = match method {
             Method::Initialize => {
-                let mut result =
-                    initialize(&params, self.list_changes(), !self.tools.is_reference());
+                let mut result = initialize(
+                    &params,
+                    self.list_changes(),
+                    self.tools.profile().offers_tasks(),
+                );
                 // Said back only to a client that declared it.
                 if apps {
                     result["capabilities"]["extensions"] = json!({ app::EXTENSION: {} });
@@ -419,8 +423,7 @@ impl Dispatcher {
             Method::Ping => json!({}),
             Method::ServerDiscover => {
                 let mut capabilities = capabilities(Era::Modern, false);
-                // Not in the reference peer's drop-in profile, whose discover is the peer's.
-                if !self.tools.is_reference() {
+                if self.tools.profile().offers_tasks() {
                     capabilities["extensions"] = json!({ tasks::EXTENSION: {} });
                 }
                 json!({
@@ -551,7 +554,7 @@ impl Dispatcher {
             // the selection says which setting offers it.
             let hint = name
                 .and_then(Value::as_str)
-                .filter(|_| !self.tools.is_reference())
+                .filter(|_| self.tools.profile().hints_unoffered_tools())
                 .and_then(|n| self.tools.not_offered(n));
             let shown = python_repr(name.unwrap_or(&Value::Null));
             return Err(RpcError::new(
@@ -596,7 +599,7 @@ impl Dispatcher {
         // A task asked for where none can be (a quick tool, the reference peer's drop-in
         // profile) is ignored: the call runs as usual.
         let task = match era {
-            _ if self.tools.is_reference() => None,
+            _ if !self.tools.profile().offers_tasks() => None,
             Era::Modern => tasks::declared(&params).then(TaskMode::modern),
             Era::Legacy => TaskMode::legacy(&params),
         }

@@ -127,16 +127,14 @@ impl Call {
             Call::Lifecycle(call) => {
                 let (mut output, facts, outcome) =
                     research::run(&tools.client, wait, call, ctx).await;
-                if !tools.reference_texts
+                if tools.profile.own_words()
                     && let Outcome::Research(research) = &outcome
                     && let Some(text) = research::still_running_own_words(research, wait)
                 {
                     output.text = text;
                 }
-                // The lifecycle profile is a drop-in for the reference peer, byte for
-                // byte, so there its flags go to the audit record only; everywhere else
-                // the model is told, as by every other tool with web text.
-                if !tools.reference_texts && !output.is_error && !facts.security_flags.is_empty() {
+                if tools.profile.own_words() && !output.is_error && !facts.security_flags.is_empty()
+                {
                     output.text = format!(
                         "{}\n{}",
                         injection::notice("this answer", &facts.security_flags),

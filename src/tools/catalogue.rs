@@ -114,9 +114,8 @@ impl ToolSelection {
         })
     }
 
-    /// Exactly the `lifecycle` group: the drop-in for the reference peer, whose texts
-    /// are kept byte for byte.
-    pub fn is_reference(&self) -> bool {
+    /// Exactly the `lifecycle` group (what makes the reference peer's drop-in, `Profile`).
+    pub fn is_lifecycle_group(&self) -> bool {
         let lifecycle = tools().filter(|(_, group)| *group == "lifecycle");
         self.names
             .iter()

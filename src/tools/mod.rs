@@ -9,6 +9,7 @@ pub mod args;
 pub mod ask;
 mod calls;
 pub mod catalogue;
+mod profile;
 pub mod deep_research;
 pub mod fetch;
 pub mod finance;
@@ -35,6 +36,7 @@ use crate::spend::Spend;
 use crate::store::StoreHandle;
 use calls::Call;
 pub use catalogue::ToolSelection;
+pub use profile::Profile;
 pub use pipeline::{Admitted, CallContext, Done, Outcome, RunIds, UNEXPECTED_FAILURE, Validated};
 pub use responses::request::is_connector_id;
 
@@ -68,8 +70,8 @@ pub struct Tools {
     connectors: Arc<[String]>,
     /// The wait budget of a call whose front end does not choose its own.
     wait: Duration,
-    /// Exactly the lifecycle profile: the reference peer's texts, unchanged.
-    reference_texts: bool,
+    /// Its own, or the reference peer's drop-in.
+    profile: Profile,
     /// `tools/list` entries, built once (the set never varies per connection).
     list: Value,
     selection: ToolSelection,
@@ -132,7 +134,7 @@ impl Tools {
             gateway: None,
             connectors: Arc::from([]),
             wait,
-            reference_texts: selection.is_reference(),
+            profile: Profile::of(&selection),
             list,
             selection: selection.clone(),
             obligations,
@@ -152,9 +154,8 @@ impl Tools {
         self
     }
 
-    /// Exactly the lifecycle profile: the reference peer's drop-in, byte for byte.
-    pub fn is_reference(&self) -> bool {
-        self.reference_texts
+    pub fn profile(&self) -> Profile {
+        self.profile
     }
 
     /// With `PERPLEXITY_UI=off`, the MCP App is offered to no one.
@@ -166,7 +167,7 @@ impl Tools {
     /// Whether the MCP App is offered to clients that host Apps: not when switched off,
     /// nor in the lifecycle profile, which stays the reference peer's drop-in.
     pub fn offers_app(&self) -> bool {
-        self.ui && !self.reference_texts
+        self.ui && self.profile.offers_app()
     }
 
     pub fn gateway(&self) -> Option<&Arc<Gateway>> {

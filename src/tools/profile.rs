@@ -1,0 +1,50 @@
+//! What this server is to its clients: itself, or the drop-in for the reference peer
+//! (`PERPLEXITY_TOOLS=lifecycle`: zalez/perplexity-agent-mcp's three tools), whose tool
+//! list, texts and protocol surface are the peer's, byte for byte, so that its clients'
+//! parsers keep working. Every place the two differ asks this value what differs — never
+//! "is it the reference?" — so the differences are all listed here.
+
+use super::ToolSelection;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    Own,
+    Reference,
+}
+
+impl Profile {
+    /// The reference profile is exactly the `lifecycle` group, nothing more or less.
+    pub fn of(selection: &ToolSelection) -> Profile {
+        if selection.is_lifecycle_group() {
+            Profile::Reference
+        } else {
+            Profile::Own
+        }
+    }
+
+    /// MCP tasks in both generations: the extension in `server/discover`, the core
+    /// `tasks` capability at `initialize`, `execution.taskSupport` on long tools, the
+    /// `tasks/*` methods and subscriptions. The peer has none.
+    pub fn offers_tasks(self) -> bool {
+        self == Profile::Own
+    }
+
+    /// The MCP App (`io.modelcontextprotocol/ui`), which the peer does not offer.
+    pub fn offers_app(self) -> bool {
+        self == Profile::Own
+    }
+
+    /// A call of a tool outside the selection is told which setting offers it, where
+    /// the peer says only `Unknown tool: '…'`.
+    pub fn hints_unoffered_tools(self) -> bool {
+        self == Profile::Own
+    }
+
+    /// Our own words where the peer's mislead — a handed-back run says how old it is and
+    /// that a collecting call waits at most the wait budget — and a research answer that
+    /// carries injection flags opens with the notice every other web-text tool gives
+    /// (under the peer's texts the flags go to the audit record only).
+    pub fn own_words(self) -> bool {
+        self == Profile::Own
+    }
+}
