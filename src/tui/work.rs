@@ -833,7 +833,12 @@ pub fn opened_tab(called: &Called) -> Result<PageTab, String> {
         return Err(said(called).text);
     };
     match &first.outcome {
-        Err(e) => Err(format!("Not opened: {}", e.message)),
+        // The person at the workspace is the operator: a refused private address is
+        // told the setting's value that allows it, as the CLI tells it.
+        Err(e) => Err(format!(
+            "Not opened: {}",
+            crate::fetch::for_the_operator(&e.message).unwrap_or_else(|| e.message.clone())
+        )),
         Ok(page) => Ok(PageTab {
             title: page
                 .title

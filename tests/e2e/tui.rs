@@ -917,3 +917,28 @@ fn log_lines_stay_inside_the_workspace_and_are_not_left_behind() {
         assert!(!after.contains(raw), "{raw:?} left behind:\n{after}");
     }
 }
+
+#[test]
+fn a_refused_private_page_tells_the_person_the_setting_that_allows_it() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50}));
+    let (_dir, mut env) = workspace(&fake, "tui-private");
+    env.retain(|(k, _)| k != "PERPLEXITY_FETCH_ALLOW_PRIVATE");
+    let mut tui = Pty::spawn(&["tui"], &env);
+    tui.wait_for("space default", Duration::from_secs(10));
+    tui.typed("/open http://127.0.0.1:9/page\r");
+    // The workspace's user is the operator: told what to set, not to ask someone else.
+    wait_screen(&tui, "the refusal", Duration::from_secs(15), |t| {
+        let words = t
+            .contents()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        words.contains("Not opened") && words.contains("you can allow it with")
+    });
+    let words = tui
+        .contents()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(!words.contains("server's operator"), "{words}");
+}
