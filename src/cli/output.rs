@@ -764,15 +764,8 @@ pub fn report(
         return Err(CliError::failed(&rendered.text));
     };
     if json {
-        // Each claim carries why it was downgraded (null when it was not), as the text
-        // report shows it beside the claim.
-        let mut doc = structured.clone();
-        if let Some(claims) = doc.get_mut("claims").and_then(Value::as_array_mut) {
-            for (i, claim) in claims.iter_mut().enumerate() {
-                claim["why"] = why_weak(report, i).map_or(Value::Null, Value::String);
-            }
-        }
-        say!("{doc}");
+        // Each claim carries why it was downgraded (null when it was not).
+        say!("{structured}");
         return Ok(Exit::Success);
     }
     // The model's sections in its words, unwrapped; each weak claim says why beside it.
@@ -787,7 +780,7 @@ pub fn report(
         );
         claims.push_str(line.trim_end());
         claims.push('\n');
-        if let Some(why) = why_weak(report, i) {
+        if let Some(why) = report.why_weak(i) {
             claims.push_str(&format!("   Why {}: {why}\n", c.confidence));
         }
     }
@@ -803,19 +796,6 @@ pub fn report(
         }
     }
     Ok(Exit::Success)
-}
-
-/// Why the validator downgraded claim `index` (0-based), from its findings
-/// (`claim 2: no supporting URL`); `None` for a claim it had nothing against.
-fn why_weak(report: &crate::tools::report::DeepReport, index: usize) -> Option<String> {
-    let prefix = format!("claim {}: ", index + 1);
-    let reasons: Vec<&str> = report
-        .validation
-        .flagged
-        .iter()
-        .filter_map(|f| f.strip_prefix(&prefix))
-        .collect();
-    (!reasons.is_empty()).then(|| reasons.join("; "))
 }
 
 /// Lines for stdout (the gateway commands' reports).

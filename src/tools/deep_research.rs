@@ -108,7 +108,8 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
             "open_questions":{"type":"array","items":{"type":"string"}},
             "claims":{"type":"array","items":{"type":"object","properties":{
                 "text":{"type":"string"},"urls":{"type":"array","items":{"type":"string"}},
-                "confidence":{"type":"string"},"flags":{"type":"array","items":{"type":"string"}}},
+                "confidence":{"type":"string"},"flags":{"type":"array","items":{"type":"string"}},
+                "why":{"type":["string","null"]}},
                 "required":["text","urls","confidence","flags"]}},
             "sources":{"type":"array","items":{"type":"object","properties":{
                 "title":{"type":"string"},"url":{"type":"string"}},"required":["title","url"]}},

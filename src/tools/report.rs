@@ -131,11 +131,27 @@ impl DeepReport {
     }
 
     /// The claims of the structured result.
+    /// Each claim with why the validator downgraded it (`why`: null when it had nothing
+    /// against it), so a reader sees the reason beside the claim, not only in the report.
     pub fn claims_json(&self) -> Vec<Value> {
         self.claims
             .iter()
-            .map(|c| json!({"text": c.text, "urls": c.urls, "confidence": c.confidence, "flags": c.flags}))
+            .enumerate()
+            .map(|(i, c)| json!({"text": c.text, "urls": c.urls, "confidence": c.confidence, "flags": c.flags, "why": self.why_weak(i)}))
             .collect()
+    }
+
+    /// Why the validator downgraded claim `index` (0-based), from its findings
+    /// (`claim 2: no supporting URL`); `None` for a claim it had nothing against.
+    pub fn why_weak(&self, index: usize) -> Option<String> {
+        let prefix = format!("claim {}: ", index + 1);
+        let reasons: Vec<&str> = self
+            .validation
+            .flagged
+            .iter()
+            .filter_map(|f| f.strip_prefix(&prefix))
+            .collect();
+        (!reasons.is_empty()).then(|| reasons.join("; "))
     }
 }
 
