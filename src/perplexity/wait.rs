@@ -307,13 +307,10 @@ pub async fn collect(
     let response = match client.resume_stream(id, None, deadline).await {
         Ok(Success::Stream(response, scrubber)) => (response, scrubber),
         Ok(Success::Object(map)) => {
-            let run = RunSnapshot::new(Value::Object(map));
-            if run.is_settled() {
-                super::meter::run_settled(run.raw());
-                return Ok(Waited::Terminal(run));
-            }
-            drop(run);
-            return rest(client).await;
+            return match settled(map) {
+                Some(run) => Ok(Waited::Terminal(run)),
+                None => rest(client).await,
+            };
         }
         // No resume offered (or a moment's failure): the GETs will tell what is true.
         Ok(Success::Nothing) | Err(_) => return rest(client).await,
@@ -339,6 +336,17 @@ pub async fn collect(
         ))
         .await
         .map(|(_, waited)| waited)
+}
+
+/// A run a resume answered as JSON rather than as a stream: the run, metered, when it is
+/// over; `None` (the copy dropped, not kept through the polls) when it is not.
+fn settled(map: serde_json::Map<String, Value>) -> Option<RunSnapshot> {
+    let run = RunSnapshot::new(Value::Object(map));
+    if !run.is_settled() {
+        return None;
+    }
+    super::meter::run_settled(run.raw());
+    Some(run)
 }
 
 /// A collector already knows the id it was given.
@@ -519,13 +527,10 @@ impl Follower<'_> {
                             last_activity = Instant::now();
                         }
                         Ok(Success::Object(map)) => {
-                            let run = RunSnapshot::new(Value::Object(map));
-                            if run.is_settled() {
-                                super::meter::run_settled(run.raw());
-                                return Ok((id, Waited::Terminal(run)));
-                            }
-                            drop(run);
-                            return self.poll_rest(&id).await;
+                            return match settled(map) {
+                                Some(run) => Ok((id, Waited::Terminal(run))),
+                                None => self.poll_rest(&id).await,
+                            };
                         }
                         Ok(Success::Nothing) | Err(_) => return self.poll_rest(&id).await,
                     }

@@ -134,7 +134,7 @@ impl Tools {
             gateway: None,
             connectors: Arc::from([]),
             wait,
-            profile: Profile::of(&selection),
+            profile: Profile::of(selection),
             list,
             selection: selection.clone(),
             obligations,

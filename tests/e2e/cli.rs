@@ -747,129 +747,37 @@ fn demo_serves_a_stand_in_every_command_can_use_without_a_key() {
     assert!(err.contains("PERPLEXITY_API_KEY=pplx-demo"), "{err}");
 }
 
-/// The command in a pseudo-terminal of `cols` columns (it is the session's controlling
-/// terminal, so a typed Ctrl-C is a SIGINT from the line discipline, echoed as `^C`), its
-/// output read back through a VT100 emulator.
-struct Terminal {
-    child: std::process::Child,
-    writer: std::fs::File,
-    screen: std::sync::Arc<std::sync::Mutex<vt100::Parser>>,
-}
-
-impl Terminal {
-    fn spawn(args: &[&str], env: &[(String, String)], cols: u16) -> Terminal {
-        use std::os::fd::{FromRawFd, OwnedFd};
-        use std::os::unix::process::CommandExt;
-        let (mut master, mut slave) = (0, 0);
-        let size = libc::winsize {
-            ws_row: 24,
-            ws_col: cols,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        // SAFETY: openpty writes two fds into the locals; the size outlives the call.
-        let rc = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                &size,
-            )
-        };
-        assert_eq!(rc, 0, "openpty");
-        // SAFETY: both fds were just returned by openpty and are owned here.
-        let (master, slave) =
-            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-        let mut cmd = binary(args, env);
-        cmd.env("TERM", "xterm-256color")
-            .stdin(Stdio::from(slave.try_clone().unwrap()))
-            .stdout(Stdio::from(slave.try_clone().unwrap()))
-            .stderr(Stdio::from(slave));
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                libc::ioctl(0, libc::TIOCSCTTY as _, 0);
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().expect("spawn in a pty");
-        drop(cmd);
-        let writer = std::fs::File::from(master.try_clone().unwrap());
-        let mut reader = std::fs::File::from(master);
-        let screen = std::sync::Arc::new(std::sync::Mutex::new(vt100::Parser::new(
-            std::num::NonZero::new(24).unwrap(),
-            std::num::NonZero::new(cols).unwrap(),
-            0,
-        )));
-        let s = screen.clone();
-        std::thread::spawn(move || {
-            use std::io::Read;
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                s.lock().unwrap().process(&buf[..n]);
-            }
-        });
-        Terminal {
-            child,
-            writer,
-            screen,
-        }
-    }
-
-    /// The screen's rows, trailing blanks trimmed.
-    fn rows(&self) -> Vec<String> {
-        let parser = self.screen.lock().unwrap();
-        let cols = parser.screen().size().1.get();
-        parser
-            .screen()
-            .rows(0, cols)
-            .map(|r| r.trim_end().to_owned())
-            .collect()
-    }
-
-    fn exit(&mut self, timeout: Duration) -> Option<i32> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                // The last bytes written before the exit reach the emulator.
-                std::thread::sleep(Duration::from_millis(300));
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        None
-    }
-}
-
 /// Ctrl-C typed at a terminal during `ask`: the spinner is gone before the lines that
 /// say how to collect the run, on every width. Before, the tty's `^C` echo wrapped after
 /// the spinner's full-width line and only the echo's line was cleared, so the spinner
 /// stayed on screen above the interruption.
 #[test]
 fn ctrl_c_at_a_terminal_clears_the_spinner_before_the_lines_to_collect_the_run() {
-    use std::io::Write;
     let fake = FakePerplexity::start_with(json!({"duration_ms": 30000}));
     for cols in [80, 200] {
-        let mut term = Terminal::spawn(&["ask", "a slow question"], &env_for(&fake), cols);
+        let mut term =
+            crate::pty::Pty::spawn_sized(&["ask", "a slow question"], &env_for(&fake), cols, 24);
+        let trimmed = |term: &crate::pty::Pty| -> Vec<String> {
+            term.rows()
+                .iter()
+                .map(|r| r.trim_end().to_owned())
+                .collect()
+        };
         let id = || fake.runs().last().map(|r| r.id.clone()).unwrap_or_default();
         wait_until("the spinner names the run", Duration::from_secs(10), || {
             let id = id();
             !id.is_empty() && term.rows()[0].contains(&id) && term.rows()[0].contains("status")
         });
         let id = id();
-        term.writer.write_all(b"\x03").unwrap();
+        term.typed("\x03");
         assert_eq!(
-            term.exit(Duration::from_secs(5)),
+            term.exits_within(Duration::from_secs(5)).code(),
             Some(130),
             "{cols} columns"
         );
-        let rows = term.rows();
+        // The last bytes written before the exit reach the emulator.
+        std::thread::sleep(Duration::from_millis(300));
+        let rows = trimmed(&term);
         let shown = rows.join("\n");
         assert_eq!(
             rows[0], id,

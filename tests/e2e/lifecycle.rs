@@ -854,19 +854,24 @@ fn a_late_collector_hears_the_end_as_soon_as_the_first_call_would() {
     let duration = 3000;
     let fake = FakePerplexity::start_with(json!({"duration_ms": duration, "answer": "Late."}));
     let mut s = Server::start(&env_for(&fake));
-    let (text, _) = tool_text(&s.request(&call(
-        1,
-        "perplexity_agent",
-        json!({"query": "q", "wait": false}),
-    )));
-    let id = running_id(&text);
-    let (text, is_error) = tool_text(&s.request(&call(
-        2,
-        "perplexity_agent_result",
-        json!({"response_id": id, "wait_seconds": 30}),
-    )));
+    // Starts a run without waiting, then collects it, waiting up to `wait` seconds.
+    let mut later = |n: i64, wait: u64| {
+        let (text, _) = tool_text(&s.request(&call(
+            n,
+            "perplexity_agent",
+            json!({"query": "q", "wait": false}),
+        )));
+        let id = running_id(&text);
+        let (text, is_error) = tool_text(&s.request(&call(
+            n + 1,
+            "perplexity_agent_result",
+            json!({"response_id": id, "wait_seconds": wait}),
+        )));
+        assert!(!is_error, "{text}");
+        (id, text)
+    };
+    let (_, text) = later(1, 30);
     let late = lateness_ms(&fake, duration, wall_ms());
-    assert!(!is_error, "{text}");
     assert!(unwrap_spotlight(&text).starts_with("Late."), "{text}");
     assert!(late < 250, "the answer came {late} ms after the run ended");
     let resumed = fake
@@ -876,38 +881,16 @@ fn a_late_collector_hears_the_end_as_soon_as_the_first_call_would() {
         .count();
     assert_eq!(resumed, 1, "the collector follows the run's stream once");
 
-    // The same for responses_retrieve, and with no resume offered polling still collects.
+    // With no resume offered, polling still collects.
     fake.set_scenario(json!({"duration_ms": 1500, "resume": false, "answer": "Polled."}));
     fake.clear_requests();
-    let (text, _) = tool_text(&s.request(&call(
-        3,
-        "perplexity_agent",
-        json!({"query": "q", "wait": false}),
-    )));
-    let id = running_id(&text);
-    let (text, is_error) = tool_text(&s.request(&call(
-        4,
-        "perplexity_agent_result",
-        json!({"response_id": id, "wait_seconds": 30}),
-    )));
-    assert!(!is_error, "{text}");
+    let (_, text) = later(3, 30);
     assert!(unwrap_spotlight(&text).starts_with("Polled."), "{text}");
 
     // A wait shorter than the run hands it back at the budget, still running.
     fake.set_scenario(json!({"duration_ms": 10_000}));
-    let (text, _) = tool_text(&s.request(&call(
-        5,
-        "perplexity_agent",
-        json!({"query": "q", "wait": false}),
-    )));
-    let id = running_id(&text);
     let started = Instant::now();
-    let (text, is_error) = tool_text(&s.request(&call(
-        6,
-        "perplexity_agent_result",
-        json!({"response_id": id, "wait_seconds": 1}),
-    )));
-    assert!(!is_error, "{text}");
+    let (id, text) = later(5, 1);
     assert_eq!(running_id(&text), id);
     let took = started.elapsed();
     assert!(

@@ -55,6 +55,8 @@ mod lifecycle;
 mod metrics;
 /// OAuth 2.1 access tokens from a real OpenID provider: refusals, scopes, key rotation.
 mod oauth;
+/// The binary in a pseudo-terminal, read back through a VT100 emulator (not tests).
+mod pty;
 /// The README's quickstarts, each block run as written, the team one serving the client it connects.
 mod quickstarts;
 /// Replicas sharing Redis behind HAProxy: one rate limit, outages, start-up errors.
