@@ -553,8 +553,8 @@ impl HttpConfig {
         }
         let auth = http_auth(&env)?;
         let allowed_hosts = list(env("PERPLEXITY_HTTP_ALLOWED_HOSTS").as_deref())
-            .map(|h| h.to_ascii_lowercase())
-            .collect();
+            .map(allowed_host)
+            .collect::<Result<_, _>>()?;
         let allowed_origins = list(env("PERPLEXITY_HTTP_ALLOWED_ORIGINS").as_deref())
             .map(|o| match Url::parse(o) {
                 Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
@@ -834,6 +834,42 @@ fn connectors_from(raw: Option<&str>) -> Result<Vec<String>, ConfigError> {
         ids.push(id.to_owned());
     }
     Ok(ids)
+}
+
+/// Exactly one of the single token, the clients file and OAuth; none is an error too.
+/// One `PERPLEXITY_HTTP_ALLOWED_HOSTS` entry, as the `Host` check compares it: a host name
+/// (lower-cased) or a bracketed IPv6 address (in its one spelling). A port, a scheme or a
+/// path is refused here, since the check compares names only and such an entry would
+/// never match, silently.
+fn allowed_host(entry: &str) -> Result<String, ConfigError> {
+    let refuse = |why: &str| ConfigError {
+        variable: "PERPLEXITY_HTTP_ALLOWED_HOSTS",
+        problem: format!(
+            "{entry:?} {why}; list host names only, such as mcp.example.com (any port of an allowed name is accepted)"
+        ),
+    };
+    if let Some(inside) = entry.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+        return inside
+            .parse::<std::net::Ipv6Addr>()
+            .map(|ip| format!("[{ip}]"))
+            .map_err(|_| refuse("is not an IPv6 address in brackets"));
+    }
+    if entry.contains("://") {
+        return Err(refuse("is a URL"));
+    }
+    if entry.contains(':') {
+        return Err(refuse(
+            "has a port (or is an IPv6 address without brackets)",
+        ));
+    }
+    if entry.is_empty()
+        || !entry
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+    {
+        return Err(refuse("is not a host name"));
+    }
+    Ok(entry.to_ascii_lowercase())
 }
 
 /// Exactly one of the single token, the clients file and OAuth; none is an error too.

@@ -9,12 +9,12 @@ pub mod args;
 pub mod ask;
 mod calls;
 pub mod catalogue;
-mod profile;
 pub mod deep_research;
 pub mod fetch;
 pub mod finance;
 mod owners;
 mod pipeline;
+mod profile;
 pub mod registry;
 pub mod render;
 pub mod report;
@@ -36,8 +36,8 @@ use crate::spend::Spend;
 use crate::store::StoreHandle;
 use calls::Call;
 pub use catalogue::ToolSelection;
-pub use profile::Profile;
 pub use pipeline::{Admitted, CallContext, Done, Outcome, RunIds, UNEXPECTED_FAILURE, Validated};
+pub use profile::Profile;
 pub use responses::request::is_connector_id;
 
 /// A JSON schema literal as the object rmcp's `Tool` holds. Every schema here is written

@@ -299,6 +299,18 @@ fn startup_needs_a_long_token_and_loopback_unless_told() {
             vec!["serve", "--http"],
             "PERPLEXITY_HTTP_WORKERS: must be a whole number from 1 to 256",
         ),
+        // The Host check compares names: an entry with a port or a scheme would never
+        // match, so it is refused at start rather than ignored.
+        (
+            http_env(&[("PERPLEXITY_HTTP_ALLOWED_HOSTS", "mcp.example.com:8443")]),
+            vec!["serve", "--http"],
+            "PERPLEXITY_HTTP_ALLOWED_HOSTS: \"mcp.example.com:8443\" has a port",
+        ),
+        (
+            http_env(&[("PERPLEXITY_HTTP_ALLOWED_HOSTS", "https://mcp.example.com")]),
+            vec!["serve", "--http"],
+            "is a URL; list host names only",
+        ),
     ] {
         let mut s = Server::start_with_args(&args, &env);
         let status = s.wait_exit(Duration::from_secs(10));
@@ -385,7 +397,11 @@ fn every_mcp_request_needs_exactly_the_bearer_token() {
 #[test]
 fn host_and_origin_are_checked_before_the_token() {
     let h = Http::start(&http_env(&[
-        ("PERPLEXITY_HTTP_ALLOWED_HOSTS", "mcp.example.com"),
+        // An IPv6 entry is compared in its one spelling, as the Host header's is.
+        (
+            "PERPLEXITY_HTTP_ALLOWED_HOSTS",
+            "mcp.example.com, [fd00:0:0:0::7]",
+        ),
         ("PERPLEXITY_HTTP_ALLOWED_ORIGINS", "https://app.example.com"),
     ]));
     let m = modern_tools_list(1);
@@ -399,6 +415,9 @@ fn host_and_origin_are_checked_before_the_token() {
         ("Host", "localhost:9999", 200),
         ("Host", "[::1]", 200),
         ("Host", "MCP.example.com", 200),
+        ("Host", "mcp.example.com:8443", 200),
+        ("Host", "[fd00::7]:8080", 200),
+        ("Host", "[fd00::8]", 403),
         ("Origin", "http://evil.example", 403),
         ("Origin", "null", 403),
         ("Origin", "https://app.example.com:444", 403),
