@@ -1,8 +1,9 @@
 //! The protocol-era rules, decided per request with nothing carried over between
 //! requests: which era serves a request, the modern `_meta` checks, and modern result
-//! shaping. Hand-written because rmcp fixes one lifecycle per connection, while a
-//! dual-era stdio server must switch per request (legacy → modern → legacy on one
-//! process gives clean shapes each time).
+//! shaping. Hand-written because rmcp (3.11) switches era per request only on a
+//! connection opened with `initialize` — one opened by a modern request stays modern — while
+//! a dual-era stdio server must switch per request in either order (legacy → modern →
+//! legacy on one process gives clean shapes each time).
 
 use serde_json::{Map, Value, json};
 
