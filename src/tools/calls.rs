@@ -1,18 +1,22 @@
 //! A validated call of any tool, and what each kind does: the one `match` over the tools,
-//! beside the call it matches. [`Tools::complete`](super::Tools::complete) is the frame
+//! beside the call it matches; what a front end lends a call ([`CallContext`]) and its
+//! typed result ([`Outcome`]). [`Tools::complete`](super::Tools::complete) is the frame
 //! around it (isolation, budgets, cancellation, settlement, the output budget), written
 //! once for every tool.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use super::args::Args;
-use super::pipeline::{CallContext, Outcome};
-use super::{Tools, deep_research, fetch, research, responses, search};
+use super::owners::RunOwners;
+use super::{Tools, deep_research, fetch, report, research, responses, search};
 use crate::call::Caller;
 use crate::call::{CallFacts, ToolOutput};
 use crate::guard::injection;
+use crate::perplexity::wait::{ProgressSink, RunIdSink};
 
 /// A validated call of any tool.
 pub(super) enum Call {
@@ -98,6 +102,160 @@ impl Call {
         };
         (output, CallFacts::default())
     }
+}
+
+/// Remembers the research runs a call created or touched, so an abandoned call
+/// (cancelled by the client, or cut by shutdown) can still say which run to collect.
+#[derive(Default)]
+pub struct RunIds {
+    ids: Mutex<Vec<String>>,
+    /// Also told each new id (the CLI shows it while the call waits).
+    also: Option<Arc<dyn RunIdSink>>,
+    /// A create was sent: from then on a run may exist upstream before its id is known.
+    create_sent: std::sync::atomic::AtomicBool,
+    learned: tokio::sync::Notify,
+    /// Whom the runs this call creates are bound to (set when the call starts).
+    pub(super) owner: std::sync::OnceLock<(Caller, Arc<RunOwners>)>,
+}
+
+impl RunIds {
+    pub fn forwarding(also: Arc<dyn RunIdSink>) -> Self {
+        RunIds {
+            also: Some(also),
+            ..RunIds::default()
+        }
+    }
+
+    /// A create went out and no id is known yet.
+    pub fn awaiting_id(&self) -> bool {
+        self.create_sent.load(std::sync::atomic::Ordering::Acquire)
+            && self.ids.lock().is_ok_and(|ids| ids.is_empty())
+    }
+
+    /// Returns once an id is known (at once if none is awaited).
+    pub async fn id_known(&self) {
+        loop {
+            let learned = self.learned.notified();
+            tokio::pin!(learned);
+            learned.as_mut().enable();
+            if !self.awaiting_id() {
+                return;
+            }
+            learned.await;
+        }
+    }
+
+    pub fn snapshot(&self) -> Vec<String> {
+        self.ids.lock().map(|ids| ids.clone()).unwrap_or_default()
+    }
+
+    pub fn take(&self) -> Vec<String> {
+        self.ids
+            .lock()
+            .map(|mut ids| std::mem::take(&mut *ids))
+            .unwrap_or_default()
+    }
+}
+
+impl RunIdSink for RunIds {
+    fn run_id(&self, id: &str) {
+        let new = self.ids.lock().is_ok_and(|mut ids| {
+            let new = !ids.iter().any(|known| known == id);
+            if new {
+                ids.push(id.to_owned());
+            }
+            new
+        });
+        // The forward first: whoever waits for the id (a drain) may then rely on what
+        // the forward set in motion (a task's store write) already being under way.
+        if let (true, Some(also)) = (new, &self.also) {
+            also.run_id(id);
+        }
+        if new {
+            self.learned.notify_waiters();
+        }
+    }
+
+    fn create_sent(&self) {
+        self.create_sent
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Bound before anyone hears the id (the forward, the answer): a caller must never
+    /// be told of a run it cannot then collect.
+    fn created(&self, id: &str) {
+        if let Some((caller, owners)) = self.owner.get() {
+            owners.bind(id, caller);
+        }
+        self.run_id(id);
+    }
+}
+
+/// What a front end hands a tool besides its arguments.
+#[derive(Default)]
+pub struct CallContext {
+    pub progress: Option<Arc<dyn ProgressSink>>,
+    pub run_ids: Arc<RunIds>,
+    /// Cancelled when the caller abandons the call (client cancellation, shutdown).
+    pub cancel: CancellationToken,
+    /// How long this call may wait for a run, when its front end decides (the CLI's
+    /// `--timeout`); otherwise the server's wait budget.
+    pub wait: Option<Duration>,
+    /// Set when the call becomes an MCP task (it may, after it started): the closing
+    /// audit record names it.
+    pub task_id: Arc<std::sync::OnceLock<String>>,
+}
+
+impl CallContext {
+    pub fn progress(&self) -> Option<&dyn ProgressSink> {
+        self.progress.as_deref()
+    }
+
+    /// The reply to a call whose wait a shutdown ended: it says so, and names every run
+    /// the call started, so the caller can collect it from the next server.
+    pub fn cut_by_shutdown(&self) -> ToolOutput {
+        let mut text = "The server is shutting down, so it stopped waiting.".to_owned();
+        for id in self.run_ids.take() {
+            text.push_str(&format!(
+                " Research run {id} may still be running: collect it later with perplexity_agent_result."
+            ));
+        }
+        ToolOutput::error(text)
+    }
+
+    /// After the caller abandoned the call (no reply goes out): names on stderr every
+    /// run it started, so paid work can still be collected or stopped.
+    pub fn log_abandoned_runs(&self, tool: &str) {
+        for id in self.run_ids.take() {
+            tracing::warn!(
+                tool,
+                response_id = %id,
+                "stopped waiting for research run {id}; it may still be running. Collect it with perplexity_agent_result or stop it with perplexity_agent_cancel"
+            );
+        }
+    }
+}
+
+/// What a call produced, typed.
+pub enum Outcome {
+    /// A run of the Agent API (the lifecycle, ask and finance tools; `responses_*`).
+    Research(research::ResearchOutcome),
+    Cancel {
+        id: String,
+        result: Result<crate::perplexity::agent::CancelOutcome, crate::perplexity::error::ApiError>,
+    },
+    Search(Result<crate::perplexity::search::SearchResults, crate::perplexity::error::ApiError>),
+    Fetch(Vec<fetch::Fetched>),
+    /// A `deep_research` report, validated, or why there is none (`stop`, when a front
+    /// end words it itself; else the result's text says).
+    Report {
+        report: Option<Box<report::DeepReport>>,
+        stop: Option<deep_research::Stop>,
+    },
+    /// Tools whose output is their only rendering (and a contained panic).
+    Output,
+    /// A budget refused the call before any upstream request (the CLI exits 5).
+    OverBudget,
 }
 
 /// What a call runs with, besides itself.

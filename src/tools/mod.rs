@@ -35,8 +35,9 @@ use crate::perplexity::PerplexityClient;
 use crate::spend::Spend;
 use crate::store::StoreHandle;
 use calls::Call;
+pub use calls::{CallContext, Outcome, RunIds};
 pub use catalogue::ToolSelection;
-pub use pipeline::{Admitted, CallContext, Done, Outcome, RunIds, UNEXPECTED_FAILURE, Validated};
+pub use pipeline::{Admitted, Done, UNEXPECTED_FAILURE, Validated};
 pub use profile::Profile;
 pub use responses::request::is_connector_id;
 

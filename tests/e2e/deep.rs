@@ -50,8 +50,18 @@ fn a_validated_report_from_deduplicated_sources() {
     assert_eq!(out["claims"][2]["confidence"], "uncertain");
     // The reason for a weak claim is beside it for an MCP client too.
     assert!(out["claims"][0]["why"].is_null(), "{out}");
-    assert!(out["claims"][1]["why"].as_str().is_some_and(|w| !w.is_empty()), "{out}");
-    assert!(out["claims"][2]["why"].as_str().is_some_and(|w| !w.is_empty()), "{out}");
+    assert!(
+        out["claims"][1]["why"]
+            .as_str()
+            .is_some_and(|w| !w.is_empty()),
+        "{out}"
+    );
+    assert!(
+        out["claims"][2]["why"]
+            .as_str()
+            .is_some_and(|w| !w.is_empty()),
+        "{out}"
+    );
     assert!(out["response_id"].as_str().unwrap().starts_with("resp_"));
     let text = result["content"][0]["text"].as_str().unwrap();
     assert!(
