@@ -10,7 +10,7 @@ use std::time::Instant;
 use perplexity_agent::call::{Budget, Caller, FrontEnd};
 use perplexity_agent::perplexity::meter::{Metered, MeteredKind};
 use perplexity_agent::spend::{Billing, Spend, SpendConfig};
-use perplexity_agent::store::{StoreConfig, StoreHandle};
+use perplexity_agent::state::local::{StoreConfig, StoreHandle};
 use serde_json::json;
 
 const CALLS: usize = 5_000;

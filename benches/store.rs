@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use perplexity_agent::store::{Store, StoreConfig};
+use perplexity_agent::state::local::{Store, StoreConfig};
 use serde_json::json;
 
 fn main() {

@@ -1,5 +1,5 @@
 //! The composition root: every service built once — the Perplexity client, the guard, the
-//! fetcher, the store handle and the tools over them — for `serve`, the CLI and the TUI
+//! fetcher, the state door and the tools over them — for `serve`, the CLI and the TUI
 //! alike; and `serve` itself assembled here (the gateway's servers started, the tools
 //! with them, the dispatcher of the transport's caller, the transport). Only this file
 //! knows them all; each library module builds from its own config type, and `cli/` only
@@ -14,7 +14,8 @@ use crate::gateway::{Gateway, ServerDef};
 use crate::guard::Guard;
 use crate::mcp::dispatch::Dispatcher;
 use crate::perplexity::client::PerplexityClient;
-use crate::store::{Store, StoreHandle};
+use crate::state::State;
+use crate::state::local::Store;
 use crate::tools::{Parts, Tools};
 
 /// How long `serve` tries to reach the shared state backend before giving up.
@@ -32,25 +33,22 @@ impl Services {
     /// up (a configuration problem: exit 4 for the CLI).
     pub fn build(config: &Config) -> Result<Services, String> {
         let client = Arc::new(PerplexityClient::new(&config.api)?);
+        // The one choice of engine: shared when the replicas have a backend, else local.
+        let state = Arc::new(State::open(config.store.clone(), config.state.as_ref())?);
         // The guard sits below the key's module: it is handed the scrub list here.
-        // Replicas share their buckets (and, below them, their state) through one backend.
-        let shared = match &config.state {
-            None => None,
-            Some(state) => Some(Arc::new(crate::state::Shared::open(state)?)),
-        };
         let guard = Arc::new(
-            Guard::new(&config.guard, crate::perplexity::key::secrets_to_scrub)?.sharing(shared),
+            Guard::new(&config.guard, crate::perplexity::key::secrets_to_scrub)?
+                .with_state(state.clone()),
         );
-        let store = Arc::new(StoreHandle::new(config.store.clone()));
         let parts = Parts {
             client,
             fetcher: Arc::new(Fetcher::new(config.fetch.clone(), Arc::new(SystemResolver))),
             guard: guard.clone(),
-            store: store.clone(),
             spend: Arc::new(
-                crate::spend::Spend::new(config.spend.clone(), store)
-                    .sharing(guard.shared().cloned()),
+                crate::spend::Spend::new(config.spend.clone(), state.store().clone())
+                    .sharing(state.backend()),
             ),
+            state,
         };
         let wait = Duration::from_secs(config.wait_seconds);
         let tools = Tools::new(&config.tools, wait, parts)
@@ -66,16 +64,15 @@ impl Services {
 pub async fn serve(config: &Config, services: Services, http: Option<HttpConfig>) -> i32 {
     // A backend that refuses our credentials, or is not there, is a start-up error
     // (exit 4) rather than a server that refuses every call.
-    if let Some(shared) = services.guard.shared() {
-        if let Err(e) = shared.connect(STATE_CONNECT).await {
-            eprintln!(
-                "perplexity-agent: PERPLEXITY_STATE_URL: {e} (tried for {}s)",
-                STATE_CONNECT.as_secs()
-            );
-            return 4;
-        }
-        shared.watch();
+    let state = services.tools.state();
+    if let Err(e) = state.connect(STATE_CONNECT).await {
+        eprintln!(
+            "perplexity-agent: PERPLEXITY_STATE_URL: {e} (tried for {}s)",
+            STATE_CONNECT.as_secs()
+        );
+        return 4;
     }
+    state.watch();
     let mut tools = services.tools;
     let gateway = start_gateway(config).await;
     if let Some(gateway) = &gateway {

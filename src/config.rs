@@ -37,7 +37,7 @@ pub struct Config {
     pub fetch: crate::fetch::FetchConfig,
     /// The local store; `None` when no location is known (no `PERPLEXITY_STORE_PATH`,
     /// `XDG_DATA_HOME` or `HOME`): features that need it say so, nothing else changes.
-    pub store: Option<crate::store::StoreConfig>,
+    pub store: Option<crate::state::StoreConfig>,
     pub gateway: crate::gateway::GatewayConfig,
     /// `PERPLEXITY_SECRET_KEY`, which seals gateway secrets; a malformed key refuses to
     /// start (better than failing at the first secret).
@@ -670,7 +670,7 @@ fn list(raw: Option<&str>) -> impl Iterator<Item = &str> {
 /// `perplexity-agent/store.sqlite`; with the retention settings.
 fn store_config(
     env: &impl Fn(&str) -> Option<String>,
-) -> Result<Option<crate::store::StoreConfig>, ConfigError> {
+) -> Result<Option<crate::state::StoreConfig>, ConfigError> {
     let nonblank = |name: &str| env(name).filter(|v| !v.trim().is_empty());
     let path = nonblank("PERPLEXITY_STORE_PATH")
         .map(std::path::PathBuf::from)
@@ -705,7 +705,7 @@ fn store_config(
                 10_000_000,
             )? as usize),
         };
-    Ok(path.map(|path| crate::store::StoreConfig {
+    Ok(path.map(|path| crate::state::StoreConfig {
         path,
         snapshot_retention,
         max_tabs_per_space,
@@ -729,7 +729,7 @@ fn config_file(env: &impl Fn(&str) -> Option<String>) -> Option<std::path::PathB
 /// The gateway's policy and limits (`PERPLEXITY_GATEWAY_*`).
 fn gateway_config(
     env: &impl Fn(&str) -> Option<String>,
-    store: Option<&crate::store::StoreConfig>,
+    store: Option<&crate::state::StoreConfig>,
 ) -> Result<crate::gateway::GatewayConfig, ConfigError> {
     let int = |name: &'static str, default: u64, min: u64, max: u64| {
         bounded_int(name, env(name).as_deref(), default, min, max)
@@ -836,7 +836,6 @@ fn connectors_from(raw: Option<&str>) -> Result<Vec<String>, ConfigError> {
     Ok(ids)
 }
 
-/// Exactly one of the single token, the clients file and OAuth; none is an error too.
 /// One `PERPLEXITY_HTTP_ALLOWED_HOSTS` entry, as the `Host` check compares it: a host name
 /// (lower-cased) or a bracketed IPv6 address (in its one spelling). A port, a scheme or a
 /// path is refused here, since the check compares names only and such an entry would

@@ -24,22 +24,15 @@ const FLOORS: &[(&str, &[&str])] = &[
     // Prometheus metrics: the names, and a helper per event (off unless exported).
     ("telemetry", &[]),
     ("text", &[]),
-    // Controls and stores.
+    // Every piece of state behind one door: the local engine (SQLite), the shared one
+    // (Redis).
+    ("state", &["call", "files", "random", "telemetry"]),
+    // The controls every call passes.
     ("guard", &["call", "files", "random", "state", "telemetry"]),
-    ("store", &["files", "random"]),
-    // State shared by replicas (Redis), reached through `net`.
-    ("state", &["net", "store", "telemetry"]),
-    // What calls cost: the ledger (in the store) and the budgets.
+    // What calls cost: the ledger (in the local store) and the budgets.
     (
         "spend",
-        &[
-            "call",
-            "perplexity",
-            "random",
-            "state",
-            "store",
-            "telemetry",
-        ],
+        &["call", "perplexity", "random", "state", "telemetry"],
     ),
     // Egress.
     ("fetch", &["net", "text"]),
@@ -63,7 +56,6 @@ const FLOORS: &[(&str, &[&str])] = &[
             "random",
             "spend",
             "state",
-            "store",
             "telemetry",
             "text",
         ],
@@ -88,7 +80,6 @@ const FLOORS: &[(&str, &[&str])] = &[
             "perplexity",
             "spend",
             "state",
-            "store",
             "tools",
         ],
     ),
@@ -106,7 +97,6 @@ const FLOORS: &[(&str, &[&str])] = &[
             "random",
             "signals",
             "state",
-            "store",
             "telemetry",
             "text",
             "tools",
@@ -127,7 +117,6 @@ const FLOORS: &[(&str, &[&str])] = &[
             "perplexity",
             "spend",
             "state",
-            "store",
             "tools",
         ],
     ),

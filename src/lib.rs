@@ -9,7 +9,8 @@
 //!   [`text`] (untrusted-text helpers), [`demo`] (a stand-in for the Perplexity API on
 //!   loopback, for trying it without a key and for the tests).
 //! - [`guard`]: controls every call passes through (rate limit, audit, spotlighting,
-//!   budget); [`store`]: the local SQLite store (snapshots; spaces, tabs, history).
+//!   budget); [`state`]: every piece of state behind one door, with its two engines (the
+//!   local SQLite store, the replicas' Redis).
 //! - egress: [`perplexity`] (the only code that holds the API key or talks to Perplexity),
 //!   [`fetch`] (the SSRF-guarded page fetcher).
 //! - [`tools`]: the tool catalogue, shared by every front end; [`gateway`]: the policed MCP
@@ -23,7 +24,7 @@
 //! whole crate except the CLI's output module.
 //!
 //! Unit tests sit at the bottom of the file they test (`#[cfg(test)] mod tests`), or, once
-//! they outgrow it, in a `tests.rs` beside it declared the same way (`store/tests.rs`,
+//! they outgrow it, in a `tests.rs` beside it declared the same way (`state/local/tests.rs`,
 //! `tools/responses/request/tests.rs`); what a user sees is tested black-box in
 //! `tests/e2e/`.
 
@@ -49,7 +50,6 @@ pub mod random;
 pub mod signals;
 pub mod spend;
 pub mod state;
-pub mod store;
 pub mod telemetry;
 pub mod text;
 pub mod tools;

@@ -1,8 +1,8 @@
 //! Egress helpers shared by every module that connects out (`perplexity/`, `fetch/`,
-//! `gateway/`, `state/`): the one hardened HTTP client policy they all start from, and
-//! the shared state backend's client. Building an
-//! HTTP client anywhere else is refused by clippy (`clippy.toml`). Imports nothing of
-//! ours.
+//! `gateway/`): the one hardened HTTP client policy they all start from. Building an
+//! HTTP client anywhere else is refused by clippy (`clippy.toml`). The shared state
+//! engine builds its Redis client beside the rest of its Redis code (`state/shared/`),
+//! with the same rules. Imports nothing of ours.
 
 /// The policy every outbound HTTP client starts from:
 /// - ring as the TLS provider (installing it twice is harmless);
@@ -21,35 +21,6 @@ pub fn client_builder() -> reqwest::ClientBuilder {
         .no_proxy()
         .referer(false)
         .http1_only()
-}
-
-/// The shared state backend's client (`state/`), not yet connected: ring as the TLS
-/// provider for `rediss://`, whose certificate must chain to `roots` (PEM) when given,
-/// else to the system's roots; `password` (`PERPLEXITY_STATE_PASSWORD`) replaces the
-/// URL's. No proxy, as for every client here.
-pub fn state_client(
-    url: &str,
-    password: Option<&str>,
-    roots: Option<Vec<u8>>,
-) -> redis::RedisResult<redis::Client> {
-    use redis::IntoConnectionInfo;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut info = url.into_connection_info()?;
-    if let Some(password) = password {
-        let settings = info.redis_settings().clone().set_password(password);
-        info = info.set_redis_settings(settings);
-    }
-    let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
-    match roots {
-        Some(root_cert) if tls => redis::Client::build_with_tls(
-            info,
-            redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(root_cert),
-            },
-        ),
-        _ => redis::Client::open(info),
-    }
 }
 
 /// Whether a URL's host is this machine's loopback (`localhost`, 127.0.0.0/8, `::1`): the

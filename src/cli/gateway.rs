@@ -15,7 +15,7 @@ use super::output::{self, CliError, Ended, Exit};
 use crate::config::Config;
 use crate::gateway::definition::{self, NewServer, NewTransport, ServerDef, TransportDef};
 use crate::gateway::{Gateway, GatewayError, status_json};
-use crate::store::{Saved, Store};
+use crate::state::local::{Saved, Store};
 
 #[derive(Debug, Subcommand)]
 pub enum GatewayCommand {
@@ -103,7 +103,7 @@ pub async fn run(command: GatewayCommand, config: &Config) -> Ended {
     let Some(store_config) = config.store.clone() else {
         return Err(CliError::new(
             Exit::Config,
-            crate::store::StoreError::NotConfigured.to_string(),
+            crate::state::local::StoreError::NotConfigured.to_string(),
         ));
     };
     let store = match Store::open(store_config) {

@@ -749,7 +749,7 @@ async fn tasks_command(args: TasksArgs, tools: &Tools) -> Ended {
     };
     let listed = tools
         .store()
-        .with(move |s| s.tasks_of(&caller, crate::store::MAX_TASKS as usize))
+        .with(move |s| s.tasks_of(&caller, crate::state::local::MAX_TASKS as usize))
         .await;
     match listed {
         Ok(tasks) => output::tasks(&tasks, args.json),

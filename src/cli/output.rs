@@ -345,7 +345,7 @@ pub fn left_running(id: &str) {
 }
 
 /// `tasks`: one task a line (id, status, tool, run, created), or one JSON document.
-pub fn tasks(tasks: &[crate::store::TaskRecord], json: bool) -> Ended {
+pub fn tasks(tasks: &[crate::state::local::TaskRecord], json: bool) -> Ended {
     if json {
         let list: Vec<Value> = tasks
             .iter()

@@ -24,6 +24,7 @@ use serde_json::{Map, Value, json};
 
 use crate::call::{Budget, CallFacts, Caller, FrontEnd, Refusal, ToolOutput, Trace};
 use crate::random::secure_hex;
+use crate::state::{BucketSpec, State};
 use audit::{AuditLog, sha256_hex, sorted};
 use metrics::{Metrics, Outcome};
 use offload::Offload;
@@ -59,9 +60,9 @@ impl Default for GuardConfig {
 
 pub struct Guard {
     bucket: TokenBucket,
-    /// The shared backend whose buckets replace `bucket` and the callers' own, when
-    /// several replicas share one limit (`PERPLEXITY_STATE_URL`).
-    shared: Option<Arc<crate::state::Shared>>,
+    /// The door to state: with replicas it holds the buckets that replace `bucket` and
+    /// the callers' own, and the cut results every replica reads.
+    state: Arc<State>,
     replica_id: String,
     audit: Option<AuditLog>,
     metrics: Metrics,
@@ -128,7 +129,7 @@ impl Guard {
                 config.rate_burst,
                 Box::new(SystemClock),
             ),
-            shared: None,
+            state: Arc::new(State::default()),
             replica_id: config.replica_id.clone(),
             audit,
             metrics: Metrics::default(),
@@ -136,43 +137,36 @@ impl Guard {
         })
     }
 
-    /// The same guard, charging the shared backend's buckets instead of its own.
-    pub fn sharing(mut self, shared: Option<Arc<crate::state::Shared>>) -> Guard {
-        self.shared = shared;
+    /// The same guard, keeping its buckets and cut results through `state` (shared by
+    /// the replicas when that is the engine).
+    pub fn with_state(mut self, state: Arc<State>) -> Guard {
+        self.state = state;
         self
     }
 
-    /// The shared backend, if any (readiness, `doctor`).
-    pub fn shared(&self) -> Option<&Arc<crate::state::Shared>> {
-        self.shared.as_ref()
-    }
-
-    /// Charges `cost` to the caller's own bucket and the server's: all or nothing, in the
-    /// shared backend when there is one. `Err(None)`: the backend did not answer.
+    /// Charges `cost` to the caller's own bucket and the server's (with replicas, all or
+    /// nothing). `Err(None)`: state did not answer.
     async fn charge(&self, who: &Charge<'_>, cost: u32) -> Result<(), Option<Duration>> {
-        let Some(shared) = &self.shared else {
-            // Here the caller's own first, so a client over its own rate spends nothing
-            // of the server's.
-            return match who.bucket {
-                Some(own) => own
-                    .try_take_n(cost)
-                    .and_then(|()| self.bucket.try_take_n(cost)),
-                None => self.bucket.try_take_n(cost),
-            }
-            .map_err(Some);
-        };
-        let own = who.bucket.map(|own| crate::state::BucketSpec {
+        let own = who.bucket.map(|own| BucketSpec {
             owner: Some(who.caller.key()),
             per_minute: own.per_minute,
             burst: own.burst,
         });
-        let server = crate::state::BucketSpec {
+        let server = BucketSpec {
             owner: None,
             per_minute: self.bucket.per_minute,
             burst: self.bucket.burst,
         };
         let buckets: Vec<_> = own.into_iter().chain([server]).collect();
-        match shared.charge(&buckets, cost).await {
+        // In this process the caller's own first, so a client over its own rate spends
+        // nothing of the server's.
+        let here = || match who.bucket {
+            Some(own) => own
+                .try_take_n(cost)
+                .and_then(|()| self.bucket.try_take_n(cost)),
+            None => self.bucket.try_take_n(cost),
+        };
+        match self.state.charge(&buckets, cost, here).await {
             Ok(charged) => charged.map_err(Some),
             Err(_) => Err(None),
         }
@@ -304,25 +298,18 @@ impl Guard {
     pub async fn budget(&self, output: &mut ToolOutput, caller: &Caller) -> bool {
         let (cut, kept) = self.offload.cut(output);
         let Some(kept) = kept else { return cut };
-        if let Some(shared) = &self.shared {
-            let ttl = offload::TTL;
-            match shared
-                .put_offload(&kept.key, caller.key(), &kept.text, ttl)
-                .await
-            {
-                Ok(()) => return cut,
-                // Kept here instead: the key still reads through this replica.
-                Err(e) => tracing::warn!(
-                    "a cut result could not be shared ({e}); its retrieve_key works on this replica only"
-                ),
-            }
+        let shared = self
+            .state
+            .keep_cut(&kept.key, caller.key(), &kept.text, offload::TTL)
+            .await;
+        if !shared {
+            self.offload.keep(kept, caller.key());
         }
-        self.offload.keep(kept, caller.key());
         cut
     }
 
-    /// A chunk of one of the caller's offloaded results: from the shared backend when
-    /// there is one (minted on any replica), else (or when it is not there) from here.
+    /// A chunk of one of the caller's offloaded results: from state when it kept it for
+    /// every replica (minted on any), else (or when it is not there) from here.
     /// Another caller's key reads as one that never existed.
     pub async fn retrieve(
         &self,
@@ -330,9 +317,7 @@ impl Guard {
         offset: usize,
         caller: &Caller,
     ) -> Result<String, String> {
-        if let Some(shared) = &self.shared
-            && let Ok(Some(text)) = shared.offload(key, caller.key()).await
-        {
+        if let Ok(text) = self.state.cut(key, caller.key()).await {
             return self.offload.chunk(key, &text, offset);
         }
         self.offload.retrieve(key, offset, caller.key())

@@ -2,9 +2,9 @@
 //! with a visible marker and a `retrieve_key`; the full text waits in a small in-memory
 //! cache (128 entries, least recently used out, one hour at most) for the `retrieve`
 //! tool. The key is the capability: 96 random bits from the OS CSPRNG (24 lowercase hex
-//! characters), never logged. With replicas, the full text is kept in the shared backend
-//! instead (`state/offload.rs`, same hour), so a key minted on one replica reads on any;
-//! when the backend does not answer, it is kept here, readable through this replica.
+//! characters), never logged. With replicas, the state door keeps the full text for every
+//! replica instead (`State::keep_cut`, same hour), so a key minted on one replica reads on
+//! any; when it cannot, it is kept here, readable through this replica.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

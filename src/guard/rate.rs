@@ -1,7 +1,7 @@
 //! One token bucket per process, shared by every front end: a prompt storm from any
 //! client drains the same budget. Refusal is immediate (never a queue, never a wait in
-//! the read loop) and says when to retry. With a shared state backend the buckets of the
-//! same sizes live there instead (`state/buckets.rs`), one for all replicas.
+//! the read loop) and says when to retry. With replicas the state door charges buckets of
+//! the same sizes instead (`State::charge`), one for all replicas.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

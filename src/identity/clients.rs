@@ -1021,7 +1021,7 @@ impl Clients {
             // At warn though nothing is wrong: a reload changes who may call, so the
             // operator must see it at the default filter (`warn,rmcp=off`). Through
             // tracing, not eprintln: it happens while serving, like the state backend's
-            // outage and recovery (state/health.rs), so it carries the log's time and
+            // outage and recovery (state/shared/health.rs), so it carries the log's time and
             // scrubbing and PERPLEXITY_LOG governs it; eprintln is for start-up lines.
             Ok(Ok(count)) => {
                 tracing::warn!("reloaded {count} clients from {path}");

@@ -18,7 +18,7 @@
 //!   row: the ledger is keyed by run id.
 //!
 //! - With replicas (`PERPLEXITY_STATE_URL`) the sums and holds are the team's, in Redis
-//!   (`state::budgets`): one script admits against them, so replicas share one budget;
+//!   (`state/shared/budgets.rs`): one script admits against them, so replicas share one budget;
 //!   each replica's ledger still keeps the rows of the calls it served (`usage`).
 //!
 //! Touches: the store, and the shared state backend when there is one.
@@ -36,8 +36,8 @@ use serde_json::{Value, json};
 
 use crate::call::{Budget, Caller, FrontEnd};
 use crate::perplexity::meter::{Metered, MeteredKind};
-use crate::state::{Admission, BudgetCheck, CallerSpend, Shared, SpentNow, Window};
-use crate::store::{LedgerRow, SpentTotals, StoreError, StoreHandle, Tokens};
+use crate::state::local::{LedgerRow, SpentTotals, StoreError, StoreHandle, Tokens};
+use crate::state::shared::{Admission, BudgetCheck, CallerSpend, Shared, SpentNow, Window};
 use money::Micros;
 pub use money::parse as parse_amount;
 pub use window::BudgetZone;

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::money::Micros;
-use crate::store::Tokens;
+use crate::state::local::Tokens;
 
 /// When the published prices below were read.
 pub const PRICES_AS_OF: &str = "2026-10-07";

@@ -1,343 +1,173 @@
-//! State shared by the replicas of one `serve --http` deployment, in Redis (or a
-//! Redis-compatible server such as Valkey) at `PERPLEXITY_STATE_URL`. Without it nothing
-//! here exists and every piece of state stays in the process and its SQLite store, as
-//! for one process.
+//! Every piece of state a call makes or reads, behind one door ([`State`]) with two
+//! engines, chosen once by the composition root from configuration:
 //!
-//! Redis is the engine: no replication, gossip or consensus of ours. Each operation is one
-//! round trip (a Lua script where it must be atomic), bounded by
-//! `PERPLEXITY_STATE_TIMEOUT_MS`, so an outage costs a caller that long and no more.
-//! What fails when the backend is unreachable is decided per item, next to the item (and
-//! in SECURITY.md, "Scale-out"): billable calls fail closed.
+//! - local (`local/`): this process and its SQLite store, the default;
+//! - shared (`shared/`): Redis at `PERPLEXITY_STATE_URL`, for the replicas of one
+//!   deployment, so what one replica keeps every other reads.
 //!
-//! Every key sits under `PERPLEXITY_STATE_PREFIX`, names its record version (`…:v1:…`,
-//! so a rolling upgrade can read the previous version's records), and carries a TTL.
+//! Consumers ask the door and never learn which engine answered; what each operation does
+//! when its engine does not answer is decided here, once, and said in [`StateError`].
+//! The store also holds what only one machine has — the TUI's spaces, tabs and history,
+//! the spend ledger, gateway definitions — which stays local whichever engine serves the
+//! rest ([`State::store`]).
 //!
-//! Touches: one TCP (or TLS) connection to the backend, made through `net`.
+//! Touches: the store file; with the shared engine, one connection to its backend.
 
-mod buckets;
-mod budgets;
-pub use buckets::BucketSpec;
-pub use budgets::{Admission, BudgetCheck, CallerSpend, SpentNow, Window};
-mod health;
-mod offload;
+mod limits;
+pub mod local;
 mod runs;
-mod snapshots;
+pub mod shared;
 mod tasks;
-pub use tasks::Adoptable;
 
-pub use health::Health;
+pub use local::{StoreConfig, TaskRecord, TaskUpdate};
+pub use shared::{
+    BucketSpec, DEFAULT_LEASE, DEFAULT_PREFIX, DEFAULT_TIMEOUT, StateConfig, check_url,
+};
 
-use std::path::PathBuf;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use secrecy::{ExposeSecret, SecretString};
+use local::{Store, StoreError, StoreHandle};
+use shared::{BackendError, Shared};
 
-/// How long one operation may take by default (`PERPLEXITY_STATE_TIMEOUT_MS`).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
-/// How long a replica's claim on a task lasts unless renewed (`PERPLEXITY_STATE_LEASE_MS`):
-/// after a replica dies, its tasks wait this long before another adopts them.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
-/// The key prefix by default (`PERPLEXITY_STATE_PREFIX`).
-pub const DEFAULT_PREFIX: &str = "perplexity-agent:";
-
-/// Where the shared state lives.
-#[derive(Clone)]
-pub struct StateConfig {
-    /// `redis://` or `rediss://` URL; may carry a user and password, so it is a secret.
-    pub url: SecretString,
-    /// `PERPLEXITY_STATE_PASSWORD`: overrides the URL's password.
-    pub password: Option<SecretString>,
-    pub prefix: String,
-    pub timeout: Duration,
-    pub lease: Duration,
-    /// `PERPLEXITY_REPLICA_ID`: whose a task's lease is.
-    pub replica: String,
-    /// `PERPLEXITY_STATE_CA_FILE`: the PEM roots a `rediss://` server's certificate must
-    /// chain to (else the system's).
-    pub ca_file: Option<PathBuf>,
-}
-
-impl std::fmt::Debug for StateConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StateConfig")
-            .field("prefix", &self.prefix)
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Checks a `PERPLEXITY_STATE_URL` without connecting: the scheme, a host. The message
-/// never repeats the URL (it may hold a password).
-pub fn check_url(url: &str) -> Result<(), String> {
-    let parsed = url::Url::parse(url).map_err(|_| {
-        "is not a URL; write redis://[user:password@]host:port[/db] or rediss://… for TLS"
-            .to_owned()
-    })?;
-    if !matches!(parsed.scheme(), "redis" | "rediss") {
-        return Err(format!(
-            "scheme {} is not supported; use redis:// or rediss:// (TLS)",
-            parsed.scheme()
-        ));
-    }
-    if parsed.host().is_none() {
-        return Err("names no host".to_owned());
-    }
-    Ok(())
-}
-
-/// Why an operation on the shared state did not complete. Its text is ours: never the
-/// URL, a password, or a record.
+/// Why the door did not do what was asked. Callers tell these apart; the text of
+/// [`StateError::Unavailable`] is the engine's own, in our words (never a URL or a record).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateError {
-    /// No answer within the operation's deadline.
-    Timeout,
-    /// The server refused our credentials (`WRONGPASS`, `NOPERM`, `NOAUTH`).
-    Auth,
-    /// TLS failed: most often a certificate that does not chain to our roots.
-    Tls,
-    /// No connection (refused, reset).
-    Unreachable,
-    /// The server answered something we cannot use (a script error, a read-only replica).
-    Answer(String),
+    /// Nothing is kept under that name — or it is another caller's, which reads the same,
+    /// so a caller cannot tell that someone else's exists.
+    NotFound,
+    /// The engine did not answer or failed. Whatever is billable or owned fails closed.
+    Unavailable(String),
+    /// The record is there but not in a state that allows this (a task already ended,
+    /// a lease another replica holds).
+    Conflict,
 }
 
 impl std::fmt::Display for StateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StateError::Timeout => write!(f, "the state backend did not answer in time"),
-            StateError::Auth => write!(
-                f,
-                "the state backend refused our credentials (check the user and password in PERPLEXITY_STATE_URL or PERPLEXITY_STATE_PASSWORD, and the ACL user's permissions)"
-            ),
-            StateError::Tls => write!(
-                f,
-                "TLS with the state backend failed (is its certificate for this host name? For a private CA, set PERPLEXITY_STATE_CA_FILE)"
-            ),
-            StateError::Unreachable => write!(f, "the state backend is unreachable"),
-            StateError::Answer(what) => write!(f, "the state backend answered: {what}"),
+            StateError::NotFound => f.write_str("not found"),
+            StateError::Unavailable(why) => f.write_str(why),
+            StateError::Conflict => f.write_str("changed by someone else first"),
         }
     }
 }
 
-impl From<redis::RedisError> for StateError {
-    fn from(e: redis::RedisError) -> Self {
-        use redis::ErrorKind;
-        let code = e.code().unwrap_or_default();
-        if matches!(e.kind(), ErrorKind::AuthenticationFailed)
-            || matches!(code, "WRONGPASS" | "NOPERM" | "NOAUTH")
-        {
-            return StateError::Auth;
-        }
-        if is_tls(&e) {
-            return StateError::Tls;
-        }
-        if e.is_timeout() {
-            return StateError::Timeout;
-        }
-        if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
-            return StateError::Unreachable;
-        }
-        // The server's error code only (`READONLY`, `ERR`…): its message could quote a
-        // key or an argument.
-        match code {
-            "" => StateError::Answer(format!("{:?}", e.kind())),
-            code => StateError::Answer(code.to_owned()),
-        }
+impl std::error::Error for StateError {}
+
+impl From<StoreError> for StateError {
+    fn from(e: StoreError) -> Self {
+        StateError::Unavailable(e.to_string())
     }
 }
 
-/// Whether a rustls error is behind `e`: redis keeps an I/O error as an
-/// `Arc<dyn Error>`, and tokio-rustls wraps rustls's error in that `io::Error`.
-fn is_tls(e: &redis::RedisError) -> bool {
-    type Shared = Arc<dyn std::error::Error + Send + Sync>;
-    let rustls = |error: &(dyn std::error::Error + 'static)| {
-        error.downcast_ref::<rustls::Error>().is_some()
-            || error.downcast_ref::<std::io::Error>().is_some_and(|io| {
-                io.get_ref()
-                    .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
-            })
-    };
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(error) = source {
-        let inner: &(dyn std::error::Error + 'static) = match error.downcast_ref::<Shared>() {
-            Some(shared) => shared.as_ref(),
-            None => error,
+impl From<BackendError> for StateError {
+    fn from(e: BackendError) -> Self {
+        StateError::Unavailable(e.to_string())
+    }
+}
+
+/// The door to state. Cheap to share (`Arc`); every consumer holds the same one.
+pub struct State {
+    /// The local store: the local engine's file, and what stays local under either engine.
+    store: Arc<StoreHandle>,
+    engine: Engine,
+}
+
+enum Engine {
+    Local,
+    Shared(Arc<Shared>),
+}
+
+/// The local engine without a store file: what a guard or tools built without the
+/// composition root (tests, benches) use.
+impl Default for State {
+    fn default() -> Self {
+        State::local(Arc::new(StoreHandle::new(None)))
+    }
+}
+
+impl State {
+    /// The engine configuration asks for: shared when a backend is configured, else local.
+    /// Fails on a backend URL or CA file that cannot be used (nothing is connected yet).
+    pub fn open(store: Option<StoreConfig>, shared: Option<&StateConfig>) -> Result<State, String> {
+        let engine = match shared {
+            None => Engine::Local,
+            Some(config) => Engine::Shared(Arc::new(Shared::open(config)?)),
         };
-        if rustls(inner) {
-            return true;
-        }
-        source = error.source();
-    }
-    false
-}
-
-/// The shared state: one connection manager (it reconnects by itself), the key prefix and
-/// the per-operation deadline.
-pub struct Shared {
-    conn: ConnectionManager,
-    /// For the subscriber's own connection (a subscribed connection carries nothing else).
-    client: redis::Client,
-    replica: String,
-    lease: Duration,
-    prefix: String,
-    timeout: Duration,
-    health: Arc<Health>,
-}
-
-impl Shared {
-    /// Builds the client without connecting (the first operation connects). Fails on a
-    /// URL or CA file that cannot be used (the URL's form was checked with the config).
-    pub fn open(config: &StateConfig) -> Result<Shared, String> {
-        let roots = match &config.ca_file {
-            None => None,
-            Some(path) => Some(std::fs::read(path).map_err(|e| {
-                format!(
-                    "PERPLEXITY_STATE_CA_FILE: cannot read {}: {}",
-                    path.display(),
-                    e.kind()
-                )
-            })?),
-        };
-        let client = crate::net::state_client(
-            config.url.expose_secret(),
-            config.password.as_ref().map(|p| p.expose_secret()),
-            roots,
-        )
-        .map_err(|_| "PERPLEXITY_STATE_URL cannot be used (check its host, port and, for rediss://, PERPLEXITY_STATE_CA_FILE)".to_owned())?;
-        // The manager retries a lost connection in the background; each operation still
-        // gives up at its own deadline, so a caller never waits for a reconnect.
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.timeout.max(Duration::from_millis(50))))
-            .set_response_timeout(Some(config.timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let conn =
-            ConnectionManager::new_lazy_with_config(client.clone(), manager).map_err(|e| {
-                format!(
-                    "PERPLEXITY_STATE_URL cannot be used: {}",
-                    StateError::from(e)
-                )
-            })?;
-        Ok(Shared {
-            conn,
-            client,
-            replica: config.replica.clone(),
-            lease: config.lease,
-            prefix: config.prefix.clone(),
-            timeout: config.timeout,
-            health: Arc::new(Health::default()),
+        Ok(State {
+            store: Arc::new(StoreHandle::new(store)),
+            engine,
         })
     }
 
-    /// A key under the prefix: `{prefix}{kind}:v{version}:{rest}`.
-    fn key(&self, kind: &str, version: u32, rest: &str) -> String {
-        format!("{}{kind}:v{version}:{rest}", self.prefix)
+    /// The local engine over `store` (tests, tools that never share).
+    pub fn local(store: Arc<StoreHandle>) -> State {
+        State {
+            store,
+            engine: Engine::Local,
+        }
     }
 
-    /// Runs one operation inside the deadline, and tells the health record how it went.
-    async fn run<T>(
-        &self,
-        op: impl std::future::Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, StateError> {
-        let result = match tokio::time::timeout(self.timeout, op).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(StateError::from(e)),
-            Err(_) => Err(StateError::Timeout),
-        };
-        self.health.saw(result.as_ref().err());
-        result
+    /// The local store, for what stays on this machine under either engine (the ledger,
+    /// the TUI's spaces, gateway definitions).
+    pub fn store(&self) -> &Arc<StoreHandle> {
+        &self.store
     }
 
-    /// One `GET`: the string at `key`, if any.
-    async fn get(&self, key: String) -> Result<Option<String>, StateError> {
-        let mut conn = self.conn.clone();
-        self.run(async move {
-            redis::cmd("GET")
-                .arg(key)
-                .query_async::<Option<String>>(&mut conn)
-                .await
-        })
-        .await
+    /// The shared backend's handle, for what is not yet behind the door (the replicas'
+    /// budgets).
+    pub fn backend(&self) -> Option<Arc<Shared>> {
+        match &self.engine {
+            Engine::Local => None,
+            Engine::Shared(shared) => Some(shared.clone()),
+        }
     }
 
-    /// One `PING`.
-    pub async fn ping(&self) -> Result<(), StateError> {
-        let mut conn = self.conn.clone();
-        self.run(async move { redis::cmd("PING").query_async::<String>(&mut conn).await })
-            .await
-            .map(drop)
-    }
-
-    /// At start-up: the backend answers and accepts our credentials, within `within`
-    /// (several tries: a Redis that is still starting is not an error yet).
+    /// At start-up (and for `doctor`): the engine answers and accepts our credentials
+    /// within `within`. Nothing to do locally: the store is opened by the first call that
+    /// needs it, so a broken one fails only those calls.
     pub async fn connect(&self, within: Duration) -> Result<(), StateError> {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            match self.ping().await {
-                Ok(()) => return Ok(()),
-                // Credentials do not get better by retrying.
-                Err(e @ (StateError::Auth | StateError::Tls)) => return Err(e),
-                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
+        match &self.engine {
+            Engine::Shared(shared) => Ok(shared.connect(within).await?),
+            Engine::Local => Ok(()),
         }
     }
 
-    /// Whether the backend answered its last operation (readiness, `doctor`, metrics).
-    pub fn health(&self) -> &Arc<Health> {
-        &self.health
+    /// For as long as the process serves: an outage of the engine (and its end) is seen,
+    /// logged and reported to `/readyz` even while no call comes in.
+    pub fn watch(&self) {
+        if let Engine::Shared(shared) = &self.engine {
+            shared.watch();
+        }
     }
 
-    /// Pings every second for as long as the process serves, so an outage (and the
-    /// recovery) is seen, logged and reported to `/readyz` even while no call comes in.
-    pub fn watch(self: &Arc<Self>) {
-        let shared = self.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let _ = shared.ping().await;
-            }
-        });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_are_checked_without_being_repeated() {
-        assert!(check_url("redis://127.0.0.1:6379").is_ok());
-        assert!(check_url("rediss://agent:pw@cache.internal:6380/2").is_ok());
-        let wrong = check_url("http://user:hunter2@cache:6379").unwrap_err();
-        assert!(
-            wrong.contains("redis://") && !wrong.contains("hunter2"),
-            "{wrong}"
-        );
-        let garbage = check_url("hunter2").unwrap_err();
-        assert!(!garbage.contains("hunter2"), "{garbage}");
+    /// One operation under whichever engine is in use: `shared` with the backend, else
+    /// `local` on the store's blocking pool (SQLite blocks, the runtime's workers must
+    /// not). Either engine's failure is [`StateError::Unavailable`].
+    async fn either<'a, T, F>(
+        &'a self,
+        shared: impl FnOnce(&'a Shared) -> F,
+        local: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StateError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, BackendError>>,
+    {
+        match &self.engine {
+            Engine::Shared(backend) => Ok(shared(backend).await?),
+            Engine::Local => Ok(self.store.with(local).await?),
+        }
     }
 
-    #[test]
-    fn keys_are_prefixed_and_versioned() {
-        let config = StateConfig {
-            url: SecretString::from("redis://127.0.0.1:1"),
-            password: None,
-            prefix: "team-a:".to_owned(),
-            timeout: DEFAULT_TIMEOUT,
-            lease: DEFAULT_LEASE,
-            replica: "r0".to_owned(),
-            ca_file: None,
-        };
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let shared = rt.block_on(async { Shared::open(&config) }).unwrap();
-        assert_eq!(shared.key("rate", 1, "server"), "team-a:rate:v1:server");
+    /// Whether the engine answered its last operation, when that can change (`/readyz`,
+    /// `/metrics`): `None` for the local engine, which has no outage to report.
+    pub fn up(&self) -> Option<bool> {
+        match &self.engine {
+            Engine::Local => None,
+            Engine::Shared(shared) => Some(shared.health().is_up()),
+        }
     }
 }

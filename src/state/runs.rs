@@ -1,39 +1,69 @@
-//! Whose research run is whose, for every replica: `run:v1:owner:<run id>` holds the
-//! caller key of the named client or token subject that started the run (the first
-//! binding stands), so a run started through one replica is its caller's — and only its
-//! caller's — through all of them. Each binding expires after [`KEPT`]: Perplexity does
-//! not keep runs longer.
+//! A research run's state: whose it is (its owner's caller key, the first binding stands)
+//! and the settled response kept for `responses_retrieve` and continuations.
 
-use std::time::Duration;
+use serde_json::Value;
 
-use super::{Shared, StateError};
+use super::{Engine, State, StateError};
 
-/// How long a binding is kept.
-const KEPT: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+/// Snapshots kept when no store location gives a retention.
+const DEFAULT_KEEP: usize = 100;
 
-impl Shared {
-    /// Binds a run to the caller that started it, unless it is bound already.
+impl State {
+    /// Binds a run to the caller key that started it, unless it is bound already.
     pub async fn bind_run(&self, run_id: &str, caller: &str) -> Result<(), StateError> {
-        let key = self.key("run", 1, &format!("owner:{run_id}"));
-        let caller = caller.to_owned();
-        let mut conn = self.conn.clone();
-        self.run(async move {
-            redis::cmd("SET")
-                .arg(key)
-                .arg(caller)
-                .arg("NX")
-                .arg("EX")
-                .arg(KEPT.as_secs())
-                .query_async::<Option<String>>(&mut conn)
-                .await
-        })
+        let (run, key) = (run_id.to_owned(), caller.to_owned());
+        self.either(
+            |shared| shared.bind_run(run_id, caller),
+            move |s| s.bind_run(&run, &key),
+        )
         .await
-        .map(drop)
     }
 
-    /// The caller a run is bound to, if any.
-    pub async fn run_owner(&self, run_id: &str) -> Result<Option<String>, StateError> {
-        self.get(self.key("run", 1, &format!("owner:{run_id}")))
-            .await
+    /// The caller key a run is bound to; [`StateError::NotFound`] when it is bound to none.
+    pub async fn run_owner(&self, run_id: &str) -> Result<String, StateError> {
+        let run = run_id.to_owned();
+        self.either(
+            |shared| shared.run_owner(run_id),
+            move |s| s.run_owner(&run),
+        )
+        .await?
+        .ok_or(StateError::NotFound)
+    }
+
+    /// Keeps a settled response, replacing an earlier one of the same run; the oldest
+    /// beyond the store's retention go in the same step.
+    pub async fn put_snapshot(&self, response_id: &str, body: &Value) -> Result<(), StateError> {
+        // Each engine takes the body in its own form: text for Redis, a value for SQLite.
+        match &self.engine {
+            Engine::Shared(shared) => {
+                let keep = self
+                    .store
+                    .config()
+                    .map_or(DEFAULT_KEEP, |c| c.snapshot_retention);
+                Ok(shared
+                    .put_snapshot(response_id, &body.to_string(), keep)
+                    .await?)
+            }
+            Engine::Local => {
+                let (id, body) = (response_id.to_owned(), body.clone());
+                self.store.with(move |s| s.put_snapshot(&id, &body)).await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// The kept body of a response; [`StateError::NotFound`] when none is kept (or what
+    /// the shared engine keeps no longer reads as JSON).
+    pub async fn snapshot(&self, response_id: &str) -> Result<Value, StateError> {
+        let id = response_id.to_owned();
+        self.either(
+            |shared| async move {
+                let text = shared.snapshot(response_id).await?;
+                Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+            },
+            move |s| Ok(s.snapshot_of_response(&id)?.map(|snap| snap.body)),
+        )
+        .await?
+        .ok_or(StateError::NotFound)
     }
 }

@@ -33,7 +33,8 @@ use crate::gateway::Gateway;
 use crate::guard::Guard;
 use crate::perplexity::PerplexityClient;
 use crate::spend::Spend;
-use crate::store::StoreHandle;
+use crate::state::State;
+use crate::state::local::StoreHandle;
 use calls::Call;
 pub use calls::{CallContext, Outcome, RunIds};
 pub use catalogue::ToolSelection;
@@ -66,6 +67,7 @@ pub struct Tools {
     fetcher: Arc<Fetcher>,
     guard: Arc<Guard>,
     store: Arc<StoreHandle>,
+    state: Arc<State>,
     gateway: Option<Arc<Gateway>>,
     /// Connector ids `responses_create` may name (`PERPLEXITY_ALLOWED_CONNECTORS`).
     connectors: Arc<[String]>,
@@ -92,7 +94,8 @@ pub struct Parts {
     pub client: Arc<PerplexityClient>,
     pub fetcher: Arc<Fetcher>,
     pub guard: Arc<Guard>,
-    pub store: Arc<StoreHandle>,
+    /// The door to state (its local store is the TUI's and the ledger's).
+    pub state: Arc<State>,
     pub spend: Arc<Spend>,
 }
 
@@ -111,19 +114,13 @@ impl Tools {
             client,
             fetcher,
             guard,
-            store,
+            state,
             spend,
         } = parts;
+        let store = state.store().clone();
         let obligations = Obligations::default();
-        let snapshots = Arc::new(responses::snapshots::Snapshots::new(
-            store.clone(),
-            guard.shared().cloned(),
-        ));
-        let run_owners = Arc::new(owners::RunOwners::new(
-            store.clone(),
-            guard.shared().cloned(),
-            obligations.clone(),
-        ));
+        let snapshots = Arc::new(responses::snapshots::Snapshots::new(state.clone()));
+        let run_owners = Arc::new(owners::RunOwners::new(state.clone(), obligations.clone()));
         Tools {
             client,
             fetcher,
@@ -131,6 +128,7 @@ impl Tools {
             run_owners,
             snapshots,
             store,
+            state,
             spend,
             gateway: None,
             connectors: Arc::from([]),
@@ -208,6 +206,11 @@ impl Tools {
 
     pub fn store(&self) -> &Arc<StoreHandle> {
         &self.store
+    }
+
+    /// The door to state, for the front ends' own records (MCP tasks).
+    pub fn state(&self) -> &Arc<State> {
+        &self.state
     }
 
     /// The spend ledger and budgets (the TUI shows today's spend).

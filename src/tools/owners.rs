@@ -5,27 +5,25 @@
 //! would answer any run the server's one API key can reach). Operators (the local user,
 //! the single-token tenant) hold or share that key and are not limited.
 //!
-//! Bindings live in memory (the newest [`MEMORY`]) and in the store's `run_owners`
-//! table — or, with replicas, in the shared backend (`state/runs.rs`), so a run started
-//! through one replica is its caller's through every other — written before the call's
-//! answer can name the run, so they survive restarts. A shared backend that does not
-//! answer hides the run (fails closed): "not found", never another caller's run.
+//! Bindings live in memory (the newest [`MEMORY`]) and behind the state door (the store's
+//! `run_owners` table, or with replicas the shared backend, so a run started through one
+//! replica is its caller's through every other) — written before the call's answer can
+//! name the run, so they survive restarts. State that does not answer hides the run
+//! (fails closed): "not found", never another caller's run.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::call::Caller;
 use crate::drain::Obligations;
-use crate::state::Shared;
-use crate::store::StoreHandle;
+use crate::state::State;
 
 /// Bindings held in memory; older ones are read from the store.
 const MEMORY: usize = 10_000;
 
 pub struct RunOwners {
     memory: Mutex<Recent>,
-    store: Arc<StoreHandle>,
-    shared: Option<Arc<Shared>>,
+    state: Arc<State>,
     obligations: Obligations,
 }
 
@@ -36,15 +34,10 @@ struct Recent {
 }
 
 impl RunOwners {
-    pub fn new(
-        store: Arc<StoreHandle>,
-        shared: Option<Arc<Shared>>,
-        obligations: Obligations,
-    ) -> Self {
+    pub fn new(state: Arc<State>, obligations: Obligations) -> Self {
         RunOwners {
             memory: Mutex::new(Recent::default()),
-            store,
-            shared,
+            state,
             obligations,
         }
     }
@@ -69,23 +62,15 @@ impl RunOwners {
                 }
             }
         }
-        let (store, shared, run, key) = (
-            self.store.clone(),
-            self.shared.clone(),
+        let (state, run, key) = (
+            self.state.clone(),
             run_id.to_owned(),
             caller.key().to_owned(),
         );
         // A promise exit waits for: the binding must outlive this process, or the run
         // would be lost to its own caller after a restart.
         self.obligations.spawn(async move {
-            let stored = match shared {
-                Some(shared) => shared.bind_run(&run, &key).await.map_err(|e| e.to_string()),
-                None => store
-                    .with(move |s| s.bind_run(&run, &key))
-                    .await
-                    .map_err(|e| e.to_string()),
-            };
-            if let Err(e) = stored {
+            if let Err(e) = state.bind_run(&run, &key).await {
                 tracing::warn!("a research run's owner could not be stored ({e}); after a restart its caller will not find it");
             }
         });
@@ -101,19 +86,10 @@ impl RunOwners {
             .lock()
             .ok()
             .and_then(|recent| recent.owner.get(run_id).cloned());
+        // Not found and unavailable alike hide the run.
         let owner = match remembered {
             Some(owner) => Some(owner),
-            None => match &self.shared {
-                Some(shared) => shared.run_owner(run_id).await.ok().flatten(),
-                None => {
-                    let run = run_id.to_owned();
-                    self.store
-                        .with(move |s| s.run_owner(&run))
-                        .await
-                        .ok()
-                        .flatten()
-                }
-            },
+            None => self.state.run_owner(run_id).await.ok(),
         };
         owner.as_deref() == Some(caller.key())
     }
@@ -122,12 +98,12 @@ impl RunOwners {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::local::StoreHandle;
 
     #[tokio::test]
     async fn a_run_is_its_creators_and_operators_see_every_run() {
         let owners = RunOwners::new(
-            Arc::new(StoreHandle::new(None)),
-            None,
+            Arc::new(State::local(Arc::new(StoreHandle::new(None)))),
             Obligations::default(),
         );
         let (alice, bob) = (Caller::client("alice", "t0"), Caller::client("bob", "t0"));
@@ -160,7 +136,7 @@ mod tests {
     async fn bindings_outlive_the_process_in_the_store() {
         let dir =
             std::env::temp_dir().join(format!("pa-owners-{}", crate::random::secure_hex::<8>()));
-        let config = crate::store::StoreConfig {
+        let config = crate::state::StoreConfig {
             path: dir.join("store.sqlite"),
             snapshot_retention: 10,
             max_tabs_per_space: 3,
@@ -170,16 +146,16 @@ mod tests {
         let alice = Caller::subject("https://issuer.example", "alice");
         {
             let owners = RunOwners::new(
-                Arc::new(StoreHandle::new(Some(config.clone()))),
-                None,
+                Arc::new(State::local(Arc::new(StoreHandle::new(Some(
+                    config.clone(),
+                ))))),
                 obligations.clone(),
             );
             owners.bind("resp_a", &alice);
             assert!(obligations.settle(std::time::Duration::from_secs(10)).await);
         }
         let fresh = RunOwners::new(
-            Arc::new(StoreHandle::new(Some(config))),
-            None,
+            Arc::new(State::local(Arc::new(StoreHandle::new(Some(config))))),
             Obligations::default(),
         );
         assert!(fresh.visible("resp_a", &alice).await);

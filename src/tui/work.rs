@@ -21,7 +21,7 @@ use crate::config::DEFAULT_CLI_TIMEOUT_SECONDS;
 use crate::drain::{CREATE_ANSWER_GRACE, PROMISES_WITHIN};
 use crate::perplexity::search::SearchHit;
 use crate::perplexity::wait::ProgressSink;
-use crate::store::StoreHandle;
+use crate::state::local::StoreHandle;
 use crate::text::cap_chars;
 use crate::tools::research::{ResearchOutcome, render_outcome};
 use crate::tools::{CallContext, Done, Outcome, Tools, render};

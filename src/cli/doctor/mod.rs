@@ -24,7 +24,7 @@ use super::output::{self, Ended, Exit};
 use crate::config::{Config, wait_seconds_from};
 use crate::gateway::definition::{self, ServerDef, TransportDef};
 use crate::perplexity::config::PERPLEXITY_BASE;
-use crate::store::Store;
+use crate::state::local::Store;
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
@@ -338,7 +338,8 @@ fn configuration(config: &Config) -> Check {
 async fn state_check(config: &Config) -> Option<Check> {
     const NAME: &str = "Shared state";
     let state = config.state.as_ref()?;
-    let shared = match crate::state::Shared::open(state) {
+    // The shared engine alone: the store has its own checks.
+    let shared = match crate::state::State::open(None, Some(state)) {
         Ok(shared) => shared,
         Err(problem) => return Some(Check::new(Status::Fail, NAME, problem)),
     };

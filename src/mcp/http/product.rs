@@ -31,8 +31,8 @@ impl Handler for Product {
             snapshot["tasks"]["in_flight"].as_i64().unwrap_or(0),
             tools.spend().runs_pending(),
         );
-        if let Some(shared) = tools.guard().shared() {
-            crate::telemetry::state_up(shared.health().is_up());
+        if let Some(up) = tools.state().up() {
+            crate::telemetry::state_up(up);
         }
     }
 
@@ -40,10 +40,7 @@ impl Handler for Product {
     /// closed: a load balancer then sends callers to a replica that can serve them.
     fn ready(&self) -> bool {
         let tools = self.dispatcher.tools();
-        let state_up = tools
-            .guard()
-            .shared()
-            .is_none_or(|shared| shared.health().is_up());
+        let state_up = tools.state().up().unwrap_or(true);
         state_up && !tools.client().circuit_open()
     }
 

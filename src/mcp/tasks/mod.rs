@@ -13,15 +13,11 @@
 //!   `responses_retrieve`); one that has no run to resume from (`deep_research` in its
 //!   local stages, or a restart before the run existed) fails with a message, never stays
 //!   `working`.
-//! - With replicas (`PERPLEXITY_STATE_URL`) the records are shared (`book.rs`): a task is
+//! - With replicas (`PERPLEXITY_STATE_URL`) the records are shared (the state door): a task is
 //!   read and finished through any replica. The replica running a task holds its lease
 //!   and renews it; when a replica dies, its leases lapse and each of its tasks is adopted
 //!   by exactly one other (the sweep), which collects the run as the task's caller. Ends
 //!   are published, so a subscription on another replica hears of them at once.
-
-mod book;
-
-use book::Book;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,7 +35,7 @@ use crate::guard::Charge;
 use crate::identity::Identity;
 use crate::perplexity::agent::CancelOutcome;
 use crate::perplexity::wait::RunIdSink;
-use crate::store::{TaskRecord, TaskUpdate};
+use crate::state::{StateError, TaskRecord, TaskUpdate};
 use crate::tools::{Admitted, CallContext, Outcome, RunIds, Tools};
 
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -239,7 +235,7 @@ impl TaskDesk {
             updated_ms: now,
             ttl_ms: mode.ttl_ms,
         };
-        if let Err(e) = Book::of(&tools).put(&record, caller).await {
+        if let Err(e) = tools.state().put_task(&record, caller).await {
             // No durable record, no task: the call is answered as if tasks were not
             // declared, rather than handing out a handle that may not resolve.
             tracing::warn!("cannot record a task, answering the call directly: {e}");
@@ -456,8 +452,9 @@ impl TaskDesk {
             ),
         };
         // One more than a page says whether there is a next one.
-        let rows = Book::of(tools)
-            .page(caller.key(), before, PAGE + 1)
+        let rows = tools
+            .state()
+            .tasks_page(caller.key(), before, PAGE + 1)
             .await
             .map_err(store_unavailable)?;
         // A task whose tool this caller may no longer call is left out (the page may be
@@ -598,16 +595,13 @@ impl TaskDesk {
         id: &str,
         caller: &Caller,
     ) -> Result<TaskRecord, RpcError> {
-        let record = Book::of(tools)
-            .task(id, caller.key())
-            .await
-            .map_err(store_unavailable)?;
-        match record {
-            Some(r) if !r.expired(now_ms()) => Ok(r),
-            Some(_) => Err(unknown("This task has expired.")),
-            None => Err(unknown(
+        match tools.state().task(id, caller.key()).await {
+            Ok(r) if !r.expired(now_ms()) => Ok(r),
+            Ok(_) => Err(unknown("This task has expired.")),
+            Err(StateError::NotFound) => Err(unknown(
                 "Unknown task (wrong id, another caller's task, or expired).",
             )),
+            Err(e) => Err(store_unavailable(e)),
         }
     }
 
@@ -622,7 +616,7 @@ impl TaskDesk {
             return record;
         }
         // Another replica holds it (it runs, or is about to adopt it).
-        if !Book::of(tools).claim(&record.id).await {
+        if tools.state().claim_task(&record.id).await.is_err() {
             return record;
         }
         self.adopt(tools, record, caller).await
@@ -645,7 +639,7 @@ impl TaskDesk {
             };
             let id = record.id.clone();
             let ended = self.apply(tools, record, caller, failure(message)).await;
-            Book::of(tools).release(&id).await;
+            release(tools, &id).await;
             return ended;
         };
         let cancel = CancellationToken::new();
@@ -675,21 +669,22 @@ impl TaskDesk {
     /// With replicas: renews the leases of the tasks this replica runs (a lease lost
     /// while the backend was away, and taken by another replica, ends the local wait:
     /// one collector per task), adopts the tasks of replicas that died, and wakes the
-    /// waits for a task's end whenever one ends anywhere. Without a shared backend,
+    /// waits for a task's end whenever one ends anywhere. Without leases (one process),
     /// nothing: one process has nobody to share with.
     pub fn share(self: &Arc<Self>, tools: &Arc<Tools>) {
-        let Some(shared) = tools.guard().shared().cloned() else {
+        let state = tools.state().clone();
+        let Some(lease) = state.lease() else {
             return;
         };
         let woken = Arc::downgrade(self);
-        shared.on_task_end(move || {
+        state.on_task_end(move || {
             if let Some(desk) = woken.upgrade() {
                 desk.ended.notify_waiters();
             }
         });
         let (desk, tools) = (Arc::downgrade(self), Arc::downgrade(tools));
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(shared.lease() / 3);
+            let mut tick = tokio::time::interval(lease / 3);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
@@ -701,7 +696,7 @@ impl TaskDesk {
                     .lock()
                     .map(|l| l.keys().cloned().collect())
                     .unwrap_or_default();
-                if let Ok(kept) = shared.renew_tasks(&ids).await {
+                if let Ok(kept) = state.renew_tasks(&ids).await {
                     for (id, kept) in ids.iter().zip(kept) {
                         if !kept && let Some(live) = desk.live_task(id) {
                             tracing::warn!(
@@ -711,21 +706,15 @@ impl TaskDesk {
                         }
                     }
                 }
-                let Ok(orphans) = shared.adopt_orphans().await else {
+                let Ok(orphans) = state.adopt_orphans().await else {
                     continue;
                 };
-                for orphan in orphans {
-                    let caller = Caller::restored(
-                        orphan.record.caller.clone(),
-                        orphan.name,
-                        orphan.issuer,
-                        orphan.operator,
-                    );
+                for (record, caller) in orphans {
                     tracing::info!(
                         "adopted task {} from a replica that stopped renewing it",
-                        orphan.record.id
+                        record.id
                     );
-                    desk.adopt(&tools, orphan.record, &caller).await;
+                    desk.adopt(&tools, record, &caller).await;
                 }
             }
         });
@@ -782,10 +771,12 @@ impl TaskDesk {
         caller: &Caller,
         update: TaskUpdate,
     ) -> bool {
-        let changed = Book::of(tools)
-            .update(id, caller.key(), &update)
+        // Ended already (a conflict) or not answered: nothing changed here.
+        let changed = tools
+            .state()
+            .update_task(id, caller.key(), &update)
             .await
-            .unwrap_or(false);
+            .is_ok();
         if changed && let Some(status) = &update.status {
             tools.guard().counters().task_settled(status);
             self.ended.notify_waiters();
@@ -834,7 +825,7 @@ impl TaskDesk {
     /// The local wait for a task ended: its lease goes first (another replica may adopt
     /// a task left `working` at once), then it is no longer live here.
     async fn done_here(&self, tools: &Arc<Tools>, id: &str) {
-        Book::of(tools).release(id).await;
+        release(tools, id).await;
         self.untrack(tools, id);
     }
 
@@ -1051,7 +1042,15 @@ fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
         .ok_or_else(|| unknown("'taskId' must be the id of a task this server created."))
 }
 
-fn store_unavailable(e: String) -> RpcError {
+/// Gives up this replica's lease on a task (its local wait ended); one not given up
+/// lapses by itself.
+async fn release(tools: &Tools, id: &str) {
+    if let Err(e) = tools.state().release_task(id).await {
+        tracing::debug!("a task's lease was not released ({e}); it lapses by itself");
+    }
+}
+
+fn store_unavailable(e: StateError) -> RpcError {
     RpcError::new(
         code::INTERNAL_ERROR,
         format!("The task store is unavailable: {e}"),
@@ -1128,8 +1127,8 @@ impl Binding {
         let (task, caller, run) = (self.task.clone(), self.caller.clone(), run_id.to_owned());
         let obligations = tools.obligations().clone();
         obligations.spawn(async move {
-            let status = Book::of(&tools).record_run(&task, caller.key(), &run).await;
-            let Ok(Some(status)) = status else { return };
+            let status = tools.state().record_task_run(&task, caller.key(), &run).await;
+            let Ok(status) = status else { return };
             let Some(desk) = desk.upgrade() else { return };
             // A cancel made here ends the local wait first and stops the run itself.
             let local = desk.live_task(&task);

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::StateError;
+use super::BackendError;
 
 #[derive(Default)]
 pub struct Health {
@@ -16,7 +16,7 @@ pub struct Health {
 
 impl Health {
     /// Records how an operation went.
-    pub fn saw(&self, error: Option<&StateError>) {
+    pub fn saw(&self, error: Option<&BackendError>) {
         let was_up = self.up.swap(error.is_none(), Ordering::AcqRel);
         let first = !self.seen.swap(true, Ordering::AcqRel);
         match error {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{Shared, StateError};
+use super::{BackendError, Shared};
 
 impl Shared {
     /// Keeps a cut result's full text for `ttl`, in one round trip (`MULTI`).
@@ -14,7 +14,7 @@ impl Shared {
         owner: &str,
         text: &str,
         ttl: Duration,
-    ) -> Result<(), StateError> {
+    ) -> Result<(), BackendError> {
         let record = self.key("offload", 1, key);
         let mut pipe = redis::pipe();
         pipe.atomic()
@@ -28,7 +28,7 @@ impl Shared {
     }
 
     /// The full text kept under `key`, if it is `owner`'s.
-    pub async fn offload(&self, key: &str, owner: &str) -> Result<Option<String>, StateError> {
+    pub async fn offload(&self, key: &str, owner: &str) -> Result<Option<String>, BackendError> {
         let record = self.key("offload", 1, key);
         let mut conn = self.conn.clone();
         let (kept_for, text): (Option<String>, Option<String>) = self

@@ -7,7 +7,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use super::{Shared, StateError};
+use super::{BackendError, Shared};
 
 /// How long a snapshot is kept at most (as long as a run's owner binding).
 const KEPT: Duration = Duration::from_secs(30 * 24 * 60 * 60);
@@ -38,7 +38,7 @@ impl Shared {
         response_id: &str,
         body: &str,
         keep: usize,
-    ) -> Result<(), StateError> {
+    ) -> Result<(), BackendError> {
         let mut invocation = PUT_SCRIPT.prepare_invoke();
         invocation
             .key(self.key("snap", 1, &format!("resp:{response_id}")))
@@ -55,7 +55,7 @@ impl Shared {
     }
 
     /// The snapshot of a response (JSON text), if one is kept.
-    pub async fn snapshot(&self, response_id: &str) -> Result<Option<String>, StateError> {
+    pub async fn snapshot(&self, response_id: &str) -> Result<Option<String>, BackendError> {
         self.get(self.key("snap", 1, &format!("resp:{response_id}")))
             .await
     }

@@ -16,7 +16,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use super::{Shared, StateError};
+use super::{BackendError, Shared};
 
 /// One bucket to charge: whose (`None`: the server's), its refill a minute and its size.
 #[derive(Debug, Clone, Copy)]
@@ -72,7 +72,7 @@ impl Shared {
         &self,
         buckets: &[BucketSpec<'_>],
         cost: u32,
-    ) -> Result<Result<(), Duration>, StateError> {
+    ) -> Result<Result<(), Duration>, BackendError> {
         let mut invocation = SCRIPT.prepare_invoke();
         invocation.arg(cost.max(1));
         for bucket in buckets {

@@ -26,7 +26,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use super::{Shared, StateError};
+use super::{BackendError, Shared};
 
 /// A day's sums are kept this long (the day is over long before).
 const DAY_KEPT: Duration = Duration::from_secs(3 * 24 * 3600);
@@ -216,7 +216,7 @@ impl Shared {
         estimate: i64,
         hold: &str,
         checks: &[BudgetCheck],
-    ) -> Result<Admission, StateError> {
+    ) -> Result<Admission, BackendError> {
         let (day, month) = self.sums_keys(window);
         let mut invocation = RESERVE_SCRIPT.prepare_invoke();
         invocation.key(day).key(month);
@@ -247,7 +247,7 @@ impl Shared {
                 spent: *spent,
                 held: *held,
             },
-            _ => return Err(StateError::Answer("unexpected budget answer".to_owned())),
+            _ => return Err(BackendError::Answer("unexpected budget answer".to_owned())),
         })
     }
 
@@ -261,7 +261,7 @@ impl Shared {
         hold: Option<&str>,
         running: Option<&str>,
         rows: &[(String, i64)],
-    ) -> Result<(Vec<bool>, SpentNow), StateError> {
+    ) -> Result<(Vec<bool>, SpentNow), BackendError> {
         let (day, month) = self.sums_keys(window);
         let counted = self.key("spend", 1, &format!("rows:{}", window.month_start_ms));
         let mut invocation = SETTLE_SCRIPT.prepare_invoke();
@@ -286,10 +286,10 @@ impl Shared {
             .run(async move { invocation.invoke_async(&mut conn).await })
             .await?;
         let Some((new, sums)) = answer.split_at_checked(rows.len()) else {
-            return Err(StateError::Answer("unexpected settle answer".to_owned()));
+            return Err(BackendError::Answer("unexpected settle answer".to_owned()));
         };
         let [caller_day, caller_month, all_day, all_month] = sums else {
-            return Err(StateError::Answer("unexpected settle answer".to_owned()));
+            return Err(BackendError::Answer("unexpected settle answer".to_owned()));
         };
         Ok((
             new.iter().map(|n| *n == 1).collect(),
@@ -303,7 +303,7 @@ impl Shared {
     }
 
     /// What `caller` and everyone spent in `window`, in one round trip.
-    pub async fn spent(&self, window: Window, caller: &str) -> Result<SpentNow, StateError> {
+    pub async fn spent(&self, window: Window, caller: &str) -> Result<SpentNow, BackendError> {
         let (day, month) = self.sums_keys(window);
         let mine = format!("c:{caller}");
         let mut pipe = redis::pipe();
@@ -329,7 +329,7 @@ impl Shared {
     }
 
     /// Every caller's spend in `window` (callers that spent this month), one round trip.
-    pub async fn spent_by_caller(&self, window: Window) -> Result<Vec<CallerSpend>, StateError> {
+    pub async fn spent_by_caller(&self, window: Window) -> Result<Vec<CallerSpend>, BackendError> {
         let (day, month) = self.sums_keys(window);
         let mut pipe = redis::pipe();
         pipe.hgetall(&day)

@@ -1,0 +1,39 @@
+//! Whose research run is whose, for every replica: `run:v1:owner:<run id>` holds the
+//! caller key of the named client or token subject that started the run (the first
+//! binding stands), so a run started through one replica is its caller's — and only its
+//! caller's — through all of them. Each binding expires after [`KEPT`]: Perplexity does
+//! not keep runs longer.
+
+use std::time::Duration;
+
+use super::{BackendError, Shared};
+
+/// How long a binding is kept.
+const KEPT: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
+impl Shared {
+    /// Binds a run to the caller that started it, unless it is bound already.
+    pub async fn bind_run(&self, run_id: &str, caller: &str) -> Result<(), BackendError> {
+        let key = self.key("run", 1, &format!("owner:{run_id}"));
+        let caller = caller.to_owned();
+        let mut conn = self.conn.clone();
+        self.run(async move {
+            redis::cmd("SET")
+                .arg(key)
+                .arg(caller)
+                .arg("NX")
+                .arg("EX")
+                .arg(KEPT.as_secs())
+                .query_async::<Option<String>>(&mut conn)
+                .await
+        })
+        .await
+        .map(drop)
+    }
+
+    /// The caller a run is bound to, if any.
+    pub async fn run_owner(&self, run_id: &str) -> Result<Option<String>, BackendError> {
+        self.get(self.key("run", 1, &format!("owner:{run_id}")))
+            .await
+    }
+}
