@@ -396,12 +396,12 @@ impl Call {
                         retries: tools.client.retries(),
                         circuit_open: tools.client.circuit_open(),
                     }),
-                    tools.spend.summary(caller).await.ok(),
+                    Box::pin(tools.spend.summary(caller)).await.ok(),
                 );
                 ((output, CallFacts::default()), Outcome::Output)
             }
             Call::Retrieve { key, offset } => {
-                let output = match tools.guard.retrieve(key, *offset, caller).await {
+                let output = match Box::pin(tools.guard.retrieve(key, *offset, caller)).await {
                     Ok(text) => ToolOutput::ok(text),
                     Err(message) => ToolOutput::error(message),
                 };

@@ -661,7 +661,9 @@ pub async fn run(
             } else {
                 None
             };
-            collect(client, id, *wait_seconds, wait, progress).await
+            // Boxed: a collector follows the run's stream too, and inline its state would
+            // size every first call's future as well.
+            Box::pin(collect(client, id, *wait_seconds, wait, progress)).await
         }
         LifecycleCall::Cancel { id } => {
             let facts = CallFacts {
