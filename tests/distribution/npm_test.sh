@@ -81,12 +81,15 @@ install_via_npx() {
   local out
   out="$(cd "$T" && npx -y --package="$launcher" --package="$platform" -- perplexity-agent install claude-code --print 2>"$T/npx-install.err")" \
     || { cat "$T/npx-install.err"; return 1; }
+  # Claude Code's entry is printed as its own command: `claude mcp add … -- npx -y …`.
   python3 - "$out" "$version" <<'PY'
-import json, os, sys
-entry = json.loads(sys.argv[1])["mcpServers"]["perplexity-agent"]
-print(entry)
-assert os.path.basename(entry["command"]) == "npx", entry
-assert entry["args"] == ["-y", f"perplexity-agent@{sys.argv[2]}"], entry
+import os, shlex, sys
+words = shlex.split(sys.argv[1])
+print(words)
+assert words[:3] == ["claude", "mcp", "add"], words
+command = words[words.index("--") + 1:]
+assert os.path.basename(command[0]) == "npx", command
+assert command[1:] == ["-y", f"perplexity-agent@{sys.argv[2]}"], command
 PY
 }
 check "npx … perplexity-agent install claude-code writes npx -y perplexity-agent@$version" install_via_npx
