@@ -691,22 +691,32 @@ fn result_wait_hears_the_end_of_the_run_at_once() {
 #[test]
 fn demo_serves_a_stand_in_every_command_can_use_without_a_key() {
     use std::io::BufRead;
-    let mut demo = Command::new(BIN)
-        .args([
-            "demo",
-            "--port",
-            "0",
-            "--scenario",
-            r#"{"duration_ms": 100}"#,
-        ])
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start demo");
+    // Stopped however the test ends, so no server outlives a failed assertion.
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut demo = Stop(
+        Command::new(BIN)
+            .args([
+                "demo",
+                "--port",
+                "0",
+                "--scenario",
+                r#"{"duration_ms": 100}"#,
+            ])
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start demo"),
+    );
     let mut line = String::new();
-    std::io::BufReader::new(demo.stdout.take().unwrap())
+    std::io::BufReader::new(demo.0.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
     let base = line
@@ -739,11 +749,11 @@ fn demo_serves_a_stand_in_every_command_can_use_without_a_key() {
     assert!(stderr.contains("nope"), "{stderr}");
 
     // SIGTERM ends it cleanly.
-    unsafe { libc::kill(demo.id() as i32, libc::SIGTERM) };
-    let status = demo.wait().unwrap();
+    unsafe { libc::kill(demo.0.id() as i32, libc::SIGTERM) };
+    let status = demo.0.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     let mut err = String::new();
-    std::io::Read::read_to_string(&mut demo.stderr.take().unwrap(), &mut err).unwrap();
+    std::io::Read::read_to_string(&mut demo.0.stderr.take().unwrap(), &mut err).unwrap();
     assert!(err.contains("PERPLEXITY_API_KEY=pplx-demo"), "{err}");
 }
 
