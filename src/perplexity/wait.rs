@@ -278,20 +278,20 @@ pub async fn collect(
     progress: Option<&dyn ProgressSink>,
 ) -> Result<Waited, WaitError> {
     let started = Instant::now();
-    let run = client
-        .retrieve_run(id, plan.request_deadline)
-        .await
-        .map_err(|e| WaitError::api(e, Some(id)))?;
-    if run.is_settled() {
-        return Ok(Waited::Terminal(run));
-    }
+    // The first look is a plain check (poll with no budget): a finished run, or what a
+    // hand-back says should the stream never speak before the deadline.
+    let check = PollPlan {
+        budget: Duration::ZERO,
+        ..plan
+    };
+    let seen = match poll(client, id, check, None).await? {
+        Waited::Running(seen) => seen,
+        terminal => return Ok(terminal),
+    };
     let deadline = started + plan.budget;
     if Instant::now() >= deadline {
-        return Ok(Waited::Running(RunProgress::of(&run)));
+        return Ok(Waited::Running(seen));
     }
-    // Seeds what a hand-back says should the stream never speak before the deadline.
-    let seen = RunProgress::of(&run);
-    drop(run);
     let rest = |client| {
         let plan = PollPlan {
             budget: deadline.saturating_duration_since(Instant::now()),
