@@ -10,6 +10,7 @@ use std::time::Instant;
 use perplexity_agent::call::{Budget, Caller, FrontEnd};
 use perplexity_agent::perplexity::meter::{Metered, MeteredKind};
 use perplexity_agent::spend::{Billing, Spend, SpendConfig};
+use perplexity_agent::state::State;
 use perplexity_agent::state::local::{StoreConfig, StoreHandle};
 use serde_json::json;
 
@@ -33,7 +34,7 @@ fn calls(dir: &std::path::Path, name: &str, budget: Budget) -> (Vec<f64>, Vec<f6
             budget,
             ..SpendConfig::default()
         },
-        store,
+        Arc::new(State::local(store)),
     );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -44,10 +44,10 @@ impl Services {
             client,
             fetcher: Arc::new(Fetcher::new(config.fetch.clone(), Arc::new(SystemResolver))),
             guard: guard.clone(),
-            spend: Arc::new(
-                crate::spend::Spend::new(config.spend.clone(), state.store().clone())
-                    .sharing(state.backend()),
-            ),
+            spend: Arc::new(crate::spend::Spend::new(
+                config.spend.clone(),
+                state.clone(),
+            )),
             state,
         };
         let wait = Duration::from_secs(config.wait_seconds);

@@ -2,26 +2,21 @@
 //! billable upstream request, in the store) and the budgets that stop new billable calls
 //! once a day's or month's money is gone.
 //!
-//! - A budgeted call is admitted in one step under one lock: what the ledger says was
+//! - A budgeted call is admitted in one step by the state (`state/budgets.rs`): what was
 //!   spent, plus what calls still running hold, plus this call's estimate, must fit. So
 //!   30 concurrent calls with room for 10 admit 10 — a check and a later charge would
-//!   admit all 30 (a runaway agent is exactly that burst).
+//!   admit all 30 (a runaway agent is exactly that burst). Under the shared engine the
+//!   sums and holds are the replicas', so they share one budget.
 //! - The hold is settled with the reported cost when the call ends; a run handed back
 //!   unfinished keeps its hold until its cost is learned (or a day passes), so a budget
 //!   is overshot by at most what the runs in flight cost above their estimates.
-//! - Admissions check the ledger's sums for the current day and month, kept in memory
-//!   and read again when another process commits to the store (`totals`), so spend made
-//!   beside the server (the CLI) counts at once, and a restart loses nothing.
-//! - A ledger that cannot be read refuses budgeted calls (fail closed: an unreadable
-//!   ledger must not mean unlimited spending); without a budget it only costs the row.
+//! - A state that cannot be read refuses budgeted calls (fail closed: an unreadable
+//!   budget must not mean unlimited spending); without a budget it only costs the row.
 //! - A repeated report of one run (a second collect, a collect after a restart) is one
-//!   row: the ledger is keyed by run id.
+//!   row: the ledger, kept in the local store under either engine (`usage`), is keyed by
+//!   run id.
 //!
-//! - With replicas (`PERPLEXITY_STATE_URL`) the sums and holds are the team's, in Redis
-//!   (`state/shared/budgets.rs`): one script admits against them, so replicas share one budget;
-//!   each replica's ledger still keeps the rows of the calls it served (`usage`).
-//!
-//! Touches: the store, and the shared state backend when there is one.
+//! Touches: the state door.
 
 pub mod money;
 pub mod prices;
@@ -29,24 +24,24 @@ pub mod window;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::call::{Budget, Caller, FrontEnd};
 use crate::perplexity::meter::{Metered, MeteredKind};
-use crate::state::local::{LedgerRow, SpentTotals, StoreError, StoreHandle, Tokens};
-use crate::state::shared::{Admission, BudgetCheck, CallerSpend, Shared, SpentNow, Window};
+use crate::state::local::{LedgerRow, StoreError, Tokens};
+use crate::state::{Admission, BudgetCheck, SpentNow, State, Window};
 use money::Micros;
 pub use money::parse as parse_amount;
 pub use window::BudgetZone;
 
 /// `PERPLEXITY_LEDGER_RETENTION_DAYS` when unset.
 pub const DEFAULT_RETENTION_DAYS: u32 = 400;
-/// A run handed back unfinished stops holding budget after this long (runs expire).
+/// A run handed back unfinished is priced by its call's estimate for this long.
 const PENDING_HOLD: Duration = Duration::from_secs(24 * 3600);
-/// Holds of unfinished runs kept at most (the oldest go first).
+/// Unfinished runs' estimates kept at most (the oldest go first).
 const MAX_PENDING: usize = 10_000;
 /// The share of a budget at which results carry a warning.
 const WARN_AT_PERCENT: i64 = 80;
@@ -86,98 +81,20 @@ pub struct Billing<'a> {
 /// Budget held by an admitted call until it is settled.
 #[must_use = "settle the hold with what the call cost"]
 pub struct Hold {
-    id: u64,
-    /// Its name in the shared state, when the replicas' budget holds it.
-    shared: Option<String>,
-}
-
-struct Held {
-    caller: String,
-    micros: Micros,
-    /// Set once the call ended with this run still going: settled by its collect.
-    run: Option<String>,
-    since: Instant,
+    /// The estimate: it prices the call's runs if they report no cost.
+    estimate: Micros,
+    /// Its name in the state's budget holds, when a budget applied.
+    name: Option<String>,
 }
 
 pub struct Spend {
     config: SpendConfig,
-    store: Arc<StoreHandle>,
-    /// Budgeted admissions, one at a time: the read of the ledger and the hold are one step.
-    admission: tokio::sync::Mutex<()>,
-    held: std::sync::Mutex<HashMap<u64, Held>>,
-    next: AtomicU64,
+    state: Arc<State>,
+    /// Runs handed back unfinished → the estimate of the call that started them (and
+    /// when), which prices them if they report no cost, whoever collects them.
+    pending: std::sync::Mutex<HashMap<String, (Micros, Instant)>>,
     /// The ledger's write failures are logged once, not per call.
     warned: AtomicBool,
-    /// The ledger's sums for the current windows (see `totals`).
-    sums: std::sync::Mutex<Option<Sums>>,
-    /// The replicas' shared sums and holds; `None`: this process's ledger alone.
-    shared: Option<Arc<Shared>>,
-    /// Spend not yet added to the replicas' sums (calls without a budget).
-    unsent: Arc<Unsent>,
-}
-
-/// Costs of calls without a budget, added to the replicas' sums once a second in one
-/// script per caller, not one round trip per call. At most a second of them is lost when
-/// the process dies (the replica's ledger still has every row); a batch Redis does not
-/// take is dropped with a warning rather than kept growing.
-#[derive(Default)]
-struct Unsent {
-    rows: std::sync::Mutex<HashMap<CallerOf, Vec<(String, Micros)>>>,
-    flushing: AtomicBool,
-    /// The budgets' zone: which day and month a batch is added to.
-    zone: BudgetZone,
-}
-
-/// A caller's key and name; the rows are (request key, micro-dollars).
-type CallerOf = (String, String);
-
-/// How often unsent spend is added to the replicas' sums.
-const UNSENT_EVERY: Duration = Duration::from_secs(1);
-
-impl Unsent {
-    fn add(self: &Arc<Self>, shared: &Arc<Shared>, caller: &Caller, costs: Vec<(String, Micros)>) {
-        let key = (caller.key().to_owned(), caller.name().to_owned());
-        self.rows
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(key)
-            .or_default()
-            .extend(costs);
-        if self.flushing.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let (unsent, shared) = (self.clone(), shared.clone());
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(UNSENT_EVERY);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let batch =
-                    std::mem::take(&mut *unsent.rows.lock().unwrap_or_else(|e| e.into_inner()));
-                let window = window_of(&unsent.zone.windows(now_ms()));
-                for ((key, name), rows) in batch {
-                    if let Err(e) = shared
-                        .settle_budget(window, (&key, &name), None, None, &rows)
-                        .await
-                    {
-                        tracing::warn!(
-                            "the replicas' spend could not be updated in the shared state ({e}); {} request(s) are missing from the shared sums",
-                            rows.len()
-                        );
-                    }
-                }
-            }
-        });
-    }
-}
-
-struct Sums {
-    day_start: i64,
-    month_start: i64,
-    /// `PRAGMA data_version` when they were read.
-    version: i64,
-    /// Caller key → (today, this month).
-    callers: HashMap<String, (Micros, Micros)>,
 }
 
 /// One budget against what was spent.
@@ -198,28 +115,13 @@ struct Limit<'a> {
 }
 
 impl Spend {
-    pub fn new(config: SpendConfig, store: Arc<StoreHandle>) -> Self {
-        let zone = config.zone.clone();
+    pub fn new(config: SpendConfig, state: Arc<State>) -> Self {
         Spend {
             config,
-            store,
-            admission: tokio::sync::Mutex::new(()),
-            held: std::sync::Mutex::new(HashMap::new()),
-            next: AtomicU64::new(1),
+            state,
+            pending: std::sync::Mutex::new(HashMap::new()),
             warned: AtomicBool::new(false),
-            sums: std::sync::Mutex::new(None),
-            shared: None,
-            unsent: Arc::new(Unsent {
-                zone,
-                ..Unsent::default()
-            }),
         }
-    }
-
-    /// Budgets shared by the replicas of one deployment, through `shared`.
-    pub fn sharing(mut self, shared: Option<Arc<Shared>>) -> Spend {
-        self.shared = shared;
-        self
     }
 
     /// The server's budgets as the start-up summary says them (`5.00 a day`, `none`).
@@ -247,61 +149,29 @@ impl Spend {
         self.config.budget.is_set() || own.is_set()
     }
 
-    /// Admits a billable call that may cost `estimate`, or says which budget has no
-    /// room. Without any budget nothing is read or waited for: the hold only remembers
-    /// the estimate, which prices the call's runs if they report no cost.
-    pub async fn reserve(&self, who: &Billing<'_>, estimate: Micros) -> Result<Hold, String> {
-        if !self.applies(&who.own) {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            prune(&mut held);
-            return Ok(self.hold(&mut held, who, estimate, None));
-        }
-        if let Some(shared) = &self.shared {
-            return self.reserve_shared(shared, who, estimate).await;
-        }
-        let _one_at_a_time = self.admission.lock().await;
-        let now = now_ms();
-        let windows = self.config.zone.windows(now);
-        let spent = self.ledger_totals(who.caller, &windows).await.map_err(|e| {
-            format!(
-                "A budget is set, and the spend ledger cannot be read, so no billable call is admitted: {e}"
-            )
-        })?;
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        prune(&mut held);
-        let (held_all, held_mine) = held.values().fold((0, 0), |(all, mine), h| {
-            let mine = if h.caller == who.caller.key() {
-                Micros::saturating_add(mine, h.micros)
-            } else {
-                mine
-            };
-            (Micros::saturating_add(all, h.micros), mine)
-        });
-        for limit in self.limits(who, &spent, &windows, held_all, held_mine) {
-            // Sums of money saturate: a sum that wrapped around would admit everything.
-            if limit
-                .spent
-                .saturating_add(limit.held)
-                .saturating_add(estimate)
-                > limit.limit
-            {
-                return Err(limit.refusal(who.tool, estimate));
-            }
-        }
-        Ok(self.hold(&mut held, who, estimate, None))
+    fn window(&self) -> (window::Windows, Window) {
+        let windows = self.config.zone.windows(now_ms());
+        let window = Window {
+            day_start_ms: windows.day_start_ms,
+            month_start_ms: windows.month_start_ms,
+        };
+        (windows, window)
     }
 
-    /// [`Spend::reserve`] against the replicas' sums: one script in Redis reads them and
-    /// holds the estimate, so the last room is taken by one replica only. An unreachable
-    /// backend refuses the call (fail closed, as an unreadable ledger does).
-    async fn reserve_shared(
-        &self,
-        shared: &Shared,
-        who: &Billing<'_>,
-        estimate: Micros,
-    ) -> Result<Hold, String> {
-        let windows = self.config.zone.windows(now_ms());
-        let limits = self.limits(who, &SpentTotals::default(), &windows, 0, 0);
+    /// Admits a billable call that may cost `estimate`, or says which budget has no
+    /// room. Without any budget nothing is read or waited for: the hold only remembers
+    /// the estimate, which prices the call's runs if they report no cost. With one, the
+    /// state checks and holds in one step (across replicas under the shared engine); a
+    /// state that cannot answer refuses the call.
+    pub async fn reserve(&self, who: &Billing<'_>, estimate: Micros) -> Result<Hold, String> {
+        if !self.applies(&who.own) {
+            return Ok(Hold {
+                estimate,
+                name: None,
+            });
+        }
+        let (windows, window) = self.window();
+        let mut limits = self.limits(who, &SpentNow::default(), &windows, 0, 0);
         let checks: Vec<BudgetCheck> = limits
             .iter()
             .map(|l| BudgetCheck {
@@ -310,52 +180,31 @@ impl Spend {
                 limit: l.limit,
             })
             .collect();
-        // Unguessable and unique across replicas: the hold's name in the shared state.
+        // Unguessable and unique across replicas: the hold's name in the state.
         let name = crate::random::secure_hex::<12>();
-        let admission = shared
-            .reserve_budget(window_of(&windows), who.caller.key(), estimate, &name, &checks)
+        let admission = self
+            .state
+            .reserve_budget(window, who.caller.key(), estimate, &name, &checks)
             .await
             .map_err(|e| {
                 format!(
-                    "A budget is set, and the shared state backend holding the replicas' spend cannot be reached, so no billable call is admitted: {e}. Try again shortly."
+                    "A budget is set, and {e}, so no billable call is admitted. Try again shortly."
                 )
             })?;
         match admission {
-            Admission::Held => {
-                let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-                prune(&mut held);
-                Ok(self.hold(&mut held, who, estimate, Some(name)))
-            }
+            Admission::Held => Ok(Hold {
+                estimate,
+                name: Some(name),
+            }),
             Admission::Short { index, spent, held } => {
-                let mut limits = limits;
                 let Some(limit) = limits.get_mut(index) else {
-                    return Err("The shared budget answered something unexpected, so no billable call is admitted.".to_owned());
+                    return Err("The budget answered something unexpected, so no billable call is admitted.".to_owned());
                 };
                 limit.spent = spent;
                 limit.held = held;
                 Err(limit.refusal(who.tool, estimate))
             }
         }
-    }
-
-    fn hold(
-        &self,
-        held: &mut HashMap<u64, Held>,
-        who: &Billing<'_>,
-        estimate: Micros,
-        shared: Option<String>,
-    ) -> Hold {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        held.insert(
-            id,
-            Held {
-                caller: who.caller.key().to_owned(),
-                micros: estimate,
-                run: None,
-                since: Instant::now(),
-            },
-        );
-        Hold { id, shared }
     }
 
     /// Records what a call's requests were billed for and gives back its hold (kept for
@@ -370,30 +219,24 @@ impl Spend {
         task_id: Option<&str>,
         running: Option<&str>,
     ) -> Option<String> {
-        let settled: Vec<String> = metered.iter().map(|m| m.key.clone()).collect();
         // A run handed back earlier is priced, if it reports no cost, by the estimate
         // of the call that started it (its preset), not of the call that collected it.
-        let started_at: HashMap<String, Micros> = {
-            let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            held.values()
-                .filter_map(|h| Some((h.run.clone()?, h.micros)))
-                .filter(|(run, _)| settled.contains(run))
-                .collect()
+        let rows: Vec<LedgerRow> = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let rows = metered
+                .into_iter()
+                .map(|m| {
+                    let per_run = pending.remove(&m.key).map_or(per_run, |(micros, _)| micros);
+                    row(who, m, per_run, task_id)
+                })
+                .collect();
+            if let (Some(run), Some(hold)) = (running, &hold) {
+                prune(&mut pending);
+                pending.insert(run.to_owned(), (hold.estimate, Instant::now()));
+            }
+            rows
         };
-        let rows: Vec<LedgerRow> = metered
-            .into_iter()
-            .map(|m| {
-                let per_run = started_at.get(&m.key).copied().unwrap_or(per_run);
-                row(who, m, per_run, task_id)
-            })
-            .collect();
-        let windows = self.config.zone.windows(now_ms());
-        let shared_hold = hold.as_ref().and_then(|h| h.shared.clone());
-        // The metric counts each row once, as the ledger does (a second report of a run
-        // is not new); OAuth subjects share one label (the caller label is bounded).
-        let label =
-            crate::telemetry::caller_label(who.caller.name(), who.caller.issuer().is_some())
-                .to_owned();
+        let (windows, window) = self.window();
         let costs: Vec<(String, i64)> = rows
             .iter()
             .map(|r| (r.request.clone(), r.total_micros))
@@ -402,7 +245,8 @@ impl Spend {
         if !rows.is_empty() {
             let retention = self.config.retention_days;
             match self
-                .store
+                .state
+                .store()
                 .with(move |s| s.record_spend(&rows, retention))
                 .await
             {
@@ -419,79 +263,58 @@ impl Spend {
                 }
             }
         }
-        // The replicas' sums: the rows no replica counted yet, and the hold given back.
-        let mut shared_sums = None;
-        let budgeted = self.applies(&who.own) || shared_hold.is_some();
-        if let Some(shared) = self
-            .shared
-            .as_ref()
-            .filter(|_| !costs.is_empty() && !budgeted)
-        {
-            // No budget of this caller's waits for the sums: they go to Redis in one batch
-            // a second (read by `server_metrics`, and by budgets set for others or later),
-            // so a billable call without a budget costs one round trip, its admission.
-            self.unsent.add(shared, who.caller, costs.clone());
-        } else if let Some(shared) = self
-            .shared
-            .as_ref()
-            .filter(|_| !costs.is_empty() || shared_hold.is_some())
-        {
-            match shared
-                .settle_budget(
-                    window_of(&windows),
-                    (who.caller.key(), who.caller.name()),
-                    shared_hold.as_deref(),
-                    running,
-                    &costs,
-                )
+        let counted: Vec<(String, i64, bool)> = match &new {
+            Some(fresh) => costs
+                .into_iter()
+                .zip(fresh)
+                .map(|((k, m), n)| (k, m, *n))
+                .collect(),
+            None => costs.into_iter().map(|(k, m)| (k, m, false)).collect(),
+        };
+        let caller = (who.caller.key(), who.caller.name());
+        let name = hold.and_then(|h| h.name);
+        let mut sums = None;
+        if name.is_none() && !self.applies(&who.own) {
+            // No budget of this caller's waits for the sums: they are added in the
+            // background (read by `server_metrics`, and by budgets set for others or
+            // later), so a billable call without a budget costs one round trip, its
+            // admission.
+            if !counted.is_empty() {
+                self.state.settle_later(window, caller, &counted);
+            }
+        } else {
+            match self
+                .state
+                .settle_budget(window, caller, name.as_deref(), running, &counted)
                 .await
             {
-                Ok((fresh, sums)) => {
+                Ok((fresh, now)) => {
                     new = Some(fresh);
-                    shared_sums = Some(sums);
+                    sums = Some(now);
                 }
-                // The hold lapses by itself; the spend is missing from the shared sums
-                // (the replica's ledger has it). Logged: budgets undercount meanwhile.
+                // The hold lapses by itself; the spend is missing from the budget's sums
+                // (the ledger has it). Logged: budgets undercount meanwhile.
                 Err(e) => tracing::warn!(
-                    "the replicas' spend could not be updated in the shared state ({e}); this call's cost is missing from the shared budget sums"
+                    "the budget's sums could not be updated ({e}); this call's cost is missing from them"
                 ),
             }
         }
         if let Some(new) = new {
-            let mut written = 0;
-            for ((_, micros), _) in costs.iter().zip(new).filter(|(_, new)| *new) {
-                crate::telemetry::spent(&label, who.tool, *micros);
-                written = Micros::saturating_add(written, *micros);
-            }
-            self.remember(who.caller.key(), written);
-        }
-        {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            // A run this call learned the end of was held by the call that started it.
-            held.retain(|_, h| {
-                h.run
-                    .as_deref()
-                    .is_none_or(|r| !settled.iter().any(|s| s == r))
-            });
-            if let Some(Hold { id, .. }) = hold {
-                match running {
-                    Some(run) => {
-                        if let Some(h) = held.get_mut(&id) {
-                            h.run = Some(run.to_owned());
-                        }
-                    }
-                    None => {
-                        held.remove(&id);
-                    }
-                }
+            // The metric counts each row once, as the ledger does (a second report of a
+            // run is not new); OAuth subjects share one label (the caller label is
+            // bounded).
+            let label =
+                crate::telemetry::caller_label(who.caller.name(), who.caller.issuer().is_some());
+            for ((_, micros, _), _) in counted.iter().zip(new).filter(|(_, new)| *new) {
+                crate::telemetry::spent(label, who.tool, *micros);
             }
         }
         if !self.applies(&who.own) {
             return None;
         }
-        let spent = match shared_sums {
-            Some(sums) => totals_of(sums),
-            None => self.totals(who.caller, &windows).await.ok()?,
+        let spent = match sums {
+            Some(sums) => sums,
+            None => self.state.spent(window, who.caller.key()).await.ok()?,
         };
         self.limits(who, &spent, &windows, 0, 0)
             .into_iter()
@@ -503,100 +326,10 @@ impl Spend {
             .map(|l| l.warning())
     }
 
-    /// What the ledger says was spent in `windows`. Summing a month of rows for every
-    /// admission costs in proportion to the month's calls, so the sums are kept here and
-    /// read again only when the windows move or another process has committed to the
-    /// store (`PRAGMA data_version`, one cheap read); this process's own rows are added
-    /// as they are written (`remember`).
-    async fn ledger_totals(
-        &self,
-        caller: &Caller,
-        windows: &window::Windows,
-    ) -> Result<SpentTotals, StoreError> {
-        let (day, month) = (windows.day_start_ms, windows.month_start_ms);
-        let known = self
-            .sums
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .filter(|s| (s.day_start, s.month_start) == (day, month))
-            .map(|s| s.version);
-        let read = self
-            .store
-            .with(move |s| {
-                let version = s.data_version()?;
-                if known == Some(version) {
-                    return Ok((version, None));
-                }
-                Ok((version, Some(s.spent_in_windows(day, month)?)))
-            })
-            .await?;
-        let mut sums = self.sums.lock().unwrap_or_else(|e| e.into_inner());
-        if let (version, Some(rows)) = read {
-            *sums = Some(Sums {
-                day_start: day,
-                month_start: month,
-                version,
-                callers: rows
-                    .into_iter()
-                    .map(|c| (c.caller, (c.day, c.month)))
-                    .collect(),
-            });
-        }
-        let Some(sums) = sums.as_ref() else {
-            return Ok(SpentTotals::default());
-        };
-        let mine = sums.callers.get(caller.key()).copied().unwrap_or_default();
-        Ok(SpentTotals {
-            all_day: sums
-                .callers
-                .values()
-                .map(|c| c.0)
-                .fold(0, Micros::saturating_add),
-            all_month: sums
-                .callers
-                .values()
-                .map(|c| c.1)
-                .fold(0, Micros::saturating_add),
-            caller_day: mine.0,
-            caller_month: mine.1,
-        })
-    }
-
-    /// What was spent in `windows`: the replicas' sums when they share them, else the
-    /// ledger's.
-    async fn totals(
-        &self,
-        caller: &Caller,
-        windows: &window::Windows,
-    ) -> Result<SpentTotals, String> {
-        match &self.shared {
-            Some(shared) => shared
-                .spent(window_of(windows), caller.key())
-                .await
-                .map(totals_of)
-                .map_err(|e| e.to_string()),
-            None => self
-                .ledger_totals(caller, windows)
-                .await
-                .map_err(|e| e.to_string()),
-        }
-    }
-
-    /// Adds rows this process wrote to the kept sums (their windows contain now).
-    fn remember(&self, caller: &str, written: i64) {
-        if let Some(sums) = self.sums.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            let c = sums.callers.entry(caller.to_owned()).or_default();
-            // Never lowers a spend, whatever it is handed.
-            c.0 = c.0.saturating_add(written.max(0));
-            c.1 = c.1.saturating_add(written.max(0));
-        }
-    }
-
     fn limits<'w>(
         &self,
         who: &Billing<'_>,
-        spent: &SpentTotals,
+        spent: &SpentNow,
         windows: &'w window::Windows,
         held_all: Micros,
         held_mine: Micros,
@@ -663,28 +396,12 @@ impl Spend {
     /// Spend today and this month, per caller: every caller for an operator, only its
     /// own for anyone else (another caller's spend is another caller's state).
     pub async fn summary(&self, caller: &Caller) -> Result<Value, String> {
-        let windows = self.config.zone.windows(now_ms());
-        let spent: Vec<CallerSpend> = match &self.shared {
-            Some(shared) => shared
-                .spent_by_caller(window_of(&windows))
-                .await
-                .map_err(|e| e.to_string())?,
-            None => {
-                let (day, month) = (windows.day_start_ms, windows.month_start_ms);
-                self.store
-                    .with(move |s| s.spent_in_windows(day, month))
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .into_iter()
-                    .map(|c| CallerSpend {
-                        key: c.caller,
-                        name: c.name,
-                        day: c.day,
-                        month: c.month,
-                    })
-                    .collect()
-            }
-        };
+        let (_, window) = self.window();
+        let spent = self
+            .state
+            .spent_by_caller(window)
+            .await
+            .map_err(|e| e.to_string())?;
         let visible = |key: &str| caller.is_operator() || key == caller.key();
         let callers: Vec<Value> = spent
             .iter()
@@ -711,14 +428,14 @@ impl Spend {
     /// Research runs handed back unfinished whose cost is not known yet (the `/metrics`
     /// gauge of runs in flight upstream).
     pub fn runs_pending(&self) -> usize {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.values().filter(|h| h.run.is_some()).count()
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// What `caller` spent today (the terminal workspace's status line).
     pub async fn today(&self, caller: &Caller) -> Result<Micros, String> {
-        let windows = self.config.zone.windows(now_ms());
-        Ok(self.totals(caller, &windows).await?.caller_day)
+        let (_, window) = self.window();
+        let spent = self.state.spent(window, caller.key()).await;
+        Ok(spent.map_err(|e| e.to_string())?.caller_day)
     }
 }
 
@@ -745,7 +462,11 @@ impl Spend {
     /// The ledger since `since_ms`, grouped (days in the budget zone), in first-seen order
     /// for days and largest first otherwise.
     pub async fn usage(&self, since_ms: i64, by: Grouping) -> Result<Vec<Group>, StoreError> {
-        let rows = self.store.with(move |s| s.ledger_since(since_ms)).await?;
+        let rows = self
+            .state
+            .store()
+            .with(move |s| s.ledger_since(since_ms))
+            .await?;
         let mut groups: Vec<Group> = Vec::new();
         for r in rows {
             let key = match by {
@@ -891,36 +612,19 @@ fn row(who: &Billing<'_>, m: Metered, per_run: Micros, task_id: Option<&str>) ->
     }
 }
 
-/// Unfinished runs stop holding budget after a day; at most [`MAX_PENDING`] are kept.
-fn prune(held: &mut HashMap<u64, Held>) {
-    held.retain(|_, h| h.run.is_none() || h.since.elapsed() < PENDING_HOLD);
-    let pending = held.values().filter(|h| h.run.is_some()).count();
-    if pending > MAX_PENDING {
-        let mut oldest: Vec<(u64, Instant)> = held
+/// Runs handed back unfinished are forgotten after a day (runs expire); at most
+/// [`MAX_PENDING`] are kept, the oldest going first.
+fn prune(pending: &mut HashMap<String, (Micros, Instant)>) {
+    pending.retain(|_, (_, since)| since.elapsed() < PENDING_HOLD);
+    if pending.len() >= MAX_PENDING {
+        let mut oldest: Vec<(String, Instant)> = pending
             .iter()
-            .filter(|(_, h)| h.run.is_some())
-            .map(|(id, h)| (*id, h.since))
+            .map(|(run, (_, since))| (run.clone(), *since))
             .collect();
         oldest.sort_by_key(|(_, since)| *since);
-        for (id, _) in oldest.into_iter().take(pending - MAX_PENDING) {
-            held.remove(&id);
+        for (run, _) in oldest.into_iter().take(pending.len() + 1 - MAX_PENDING) {
+            pending.remove(&run);
         }
-    }
-}
-
-fn window_of(windows: &window::Windows) -> Window {
-    Window {
-        day_start_ms: windows.day_start_ms,
-        month_start_ms: windows.month_start_ms,
-    }
-}
-
-fn totals_of(sums: SpentNow) -> SpentTotals {
-    SpentTotals {
-        all_day: sums.all_day,
-        all_month: sums.all_month,
-        caller_day: sums.caller_day,
-        caller_month: sums.caller_month,
     }
 }
 

@@ -22,7 +22,7 @@ impl State {
     ) -> Result<Result<(), Duration>, StateError> {
         match &self.engine {
             Engine::Shared(shared) => Ok(shared.charge(buckets, cost).await?),
-            Engine::Local => Ok(here()),
+            Engine::Local(_) => Ok(here()),
         }
     }
 
@@ -52,7 +52,7 @@ impl State {
                 .offload(key, owner)
                 .await?
                 .ok_or(StateError::NotFound),
-            Engine::Local => Err(StateError::NotFound),
+            Engine::Local(_) => Err(StateError::NotFound),
         }
     }
 }

@@ -13,12 +13,14 @@
 //!
 //! Touches: the store file; with the shared engine, one connection to its backend.
 
+mod budgets;
 mod limits;
 pub mod local;
 mod runs;
 pub mod shared;
 mod tasks;
 
+pub use budgets::{Admission, BudgetCheck, CallerSpend, SpentNow, Window};
 pub use local::{StoreConfig, TaskRecord, TaskUpdate};
 pub use shared::{
     BucketSpec, DEFAULT_LEASE, DEFAULT_PREFIX, DEFAULT_TIMEOUT, StateConfig, check_url,
@@ -77,7 +79,8 @@ pub struct State {
 }
 
 enum Engine {
-    Local,
+    /// Its budgets' holds and sums live here; everything else is in the store.
+    Local(local::Budgets),
     Shared(Arc<Shared>),
 }
 
@@ -94,7 +97,7 @@ impl State {
     /// Fails on a backend URL or CA file that cannot be used (nothing is connected yet).
     pub fn open(store: Option<StoreConfig>, shared: Option<&StateConfig>) -> Result<State, String> {
         let engine = match shared {
-            None => Engine::Local,
+            None => Engine::Local(local::Budgets::default()),
             Some(config) => Engine::Shared(Arc::new(Shared::open(config)?)),
         };
         Ok(State {
@@ -107,7 +110,7 @@ impl State {
     pub fn local(store: Arc<StoreHandle>) -> State {
         State {
             store,
-            engine: Engine::Local,
+            engine: Engine::Local(local::Budgets::default()),
         }
     }
 
@@ -117,22 +120,13 @@ impl State {
         &self.store
     }
 
-    /// The shared backend's handle, for what is not yet behind the door (the replicas'
-    /// budgets).
-    pub fn backend(&self) -> Option<Arc<Shared>> {
-        match &self.engine {
-            Engine::Local => None,
-            Engine::Shared(shared) => Some(shared.clone()),
-        }
-    }
-
     /// At start-up (and for `doctor`): the engine answers and accepts our credentials
     /// within `within`. Nothing to do locally: the store is opened by the first call that
     /// needs it, so a broken one fails only those calls.
     pub async fn connect(&self, within: Duration) -> Result<(), StateError> {
         match &self.engine {
             Engine::Shared(shared) => Ok(shared.connect(within).await?),
-            Engine::Local => Ok(()),
+            Engine::Local(_) => Ok(()),
         }
     }
 
@@ -158,7 +152,7 @@ impl State {
     {
         match &self.engine {
             Engine::Shared(backend) => Ok(shared(backend).await?),
-            Engine::Local => Ok(self.store.with(local).await?),
+            Engine::Local(_) => Ok(self.store.with(local).await?),
         }
     }
 
@@ -166,7 +160,7 @@ impl State {
     /// `/metrics`): `None` for the local engine, which has no outage to report.
     pub fn up(&self) -> Option<bool> {
         match &self.engine {
-            Engine::Local => None,
+            Engine::Local(_) => None,
             Engine::Shared(shared) => Some(shared.health().is_up()),
         }
     }

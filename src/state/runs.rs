@@ -44,7 +44,7 @@ impl State {
                     .put_snapshot(response_id, &body.to_string(), keep)
                     .await?)
             }
-            Engine::Local => {
+            Engine::Local(_) => {
                 let (id, body) = (response_id.to_owned(), body.clone());
                 self.store.with(move |s| s.put_snapshot(&id, &body)).await?;
                 Ok(())

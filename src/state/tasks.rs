@@ -88,7 +88,7 @@ impl State {
     pub async fn claim_task(&self, id: &str) -> Result<(), StateError> {
         let claimed = match &self.engine {
             Engine::Shared(shared) => shared.claim_task(id).await?,
-            Engine::Local => true,
+            Engine::Local(_) => true,
         };
         claimed.then_some(()).ok_or(StateError::Conflict)
     }
@@ -97,7 +97,7 @@ impl State {
     pub async fn release_task(&self, id: &str) -> Result<(), StateError> {
         match &self.engine {
             Engine::Shared(shared) => Ok(shared.release_task(id).await?),
-            Engine::Local => Ok(()),
+            Engine::Local(_) => Ok(()),
         }
     }
 
@@ -106,7 +106,7 @@ impl State {
     pub fn lease(&self) -> Option<Duration> {
         match &self.engine {
             Engine::Shared(shared) => Some(shared.lease()),
-            Engine::Local => None,
+            Engine::Local(_) => None,
         }
     }
 
@@ -121,7 +121,7 @@ impl State {
     pub async fn renew_tasks(&self, ids: &[String]) -> Result<Vec<bool>, StateError> {
         match &self.engine {
             Engine::Shared(shared) => Ok(shared.renew_tasks(ids).await?),
-            Engine::Local => Ok(vec![true; ids.len()]),
+            Engine::Local(_) => Ok(vec![true; ids.len()]),
         }
     }
 

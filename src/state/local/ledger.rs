@@ -5,6 +5,7 @@
 use rusqlite::params;
 
 use super::{Store, StoreError, now_ms};
+use crate::state::CallerSpend;
 
 /// One billable request, as the ledger keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,24 +37,6 @@ pub struct Tokens {
     pub reasoning: Option<i64>,
     pub citation: Option<i64>,
     pub search_queries: Option<i64>,
-}
-
-/// One caller's spend in the current day and month.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallerSpend {
-    pub caller: String,
-    pub name: String,
-    pub day: i64,
-    pub month: i64,
-}
-
-/// What was spent in the current day and month, by everyone and by one caller.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SpentTotals {
-    pub all_day: i64,
-    pub all_month: i64,
-    pub caller_day: i64,
-    pub caller_month: i64,
 }
 
 const DAY_MS: i64 = 86_400_000;
@@ -131,7 +114,7 @@ impl Store {
             )?;
             stmt.query_map(params![day_start_ms, month_start_ms], |r| {
                 Ok(CallerSpend {
-                    caller: r.get(0)?,
+                    key: r.get(0)?,
                     name: r.get(1)?,
                     day: r.get(2)?,
                     month: r.get(3)?,

@@ -13,15 +13,17 @@
 //!
 //! Touches: the store file only. No network.
 
+mod budgets;
 mod gateway;
 mod handle;
 mod ledger;
 mod schema;
 mod tasks;
 
+pub use budgets::Budgets;
 pub use gateway::Saved;
 pub use handle::StoreHandle;
-pub use ledger::{CallerSpend, LedgerRow, SpentTotals, Tokens};
+pub use ledger::{LedgerRow, Tokens};
 pub use tasks::{MAX_TASKS, TaskRecord, TaskUpdate};
 
 /// Run bindings kept: a run older than the newest 100,000 is long expired upstream.

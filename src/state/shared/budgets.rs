@@ -23,56 +23,36 @@
 //! can both take the last room. When Redis does not answer, a budgeted call is refused
 //! (`spend` says so): an unreachable budget must not mean unlimited spending.
 
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use super::{BackendError, Shared};
+use crate::state::budgets::{
+    Admission, BudgetCheck, CALL_HOLD, CallerSpend, PENDING_HOLD, SpentNow, Window,
+};
 
 /// A day's sums are kept this long (the day is over long before).
 const DAY_KEPT: Duration = Duration::from_secs(3 * 24 * 3600);
 /// A month's sums and its counted requests are kept this long.
 const MONTH_KEPT: Duration = Duration::from_secs(33 * 24 * 3600);
-/// A call's hold lapses after this if no replica settles it (the replica died): longer
-/// than any call waits (the wait budget's ceiling is 30 minutes).
-pub const CALL_HOLD: Duration = Duration::from_secs(2 * 3600);
-/// A run handed back unfinished holds its estimate this long unless collected.
-pub const PENDING_HOLD: Duration = Duration::from_secs(24 * 3600);
 /// Expired holds one admission sweeps at most (the rest go with the next ones).
 const SWEEP: usize = 64;
+/// How often spend that waits for no budget is added to the replicas' sums.
+const UNSENT_EVERY: Duration = Duration::from_secs(1);
 
-/// One budget to check: everyone's or the caller's, a day's or a month's, its limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BudgetCheck {
-    pub everyone: bool,
-    pub monthly: bool,
-    pub limit: i64,
-}
+/// A batch's window and caller (key, name); its rows are (request key, micro-dollars).
+type Batch = (Window, String, String);
 
-/// What an admission found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
-    /// The estimate is held.
-    Held,
-    /// `checks[index]` has no room: what was spent and is held against it.
-    Short { index: usize, spent: i64, held: i64 },
-}
-
-/// Spent in the current windows: the caller's and everyone's.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SpentNow {
-    pub caller_day: i64,
-    pub caller_month: i64,
-    pub all_day: i64,
-    pub all_month: i64,
-}
-
-/// One caller's spend in the current windows, for `server_metrics`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallerSpend {
-    pub key: String,
-    pub name: String,
-    pub day: i64,
-    pub month: i64,
+/// Spend of calls no budget waits for, added to the replicas' sums once a second in one
+/// script per caller and window, not one round trip per call. At most a second of it is
+/// lost when the process dies (the replica's ledger still has every row); a batch Redis
+/// does not take is dropped with a warning rather than kept growing.
+#[derive(Default)]
+pub struct Unsent {
+    rows: Mutex<HashMap<Batch, Vec<(String, i64)>>>,
+    flushing: AtomicBool,
 }
 
 /// Releases the hold `id` (its sums go down); shared by both scripts.
@@ -183,13 +163,6 @@ static RESERVE_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(&format!("{RELEASE}{RESERVE}")));
 static SETTLE_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(&format!("{RELEASE}{SETTLE}")));
-
-/// The current day's and month's windows, by their starts.
-#[derive(Debug, Clone, Copy)]
-pub struct Window {
-    pub day_start_ms: i64,
-    pub month_start_ms: i64,
-}
 
 impl Shared {
     fn sums_keys(&self, window: Window) -> (String, String) {
@@ -354,5 +327,49 @@ impl Shared {
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
+    }
+
+    /// Counts `rows` to `caller` within a second, in a batch with the others (see
+    /// [`Unsent`]): for spend no budget waits for.
+    pub fn settle_later(
+        self: &Arc<Self>,
+        window: Window,
+        caller: (&str, &str),
+        rows: Vec<(String, i64)>,
+    ) {
+        let key = (window, caller.0.to_owned(), caller.1.to_owned());
+        let unsent = &self.unsent;
+        unsent
+            .rows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_default()
+            .extend(rows);
+        if unsent.flushing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let shared = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(UNSENT_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let batch = std::mem::take(
+                    &mut *shared.unsent.rows.lock().unwrap_or_else(|e| e.into_inner()),
+                );
+                for ((window, key, name), rows) in batch {
+                    if let Err(e) = shared
+                        .settle_budget(window, (&key, &name), None, None, &rows)
+                        .await
+                    {
+                        tracing::warn!(
+                            "the replicas' spend could not be updated in the shared state ({e}); {} request(s) are missing from the shared sums",
+                            rows.len()
+                        );
+                    }
+                }
+            }
+        });
     }
 }

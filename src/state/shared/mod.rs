@@ -17,7 +17,6 @@
 mod buckets;
 mod budgets;
 pub use buckets::BucketSpec;
-pub use budgets::{Admission, BudgetCheck, CallerSpend, SpentNow, Window};
 mod health;
 mod offload;
 mod runs;
@@ -213,6 +212,8 @@ pub struct Shared {
     prefix: String,
     timeout: Duration,
     health: Arc<Health>,
+    /// Spend waiting to be added to the replicas' sums.
+    unsent: budgets::Unsent,
 }
 
 impl Shared {
@@ -257,6 +258,7 @@ impl Shared {
             prefix: config.prefix.clone(),
             timeout: config.timeout,
             health: Arc::new(Health::default()),
+            unsent: budgets::Unsent::default(),
         })
     }
 
