@@ -610,36 +610,6 @@ mod tests {
     }
 
     #[test]
-    fn deep_researchs_report_cites_the_given_urls() {
-        // src/tools/deep_research.rs's `report_schema`, as the product sends it.
-        let doc = valid(json!({
-            "type": "object",
-            "properties": {
-                "answer": {"type": "string"},
-                "key_findings": {"type": "array", "items": {"type": "string"}},
-                "open_questions": {"type": "array", "items": {"type": "string"}},
-                "claims": {"type": "array", "items": {"type": "object", "properties": {
-                    "text": {"type": "string"},
-                    "urls": {"type": "array", "items": {"type": "string"}},
-                    "confidence": {"type": "string", "enum": ["high", "medium", "low"]}},
-                    "required": ["text", "urls", "confidence"], "additionalProperties": false}}},
-            "required": ["answer", "key_findings", "open_questions", "claims"],
-            "additionalProperties": false}));
-        assert_eq!(
-            doc,
-            json!({
-                "answer": "Fake answer.",
-                "key_findings": ["Fake key finding 1.", "Fake key finding 2."],
-                "open_questions": ["Fake open question 1.", "Fake open question 2."],
-                "claims": [
-                    {"text": "Fake claim 1.", "urls": ["https://example.org/", "https://example.org/one"], "confidence": "high"},
-                    {"text": "Fake claim 2.", "urls": ["https://example.org/", "https://example.org/one"], "confidence": "high"}
-                ]
-            })
-        );
-    }
-
-    #[test]
     fn deep_researchs_decomposition_honours_max_items() {
         // `decomposition_schema(n)` of src/tools/deep_research.rs.
         for n in [1, 3] {

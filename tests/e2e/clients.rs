@@ -520,13 +520,7 @@ fn a_clients_file_replaced_by_another_users_keeps_the_old_clients_on_reload() {
     const MALLORY: &str = "pa_mallory-0123456789abcdef0123456789abcdef01234567";
     let fake = FakePerplexity::start();
     let dir = Scratch::new("clients-owner-reload");
-    let file = dir.path("clients.toml");
-    std::fs::write(&file, clients_file(TOKEN_A)).unwrap();
-    let mut env = env_with_store(&fake, &dir);
-    env.push((
-        "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
-        file.display().to_string(),
-    ));
+    let (file, mut env) = env_with_clients(&fake, &dir, &clients_file(TOKEN_A));
     env.push(("PERPLEXITY_LOG".into(), "info".into()));
     let http = Http::start(&env);
     assert_eq!(list_status(&http, TOKEN_A), 200);

@@ -43,6 +43,23 @@ pub fn env_with_store(fake: &FakePerplexity, dir: &Scratch) -> Vec<(String, Stri
     env
 }
 
+/// [`env_with_store`] serving the named clients of `clients`, written to
+/// `dir/clients.toml` (returned, for a test that rewrites it).
+pub fn env_with_clients(
+    fake: &FakePerplexity,
+    dir: &Scratch,
+    clients: &str,
+) -> (std::path::PathBuf, Vec<(String, String)>) {
+    let file = dir.path("clients.toml");
+    std::fs::write(&file, clients).unwrap();
+    let mut env = env_with_store(fake, dir);
+    env.push((
+        "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
+        file.display().to_string(),
+    ));
+    (file, env)
+}
+
 pub struct Server {
     child: Child,
     stdin: Option<ChildStdin>,

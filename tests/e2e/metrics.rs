@@ -216,14 +216,8 @@ fn calls_are_counted_by_named_client_and_a_stranger_adds_no_caller() {
     use crate::team::{TOKEN_A, TOKEN_B, clients_file};
     let fake = FakePerplexity::start_with(json!({"answer": "ok", "cost": 0.01}));
     let dir = Scratch::new("metrics-clients");
-    let file = dir.path("clients.toml");
     // alice has every tool; bot has `search` at one call a minute.
-    std::fs::write(&file, clients_file(TOKEN_A)).unwrap();
-    let mut env = env_with_store(&fake, &dir);
-    env.push((
-        "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
-        file.display().to_string(),
-    ));
+    let (file, mut env) = env_with_clients(&fake, &dir, &clients_file(TOKEN_A));
     env.push(("PERPLEXITY_METRICS".into(), "on".into()));
     crate::http::with_metrics_port(&mut env);
     let h = Http::start(&env);

@@ -62,13 +62,7 @@ fn team(scenario: Value, extra: &[(&str, &str)]) -> Team {
 fn team_of(clients: &str, scenario: Value, extra: &[(&str, &str)]) -> Team {
     let fake = FakePerplexity::start_with(scenario);
     let dir = Scratch::new("team");
-    let file = dir.path("clients.toml");
-    std::fs::write(&file, clients).unwrap();
-    let mut env = env_with_store(&fake, &dir);
-    env.push((
-        "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
-        file.display().to_string(),
-    ));
+    let (_, mut env) = env_with_clients(&fake, &dir, clients);
     env.push((
         "PERPLEXITY_AUDIT_LOG_PATH".into(),
         dir.path("audit.jsonl").display().to_string(),
@@ -573,13 +567,7 @@ fn the_start_up_summary_names_the_clients_and_warns_of_tools_the_server_lacks() 
 fn a_reload_and_a_stop_are_logged_at_the_default_level() {
     let fake = FakePerplexity::start();
     let dir = Scratch::new("team-default-log");
-    let file = dir.path("clients.toml");
-    std::fs::write(&file, clients_file(TOKEN_A)).unwrap();
-    let mut env = env_with_store(&fake, &dir);
-    env.push((
-        "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
-        file.display().to_string(),
-    ));
+    let (file, mut env) = env_with_clients(&fake, &dir, &clients_file(TOKEN_A));
     env.push(("PERPLEXITY_HTTP_DRAIN_SECONDS".into(), "5".into()));
     assert!(env.iter().all(|(k, _)| k != "PERPLEXITY_LOG"));
     let mut http = Http::start(&env);
