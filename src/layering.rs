@@ -34,6 +34,8 @@ const FLOORS: &[(&str, &[&str])] = &[
         "spend",
         &["call", "perplexity", "random", "state", "telemetry"],
     ),
+    // Answers served again instead of paid for again (kept through the state door).
+    ("cache", &["call", "state"]),
     // Egress.
     ("fetch", &["net", "text"]),
     ("perplexity", &["net", "random", "telemetry", "text"]),
@@ -47,6 +49,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     (
         "tools",
         &[
+            "cache",
             "call",
             "drain",
             "fetch",

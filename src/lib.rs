@@ -10,7 +10,8 @@
 //!   loopback, for trying it without a key and for the tests).
 //! - [`guard`]: controls every call passes through (rate limit, audit, spotlighting,
 //!   budget); [`state`]: every piece of state behind one door, with its two engines (the
-//!   local SQLite store, the replicas' Redis).
+//!   local SQLite store, the replicas' Redis); [`cache`]: research answers served again
+//!   instead of paid for again, kept through that door.
 //! - egress: [`perplexity`] (the only code that holds the API key or talks to Perplexity),
 //!   [`fetch`] (the SSRF-guarded page fetcher).
 //! - [`tools`]: the tool catalogue, shared by every front end; [`gateway`]: the policed MCP
@@ -31,6 +32,7 @@
 #![deny(clippy::print_stdout)]
 
 pub mod app;
+pub mod cache;
 pub mod call;
 pub mod cli;
 pub mod config;

@@ -14,6 +14,7 @@
 //! Touches: the store file; with the shared engine, one connection to its backend.
 
 mod budgets;
+mod cache;
 mod limits;
 pub mod local;
 mod runs;
@@ -21,6 +22,7 @@ pub mod shared;
 mod tasks;
 
 pub use budgets::{Admission, BudgetCheck, CallerSpend, SpentNow, Window};
+pub use cache::Cached;
 pub use local::{StoreConfig, TaskRecord, TaskUpdate};
 pub use shared::{
     BucketSpec, DEFAULT_LEASE, DEFAULT_PREFIX, DEFAULT_TIMEOUT, StateConfig, check_url,

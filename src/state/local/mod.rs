@@ -14,6 +14,7 @@
 //! Touches: the store file only. No network.
 
 mod budgets;
+mod cache;
 mod gateway;
 mod handle;
 mod ledger;

@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     // 1: snapshots; spaces, tabs and history for the terminal workspace.
     "CREATE TABLE snapshots (
          seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -82,6 +82,17 @@ const MIGRATIONS: [&str; 6] = [
          estimated INTEGER NOT NULL);
      CREATE INDEX ledger_by_time ON ledger (at_ms, total_micros);
      CREATE INDEX ledger_by_caller ON ledger (caller, at_ms, total_micros);",
+    // 7: the research cache (answers by a hash of their scope, tool and arguments), and
+    // the ledger's rows for calls it answered: cost 0, and what the run would have cost.
+    "CREATE TABLE cache (
+         seq INTEGER PRIMARY KEY AUTOINCREMENT,
+         key TEXT NOT NULL UNIQUE,
+         body TEXT NOT NULL,
+         bytes INTEGER NOT NULL,
+         created_ms INTEGER NOT NULL,
+         expires_ms INTEGER NOT NULL);
+     ALTER TABLE ledger ADD COLUMN cache_hit INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE ledger ADD COLUMN saved_micros INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// Several processes may open one store at once (two MCP servers, the TUI): the version

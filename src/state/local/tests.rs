@@ -200,3 +200,40 @@ fn processes_opening_one_new_store_at_once_all_succeed() {
         }
     }
 }
+
+#[test]
+fn cached_answers_expire_and_the_oldest_go_beyond_either_bound() {
+    let dir = TempDir::new("cache");
+    let store = Store::open(dir.config(10)).unwrap();
+    let now = now_ms();
+    store.keep_cached("k1", "one", now, now + 60_000).unwrap();
+    assert_eq!(store.cached("k1").unwrap(), Some(("one".to_owned(), now)));
+    store
+        .keep_cached("k1", "again", now + 1, now + 60_000)
+        .unwrap();
+    assert_eq!(
+        store.cached("k1").unwrap(),
+        Some(("again".to_owned(), now + 1))
+    );
+    store.keep_cached("gone", "old", now - 10, now - 1).unwrap();
+    assert_eq!(store.cached("gone").unwrap(), None, "expired");
+    assert_eq!(store.cached("never").unwrap(), None);
+
+    // Entries: the newest MAX_ENTRIES stay.
+    for i in 0..cache::MAX_ENTRIES + 5 {
+        store
+            .keep_cached(&format!("e{i}"), "x", now, now + 60_000)
+            .unwrap();
+    }
+    assert_eq!(store.cached("e0").unwrap(), None);
+    assert_eq!(store.cached("e4").unwrap(), None);
+    assert!(store.cached("e5").unwrap().is_some());
+    // Bytes: two answers of just over a third of the bound each, then a third.
+    let big = "b".repeat((cache::MAX_BYTES / 3 + 1) as usize);
+    for key in ["b1", "b2", "b3"] {
+        store.keep_cached(key, &big, now, now + 60_000).unwrap();
+    }
+    assert_eq!(store.cached("b1").unwrap(), None, "over the byte bound");
+    assert!(store.cached("b2").unwrap().is_some());
+    assert!(store.cached("b3").unwrap().is_some());
+}

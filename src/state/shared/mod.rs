@@ -16,6 +16,7 @@
 
 mod buckets;
 mod budgets;
+mod cache;
 pub use buckets::BucketSpec;
 mod health;
 mod offload;

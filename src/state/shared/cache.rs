@@ -1,0 +1,49 @@
+//! The research cache for every replica: `cache:v1:<key>` is a hash of the answer and
+//! when it was made, expiring with it, so a team's replicas answer from one cache. Its
+//! size is bounded by the backend's own memory policy (and each answer's by the caller).
+
+use std::time::Duration;
+
+use super::{BackendError, Shared};
+
+impl Shared {
+    /// Keeps `body` under `key` for `ttl`, in one round trip (`MULTI`).
+    pub async fn keep_cached(
+        &self,
+        key: &str,
+        body: &str,
+        created_ms: i64,
+        ttl: Duration,
+    ) -> Result<(), BackendError> {
+        let record = self.key("cache", 1, key);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .hset_multiple(
+                &record,
+                &[("body", body), ("created_ms", &created_ms.to_string())],
+            )
+            .ignore()
+            .pexpire(&record, ttl.as_millis() as i64)
+            .ignore();
+        let mut conn = self.conn.clone();
+        self.run(async move { pipe.query_async::<()>(&mut conn).await })
+            .await
+    }
+
+    /// The answer kept under `key` and when it was made.
+    pub async fn cached(&self, key: &str) -> Result<Option<(String, i64)>, BackendError> {
+        let record = self.key("cache", 1, key);
+        let mut conn = self.conn.clone();
+        let (body, created): (Option<String>, Option<i64>) = self
+            .run(async move {
+                redis::cmd("HMGET")
+                    .arg(record)
+                    .arg("body")
+                    .arg("created_ms")
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(body.zip(created))
+    }
+}
