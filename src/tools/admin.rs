@@ -5,33 +5,47 @@
 
 use serde_json::{Value, json};
 
+use super::args::{Arg, Args, Kind, Max, Read, input_schema};
 use super::schema_object;
-use crate::call::ToolOutput;
+use crate::call::{ArgError, ToolOutput};
 
-pub const METRICS_ARGS: [&str; 0] = [];
-pub const RETRIEVE_ARGS: [&str; 2] = ["retrieve_key", "offset"];
+pub const METRICS: [Arg; 0] = [];
+pub const RETRIEVE: [Arg; 2] = [
+    Arg::new(
+        "retrieve_key",
+        Kind::Text {
+            min: 0,
+            max: 0,
+            pattern: "^[0-9a-f]{24}$",
+            default: None,
+        },
+    )
+    .required(),
+    Arg::new(
+        "offset",
+        Kind::Int {
+            min: 0,
+            max: Max::Unbounded,
+            default: Some(0),
+        },
+    ),
+];
 
 /// `retrieve` arguments: a well-formed key (checked before the cache is consulted) and
 /// an optional character offset.
-pub fn validate_retrieve(args: &super::args::Args) -> Result<(String, usize), String> {
-    let key = super::args::required_text(args, "retrieve_key").map_err(|e| e.to_string())?;
+pub fn validate_retrieve(args: &Args) -> Result<(String, usize), ArgError> {
+    let read = Read::new(args, &RETRIEVE);
+    let key = read.need("retrieve_key")?;
     let well_formed = key.len() == 24
         && key
             .bytes()
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
     if !well_formed {
-        return Err(
-            "Malformed retrieve_key. Expected the retrieve_key given in a truncated result."
-                .to_owned(),
-        );
+        return Err(ArgError::words(
+            "Malformed retrieve_key. Expected the retrieve_key given in a truncated result.",
+        ));
     }
-    let offset = match super::args::optional(args, "offset") {
-        None => 0,
-        Some(v) => crate::text::json_integer(v)
-            .filter(|n| *n >= 0)
-            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
-            .ok_or("'offset' must be a non-negative integer.")?,
-    };
+    let offset = usize::try_from(read.int("offset")?).unwrap_or(usize::MAX);
     Ok((key.to_owned(), offset))
 }
 
@@ -40,12 +54,7 @@ pub fn retrieve_definition(name: &'static str) -> rmcp::model::Tool {
     Tool::new(
         name,
         "The rest of a result cut by the output budget: pass the retrieve_key and offset it names. Kept for one hour.",
-        schema_object(json!({"type":"object",
-            "properties":{
-                "retrieve_key":{"type":"string","pattern":"^[0-9a-f]{24}$"},
-                "offset":{"type":"integer","minimum":0,"default":0}},
-            "required":["retrieve_key"],
-            "additionalProperties":false})),
+        input_schema(&RETRIEVE, 0),
     )
     .with_title("Retrieve Offloaded Result")
     .with_annotations(
@@ -73,7 +82,7 @@ pub fn metrics_definition(name: &'static str) -> rmcp::model::Tool {
     Tool::new(
         name,
         "Counters of this server since it started: calls, errors, validation and rate-limit rejections and abandoned calls per tool, latency percentiles (ms), upstream retries, whether the circuit breaker is pausing Perplexity requests, calls in flight, uptime, and spend today and this month (your own; every caller's for the server's operator). Use it to diagnose slowness or refusals; it costs no Perplexity request.",
-        schema_object(json!({"type":"object","additionalProperties":false})),
+        input_schema(&METRICS, 0),
     )
     .with_title("Server Metrics")
     .with_raw_output_schema(schema_object(json!({"type":"object",

@@ -1,12 +1,485 @@
 //! Reading tool arguments the way the reference peer does: unknown keys are rejected
 //! before anything else (a misspelt `domain` once ran an unfiltered, billed search),
 //! and an explicit `null` for an optional argument means "absent".
+//!
+//! A tool declares its arguments once, as a table of [`Arg`]s: the table is its
+//! `inputSchema` ([`input_schema`]), its accepted names, and each argument's reading
+//! ([`Read`]); the tool's code keeps only what no single argument says (which ones go
+//! together, in which order they are checked).
 
-use serde_json::{Map, Value};
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
 
 use crate::call::ArgError;
+use crate::text::{json_integer, py_strip};
 
 pub type Args = Map<String, Value>;
+
+/// One argument of a tool: its name, what it takes, and its `description` (`""`: none;
+/// `{wait}` stands for the server's wait budget).
+pub struct Arg {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub required: bool,
+    pub about: &'static str,
+}
+
+/// What an argument takes. The schema shows each bound; where an argument is read
+/// differently from its schema's letter (the reference peer's texts), the variant says.
+pub enum Kind {
+    /// A string, trimmed: blank is refused (`is required and must be a non-empty string.`,
+    /// or `must be a non-empty string.`), longer than `max` characters too (`0`: no
+    /// bound). `min` and `pattern` (`""`: none) are the schema's only.
+    Text {
+        min: usize,
+        max: usize,
+        pattern: &'static str,
+        default: Option<&'static str>,
+    },
+    /// A string taken as given, `valid` or refused with `problem` (`{max}` stands for
+    /// `max`); `min`, `max` and `pattern` are what the schema shows of `valid`.
+    Str {
+        min: usize,
+        max: usize,
+        pattern: &'static str,
+        valid: fn(&str) -> bool,
+        problem: &'static str,
+    },
+    /// A JSON integer (not a float, not a boolean); `default` when absent, if any.
+    Int {
+        min: i64,
+        max: Max,
+        default: Option<i64>,
+    },
+    /// A finite number in `min..=max` (`min` whole: the schemas have always shown it
+    /// as an integer).
+    Number {
+        min: i64,
+        max: f64,
+    },
+    Bool {
+        default: bool,
+    },
+    /// One of `values`, exactly; the message lists them `sorted`, or as declared.
+    /// Absent stays absent: the `default` shown is the API's own.
+    Choice {
+        values: &'static [&'static str],
+        sorted: bool,
+        default: Option<&'static str>,
+    },
+    /// An array of strings, each an `item` (a [`Kind::Str`] or [`Kind::Text`]); more than
+    /// `max` entries are refused, `min` is the schema's only.
+    List {
+        item: &'static Kind,
+        min: usize,
+        max: usize,
+    },
+    /// A nested shape (`oneOf` variants, objects within objects), shown as written and
+    /// read by the tool's own reader; the property's description, if it comes first,
+    /// is part of it.
+    Shown(fn() -> Value),
+}
+
+/// The upper bound of a [`Kind::Int`].
+pub enum Max {
+    At(i64),
+    /// None: any non-negative integer.
+    Unbounded,
+    /// The server's wait budget, shown as the maximum; a larger value is accepted and
+    /// clamped by the tool, as the reference peer does.
+    WaitBudget,
+}
+
+impl Arg {
+    pub const fn new(name: &'static str, kind: Kind) -> Self {
+        Arg {
+            name,
+            kind,
+            required: false,
+            about: "",
+        }
+    }
+
+    pub const fn required(self) -> Self {
+        Arg {
+            required: true,
+            ..self
+        }
+    }
+
+    pub const fn about(self, about: &'static str) -> Self {
+        Arg { about, ..self }
+    }
+
+    /// Its property in the schema: the keys in one fixed order, as `tools/list` has
+    /// always shown them.
+    fn property(&self, wait: u64) -> Value {
+        let mut p = self.kind.schema(wait);
+        if !self.about.is_empty() {
+            p["description"] = json!(self.about.replace("{wait}", &wait.to_string()));
+        }
+        p
+    }
+}
+
+impl Kind {
+    /// A trimmed string of at most `max` characters.
+    pub const fn text(min: usize, max: usize) -> Kind {
+        Kind::Text {
+            min,
+            max,
+            pattern: "",
+            default: None,
+        }
+    }
+
+    /// A string as given, `valid` or refused with `problem`; the schema shows `pattern`.
+    pub const fn pattern(
+        pattern: &'static str,
+        valid: fn(&str) -> bool,
+        problem: &'static str,
+    ) -> Kind {
+        Kind::Str {
+            min: 0,
+            max: 0,
+            pattern,
+            valid,
+            problem,
+        }
+    }
+
+    /// An array of `min..=max` strings, each an `item`.
+    pub const fn list(item: &'static Kind, min: usize, max: usize) -> Kind {
+        Kind::List { item, min, max }
+    }
+
+    /// An integer in `min..=max`, `default` when absent.
+    pub const fn int(min: i64, max: i64, default: i64) -> Kind {
+        Kind::Int {
+            min,
+            max: Max::At(max),
+            default: Some(default),
+        }
+    }
+
+    /// An integer in `min..=max`, absent when not given.
+    pub const fn count(min: i64, max: i64) -> Kind {
+        Kind::Int {
+            min,
+            max: Max::At(max),
+            default: None,
+        }
+    }
+
+    /// One of `values`, listed as declared in the message.
+    pub const fn choice(values: &'static [&'static str], default: Option<&'static str>) -> Kind {
+        Kind::Choice {
+            values,
+            sorted: false,
+            default,
+        }
+    }
+
+    /// The schema of a value of this kind.
+    pub fn schema(&self, wait: u64) -> Value {
+        let string = |min: usize, max: usize, pattern: &str| {
+            let mut p = json!({"type": "string"});
+            if min > 0 {
+                p["minLength"] = json!(min);
+            }
+            if max > 0 {
+                p["maxLength"] = json!(max);
+            }
+            if !pattern.is_empty() {
+                p["pattern"] = json!(pattern);
+            }
+            p
+        };
+        match self {
+            Kind::Text {
+                min,
+                max,
+                pattern,
+                default,
+            } => {
+                let mut p = string(*min, *max, pattern);
+                if let Some(d) = default {
+                    p["default"] = json!(d);
+                }
+                p
+            }
+            Kind::Str {
+                min, max, pattern, ..
+            } => string(*min, *max, pattern),
+            Kind::Int { min, max, default } => {
+                let mut p = json!({"type": "integer", "minimum": min});
+                match max {
+                    Max::At(max) => p["maximum"] = json!(max),
+                    Max::WaitBudget => p["maximum"] = json!(wait),
+                    Max::Unbounded => {}
+                }
+                if let Some(d) = default {
+                    p["default"] = json!(d);
+                }
+                p
+            }
+            Kind::Number { min, max } => {
+                json!({"type": "number", "minimum": min, "maximum": max})
+            }
+            Kind::Shown(shape) => shape(),
+            Kind::Bool { default } => json!({"type": "boolean", "default": default}),
+            Kind::Choice {
+                values, default, ..
+            } => {
+                let mut p = json!({"type": "string", "enum": values});
+                if let Some(d) = default {
+                    p["default"] = json!(d);
+                }
+                p
+            }
+            Kind::List { item, min, max } => {
+                let mut p = json!({"type": "array", "items": item.schema(wait)});
+                if *min > 0 {
+                    p["minItems"] = json!(min);
+                }
+                p["maxItems"] = json!(max);
+                p
+            }
+        }
+    }
+}
+
+/// A tool's `inputSchema`, from its table; `wait` is the server's wait budget.
+pub fn input_schema(table: &[Arg], wait: u64) -> Arc<Map<String, Value>> {
+    let mut schema = Map::new();
+    schema.insert("type".into(), json!("object"));
+    if !table.is_empty() {
+        let properties = table
+            .iter()
+            .map(|a| (a.name.to_owned(), a.property(wait)))
+            .collect();
+        schema.insert("properties".into(), Value::Object(properties));
+    }
+    let required: Vec<&str> = table
+        .iter()
+        .filter(|a| a.required)
+        .map(|a| a.name)
+        .collect();
+    if !required.is_empty() {
+        schema.insert("required".into(), json!(required));
+    }
+    schema.insert("additionalProperties".into(), json!(false));
+    Arc::new(schema)
+}
+
+/// The names a tool accepts: its table's.
+pub fn names(table: &[Arg]) -> Vec<&'static str> {
+    table.iter().map(|a| a.name).collect()
+}
+
+/// [`names`], as a constant (the guard's benchmark rejects unknown keys against one).
+pub const fn names_of<const N: usize>(table: &[Arg; N]) -> [&'static str; N] {
+    let mut names = [""; N];
+    let mut i = 0;
+    while i < N {
+        names[i] = table[i].name;
+        i += 1;
+    }
+    names
+}
+
+/// A tool's arguments read through its table, one argument at a time, in the order the
+/// tool checks them; every refusal names the argument as the tool's schema does.
+pub struct Read<'a> {
+    args: &'a Args,
+    table: &'static [Arg],
+}
+
+impl<'a> Read<'a> {
+    pub fn new(args: &'a Args, table: &'static [Arg]) -> Self {
+        Read { args, table }
+    }
+
+    /// The declared argument; a name outside the table is a mistake in this crate,
+    /// which every test of the tool finds.
+    fn arg(&self, name: &str) -> &'static Arg {
+        match self.table.iter().find(|a| a.name == name) {
+            Some(arg) => arg,
+            None => panic!("'{name}' is not declared in its tool's table"),
+        }
+    }
+
+    /// The value as given; `null` counts as absent.
+    pub fn raw(&self, name: &str) -> Option<&'a Value> {
+        optional(self.args, self.arg(name).name)
+    }
+
+    /// A [`Kind::Text`] or [`Kind::Str`] argument (its default when absent).
+    pub fn text(&self, name: &str) -> Result<Option<&'a str>, ArgError> {
+        let arg = self.arg(name);
+        match (self.raw(name), &arg.kind) {
+            (None, Kind::Text { default, .. }) if !arg.required => Ok(*default),
+            (None, _) if !arg.required => Ok(None),
+            (v, kind) => string_of(name, v, kind, arg.required).map(Some),
+        }
+    }
+
+    /// A value read as the entries of `name` are (a list given element by element).
+    pub fn entry(&self, name: &str, v: &'a Value) -> Result<&'a str, ArgError> {
+        match &self.arg(name).kind {
+            Kind::List { item, .. } => string_of(name, Some(v), item, false),
+            kind => string_of(name, Some(v), kind, false),
+        }
+    }
+
+    /// A [`Kind::Text`] that is required or has a default.
+    pub fn need(&self, name: &str) -> Result<&'a str, ArgError> {
+        self.text(name)?
+            .ok_or_else(|| ArgError::of(name, REQUIRED_TEXT))
+    }
+
+    /// A [`Kind::Int`] argument, its default when absent.
+    pub fn int(&self, name: &str) -> Result<i128, ArgError> {
+        self.int_to(name, None)
+    }
+
+    /// A [`Kind::Int`] argument whose bound depends on another argument: at most `max`.
+    pub fn int_up_to(&self, name: &str, max: i64) -> Result<i128, ArgError> {
+        self.int_to(name, Some(max))
+    }
+
+    fn int_to(&self, name: &str, bound: Option<i64>) -> Result<i128, ArgError> {
+        let Kind::Int { min, max, default } = &self.arg(name).kind else {
+            panic!("'{name}' is not an integer");
+        };
+        let Some(v) = self.raw(name) else {
+            return match default {
+                Some(d) => Ok(i128::from(*d)),
+                None => panic!("'{name}' has no default"),
+            };
+        };
+        let max = match (bound, max) {
+            (Some(bound), _) => Some(bound),
+            (None, Max::At(bound)) => Some(*bound),
+            _ => None,
+        };
+        json_integer(v)
+            .filter(|n| *n >= i128::from(*min) && max.is_none_or(|max| *n <= i128::from(max)))
+            .ok_or_else(|| match max {
+                Some(max) => {
+                    ArgError::of(name, &format!("must be an integer from {min} to {max}."))
+                }
+                None => ArgError::of(name, "must be a non-negative integer."),
+            })
+    }
+
+    /// A [`Kind::Bool`] argument, its default when absent.
+    pub fn boolean(&self, name: &str) -> Result<bool, ArgError> {
+        let Kind::Bool { default } = &self.arg(name).kind else {
+            panic!("'{name}' is not a boolean");
+        };
+        match self.raw(name) {
+            None => Ok(*default),
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| ArgError::of(name, "must be a boolean.")),
+        }
+    }
+
+    /// A [`Kind::Choice`] argument; absent stays absent.
+    pub fn choice(&self, name: &str) -> Result<Option<&'a str>, ArgError> {
+        let Kind::Choice { values, sorted, .. } = &self.arg(name).kind else {
+            panic!("'{name}' is not a choice");
+        };
+        let Some(v) = self.raw(name) else {
+            return Ok(None);
+        };
+        v.as_str()
+            .filter(|s| values.contains(s))
+            .map(Some)
+            .ok_or_else(|| {
+                let mut listed = values.to_vec();
+                if *sorted {
+                    listed.sort_unstable();
+                }
+                ArgError::of(name, &format!("must be one of: {}.", listed.join(", ")))
+            })
+    }
+
+    /// A [`Kind::List`] argument: every entry a string, at most `max` of them, each
+    /// read as its `item`. Absent: `None`.
+    pub fn list(&self, name: &str) -> Result<Option<Vec<&'a str>>, ArgError> {
+        let Kind::List { item, max, .. } = &self.arg(name).kind else {
+            panic!("'{name}' is not a list");
+        };
+        let Some(v) = self.raw(name) else {
+            return Ok(None);
+        };
+        let items = v
+            .as_array()
+            .filter(|items| items.iter().all(Value::is_string))
+            .ok_or_else(|| ArgError::of(name, "must be an array of strings."))?;
+        if items.len() > *max {
+            return Err(ArgError::of(
+                name,
+                &format!("accepts at most {max} entries."),
+            ));
+        }
+        items
+            .iter()
+            .map(|v| {
+                string_of(name, Some(v), item, false).map_err(|e| match item {
+                    // An entry's problem is said of the entry.
+                    Kind::Str { problem, max, .. } => ArgError::words("Each entry of ")
+                        .arg(name)
+                        .then(format!(" {}", problem.replace("{max}", &max.to_string()))),
+                    _ => e,
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
+}
+
+/// `v` read as a string `kind`; `required` picks the reference peer's wording for a
+/// missing one.
+fn string_of<'a>(
+    name: &str,
+    v: Option<&'a Value>,
+    kind: &Kind,
+    required: bool,
+) -> Result<&'a str, ArgError> {
+    match kind {
+        Kind::Text { max, .. } => {
+            let text = v
+                .and_then(Value::as_str)
+                .map(py_strip)
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| match required {
+                    true => ArgError::of(name, REQUIRED_TEXT),
+                    false => ArgError::of(name, "must be a non-empty string."),
+                })?;
+            if *max > 0 && text.chars().count() > *max {
+                return Err(ArgError::of(
+                    name,
+                    &format!("must be at most {max} characters."),
+                ));
+            }
+            Ok(text)
+        }
+        Kind::Str {
+            max,
+            valid,
+            problem,
+            ..
+        } => v
+            .and_then(Value::as_str)
+            .filter(|s| valid(s))
+            .ok_or_else(|| ArgError::of(name, &problem.replace("{max}", &max.to_string()))),
+        _ => panic!("'{name}' is not a string"),
+    }
+}
 
 /// `Unknown argument(s): a, b. Accepted: x, y.` when `args` has keys outside `accepted`.
 pub fn reject_unknown(args: &Args, accepted: &[&str]) -> Result<(), String> {
@@ -59,15 +532,6 @@ pub fn optional<'a>(args: &'a Args, key: &str) -> Option<&'a Value> {
 
 /// The words of every missing or blank required string, as the reference peer says them.
 pub const REQUIRED_TEXT: &str = "is required and must be a non-empty string.";
-
-/// A required string, non-empty after trimming; returned trimmed.
-pub fn required_text<'a>(args: &'a Args, key: &str) -> Result<&'a str, ArgError> {
-    args.get(key)
-        .and_then(Value::as_str)
-        .map(crate::text::py_strip)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| ArgError::of(key, REQUIRED_TEXT))
-}
 
 /// An object inside the arguments (or the arguments themselves), read with its path in
 /// every message — `'tools[2].filters.search_domain_filter' …` — so a caller fixing a
@@ -194,6 +658,66 @@ impl<'a> Fields<'a> {
                     self.name(key)
                 )
             })
+    }
+
+    /// How `table` declares `key`: the bounds the readers below take from it.
+    fn kind_in<'t>(table: &'t [Arg], key: &str) -> &'t Kind {
+        match table.iter().find(|a| a.name == key) {
+            Some(arg) => &arg.kind,
+            None => panic!("'{key}' is not declared in its table"),
+        }
+    }
+
+    /// A string `key` as `table` declares it (a [`Kind::Text`] by its bounds, a
+    /// [`Kind::Str`] by its rule, a [`Kind::Choice`] by its values), in this reader's
+    /// words: its path in every message.
+    pub fn text_in(&self, table: &[Arg], key: &str) -> Result<Option<&'a str>, String> {
+        match Self::kind_in(table, key) {
+            Kind::Text { min, max, .. } => self.text(key, *min, *max),
+            Kind::Choice { values, .. } => self.choice(key, values),
+            Kind::Str {
+                valid,
+                problem,
+                max,
+                ..
+            } => self
+                .get(key)
+                .map(|v| {
+                    v.as_str().filter(|s| valid(s)).ok_or_else(|| {
+                        let problem = problem.replace("{max}", &max.to_string());
+                        format!("{} {problem}", self.name(key))
+                    })
+                })
+                .transpose(),
+            _ => panic!("'{key}' is not a string"),
+        }
+    }
+
+    /// An integer (or, [`Kind::Number`], a number) `key` within `table`'s bounds.
+    pub fn int_in(&self, table: &[Arg], key: &str) -> Result<Option<i64>, String> {
+        match Self::kind_in(table, key) {
+            Kind::Int {
+                min,
+                max: Max::At(max),
+                ..
+            } => self.int(key, *min, *max),
+            _ => panic!("'{key}' is not a bounded integer"),
+        }
+    }
+
+    pub fn number_in(&self, table: &[Arg], key: &str) -> Result<Option<f64>, String> {
+        match Self::kind_in(table, key) {
+            Kind::Number { min, max } => self.number(key, *min as f64, *max),
+            _ => panic!("'{key}' is not a number"),
+        }
+    }
+
+    /// A list `key` of as many entries as `table` allows (each read by the caller).
+    pub fn list_in(&self, table: &[Arg], key: &str) -> Result<Option<&'a [Value]>, String> {
+        match Self::kind_in(table, key) {
+            Kind::List { min, max, .. } => self.list(key, *min, *max),
+            _ => panic!("'{key}' is not a list"),
+        }
     }
 
     /// `present` or a "required" error naming the key.

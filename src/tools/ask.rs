@@ -6,17 +6,48 @@
 
 use serde_json::json;
 
-use super::args::{Args, optional};
-use super::research::{
-    MAX_DOMAIN_CHARS, MAX_DOMAINS, MAX_PRESET_CHARS, MAX_QUERY_CHARS, ResearchRequest,
-};
-use super::{schema_object, starts_a_run};
+use super::args::{Arg, Args, Kind, Read, input_schema};
+use super::research::{DOMAINS, MAX_PRESET_CHARS, MAX_QUERY_CHARS, RECENCY, ResearchRequest};
+use super::starts_a_run;
 use crate::call::ArgError;
-use crate::perplexity::agent::RECENCY_VALUES;
 
-pub const ASK_ARGS: [&str; 5] = ["query", "preset", "model", "recency", "domains"];
 pub const DEFAULT_PRESET: &str = "fast";
 pub const MAX_MODEL_CHARS: usize = 128;
+
+pub const ASK: [Arg; 5] = [
+    Arg::new("query", Kind::text(1, MAX_QUERY_CHARS))
+        .required()
+        .about("The question."),
+    Arg::new(
+        "preset",
+        Kind::Text {
+            min: 1,
+            max: MAX_PRESET_CHARS,
+            pattern: "",
+            default: Some(DEFAULT_PRESET),
+        },
+    )
+    .about("Research depth (fast by default); not together with model."),
+    Arg::new(
+        "model",
+        Kind::Str {
+            min: 1,
+            max: MAX_MODEL_CHARS,
+            pattern: "^[A-Za-z0-9._:/-]+$",
+            valid: |m| {
+                (1..=MAX_MODEL_CHARS).contains(&m.len())
+                    && m.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
+            },
+            problem: "must be a model id of at most {max} characters (letters, digits and . _ : / -), e.g. openai/gpt-5.",
+        },
+    )
+    .about("A model id in provider/model form, such as openai/gpt-5.5 or perplexity/sonar (the catalogue: perplexity-agent models), instead of a preset."),
+    Arg::new("recency", RECENCY).about("Use only sources published within this window."),
+    Arg::new("domains", DOMAINS).about(
+        "Limit sources to these domains; prefix a domain with '-' to exclude it instead.",
+    ),
+];
 
 /// The definition `tools/list` shows, under the registry's name for it.
 pub fn definition(name: &'static str) -> rmcp::model::Tool {
@@ -24,15 +55,7 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
     Tool::new(
         name,
         "Get a quick answer grounded in a web search, with numbered sources: Perplexity's Agent API on the fast preset (or the preset or model you name). Use it for factual questions that need current information; use perplexity_agent for deep, multi-step research. If the answer takes longer than this server's wait budget, you get a response_id to collect with perplexity_agent_result.",
-        schema_object(json!({"type":"object",
-            "properties":{
-                "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The question."},
-                "preset":{"type":"string","minLength":1,"maxLength":MAX_PRESET_CHARS,"default":DEFAULT_PRESET,"description":"Research depth (fast by default); not together with model."},
-                "model":{"type":"string","minLength":1,"maxLength":MAX_MODEL_CHARS,"pattern":"^[A-Za-z0-9._:/-]+$","description":"A model id in provider/model form, such as openai/gpt-5.5 or perplexity/sonar (the catalogue: perplexity-agent models), instead of a preset."},
-                "recency":{"type":"string","enum":RECENCY_VALUES,"description":"Use only sources published within this window."},
-                "domains":{"type":"array","items":{"type":"string","maxLength":MAX_DOMAIN_CHARS},"maxItems":MAX_DOMAINS,"description":"Limit sources to these domains; prefix a domain with '-' to exclude it instead."}},
-            "required":["query"],
-            "additionalProperties":false})),
+        input_schema(&ASK, 0),
     )
     .with_title("Perplexity Quick Answer")
     // Creates a billable run upstream (like perplexity_agent).
@@ -44,20 +67,11 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
 /// The lifecycle tool's rules for query, preset, recency and domains, plus `model`
 /// (exclusive with `preset`); always waits.
 pub fn validate(args: &Args) -> Result<ResearchRequest, ArgError> {
-    let model = match optional(args, "model") {
+    let read = Read::new(args, &ASK);
+    let model = match read.text("model")? {
         None => None,
-        Some(v) => {
-            let m = v
-                .as_str()
-                .filter(|m| {
-                    (1..=MAX_MODEL_CHARS).contains(&m.len())
-                        && m.bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
-                })
-                .ok_or_else(|| ArgError::of("model", &format!(
-                    "must be a model id of at most {MAX_MODEL_CHARS} characters (letters, digits and . _ : / -), e.g. openai/gpt-5."
-                )))?;
-            if optional(args, "preset").is_some() {
+        Some(m) => {
+            if read.raw("preset").is_some() {
                 return Err(ArgError::words("Give ")
                     .arg("preset")
                     .then(" or ")
@@ -76,9 +90,10 @@ pub fn validate(args: &Args) -> Result<ResearchRequest, ArgError> {
             Some(m.to_owned())
         }
     };
+    // The rest are perplexity_agent's rules, on this tool's default preset.
     let mut rest = args.clone();
     rest.remove("model");
-    if optional(&rest, "preset").is_none() {
+    if read.raw("preset").is_none() {
         rest.insert("preset".to_owned(), json!(DEFAULT_PRESET));
     }
     let mut request = ResearchRequest::from_args(&rest)?;

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::CallContext;
-use super::args::{Args, optional};
+use super::args::{Arg, Args, Kind, Read, input_schema};
 use super::report::{Claim, DeepReport, ReportSource, Validation};
 use super::{schema_object, starts_a_run};
 use crate::call::{ArgError, ToolOutput};
@@ -33,15 +33,8 @@ use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::CreateRun;
 use crate::perplexity::search::{QueryText, SearchHit, SearchQuery};
 use crate::perplexity::wait::{WaitError, Waited, create_and_wait};
-use crate::text::{json_integer, py_strip, strings};
+use crate::text::{py_strip, strings};
 
-pub const DEEP_ARGS: [&str; 5] = [
-    "question",
-    "num_subquestions",
-    "max_results_per_subquestion",
-    "max_sources",
-    "use_model_decomposition",
-];
 pub const MAX_QUESTION_CHARS: usize = 4096;
 /// The angles a question is examined from, in order.
 const ANGLES: [&str; 8] = [
@@ -53,6 +46,19 @@ const ANGLES: [&str; 8] = [
     "{q} history and background",
     "{q} compared with alternatives",
     "{q} future outlook",
+];
+pub const DEEP: [Arg; 5] = [
+    Arg::new("question", Kind::text(1, MAX_QUESTION_CHARS))
+        .required()
+        .about("The research question."),
+    Arg::new("num_subquestions", Kind::int(1, ANGLES.len() as i64, 4))
+        .about("How many angles to search (1-8)."),
+    Arg::new("max_results_per_subquestion", Kind::int(1, 10, 5))
+        .about("Search results per angle (1-10)."),
+    Arg::new("max_sources", Kind::int(20, 50, 30))
+        .about("Distinct sources given to the writer (20-50)."),
+    Arg::new("use_model_decomposition", Kind::Bool { default: false })
+        .about("Let the model choose the sub-questions (one more Agent API run); falls back to fixed angles if that fails."),
 ];
 /// Searches in flight at once.
 const SEARCH_CONCURRENCY: usize = 8;
@@ -90,15 +96,7 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
     Tool::new(
         name,
         "Research a question in depth: it is split into sub-questions that are searched concurrently, the sources are deduplicated, and a report (answer, key findings, open questions, claims with their supporting URLs) is written from those sources only. Every claim is then checked: a claim citing a URL that was never retrieved is downgraded and flagged, a claim without a URL is marked uncertain. Slower and costlier than perplexity_ask.",
-        schema_object(json!({"type":"object",
-            "properties":{
-                "question":{"type":"string","minLength":1,"maxLength":MAX_QUESTION_CHARS,"description":"The research question."},
-                "num_subquestions":{"type":"integer","minimum":1,"maximum":8,"default":4,"description":"How many angles to search (1-8)."},
-                "max_results_per_subquestion":{"type":"integer","minimum":1,"maximum":10,"default":5,"description":"Search results per angle (1-10)."},
-                "max_sources":{"type":"integer","minimum":20,"maximum":50,"default":30,"description":"Distinct sources given to the writer (20-50)."},
-                "use_model_decomposition":{"type":"boolean","default":false,"description":"Let the model choose the sub-questions (one more Agent API run); falls back to fixed angles if that fails."}},
-            "required":["question"],
-            "additionalProperties":false})),
+        input_schema(&DEEP, 0),
     )
     .with_title("Perplexity Deep Research (validated)")
     .with_raw_output_schema(schema_object(json!({"type":"object",
@@ -129,42 +127,18 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
 }
 
 pub fn validate(args: &Args) -> Result<DeepCall, ArgError> {
-    let question = optional(args, "question")
-        .and_then(Value::as_str)
-        .map(py_strip)
-        .filter(|q| !q.is_empty())
-        .ok_or_else(|| ArgError::of("question", super::args::REQUIRED_TEXT))?;
-    if question.chars().count() > MAX_QUESTION_CHARS {
-        return Err(ArgError::of(
-            "question",
-            &format!("must be at most {MAX_QUESTION_CHARS} characters."),
-        ));
-    }
-    let int = |key: &str, default: i128, min: i128, max: i128| -> Result<i128, ArgError> {
-        match optional(args, key) {
-            None => Ok(default),
-            Some(v) => json_integer(v)
-                .filter(|n| (min..=max).contains(n))
-                .ok_or_else(|| {
-                    ArgError::of(key, &format!("must be an integer from {min} to {max}."))
-                }),
-        }
-    };
-    let n = int("num_subquestions", 4, 1, 8)? as usize;
+    let read = Read::new(args, &DEEP);
+    let question = read.need("question")?;
+    let n = read.int("num_subquestions")? as usize;
     Ok(DeepCall {
         question: question.to_owned(),
         subquestions: ANGLES[..n]
             .iter()
             .map(|a| a.replace("{q}", question))
             .collect(),
-        per_subquestion: int("max_results_per_subquestion", 5, 1, 10)? as u32,
-        max_sources: int("max_sources", 30, 20, 50)? as usize,
-        model_decomposition: match optional(args, "use_model_decomposition") {
-            None => false,
-            Some(v) => v
-                .as_bool()
-                .ok_or_else(|| ArgError::of("use_model_decomposition", "must be a boolean."))?,
-        },
+        per_subquestion: read.int("max_results_per_subquestion")? as u32,
+        max_sources: read.int("max_sources")? as usize,
+        model_decomposition: read.boolean("use_model_decomposition")?,
     })
 }
 

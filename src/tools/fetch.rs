@@ -5,18 +5,34 @@
 //! Touches: the network only through `crate::fetch`.
 
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::args::{Args, optional};
+use super::args::{Arg, Args, Kind, Read, input_schema};
 use super::schema_object;
 use crate::call::{ArgError, ToolOutput};
 use crate::fetch::{FetchError, Fetcher, Page};
 use crate::guard::injection;
 use crate::guard::spotlight::spotlight_page;
 
-pub const FETCH_ARGS: [&str; 3] = ["url", "urls", "max_urls"];
 pub const MAX_URLS: usize = 10;
 pub const MAX_URL_CHARS: usize = 2048;
+
+/// A URL as given: its bounds are checked once `url` and `urls` are merged.
+const URL: Kind = Kind::Str {
+    min: 1,
+    max: MAX_URL_CHARS,
+    pattern: "",
+    valid: |_| true,
+    problem: "must be a string.",
+};
+
+pub const FETCH: [Arg; 3] = [
+    Arg::new("url", URL),
+    Arg::new("urls", Kind::list(&URL, 1, MAX_URLS))
+        .about("Several pages (with url: at most max_urls in all)."),
+    Arg::new("max_urls", Kind::int(1, MAX_URLS as i64, 1))
+        .about("How many this call may read; a longer list is refused."),
+];
 /// Pages fetched at once within one call.
 const CONCURRENCY: usize = 4;
 
@@ -29,16 +45,10 @@ pub struct FetchCall {
 /// The definition `tools/list` shows, under the registry's name for it.
 pub fn definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::{Tool, ToolAnnotations};
-    let url = json!({"type":"string","minLength":1,"maxLength":MAX_URL_CHARS});
     Tool::new(
         name,
         "Read web pages (http/https) as text with their title, e.g. a cited source. Private and cloud-metadata addresses are refused; page text comes back as untrusted data, prompt-injection patterns flagged. Each URL succeeds or fails on its own.",
-        schema_object(json!({"type":"object",
-            "properties":{
-                "url":url,
-                "urls":{"type":"array","items":url,"minItems":1,"maxItems":MAX_URLS,"description":"Several pages (with url: at most max_urls in all)."},
-                "max_urls":{"type":"integer","minimum":1,"maximum":MAX_URLS,"default":1,"description":"How many this call may read; a longer list is refused."}},
-            "additionalProperties":false})),
+        input_schema(&FETCH, 0),
     )
     .with_title("Fetch Web Pages")
     .with_raw_output_schema(schema_object(json!({"type":"object",
@@ -60,37 +70,12 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
 
 /// `url` and/or `urls` merged, 1–`max_urls` entries of at most 2,048 characters.
 pub fn validate(args: &Args) -> Result<FetchCall, ArgError> {
-    let mut urls = Vec::new();
-    if let Some(v) = optional(args, "url") {
-        let url = v
-            .as_str()
-            .ok_or_else(|| ArgError::of("url", "must be a string."))?;
-        urls.push(url.to_owned());
+    let read = Read::new(args, &FETCH);
+    let mut urls: Vec<String> = read.text("url")?.into_iter().map(str::to_owned).collect();
+    if let Some(listed) = read.list("urls")? {
+        urls.extend(listed.into_iter().map(str::to_owned));
     }
-    if let Some(v) = optional(args, "urls") {
-        let items = v
-            .as_array()
-            .filter(|items| items.iter().all(Value::is_string))
-            .ok_or_else(|| ArgError::of("urls", "must be an array of strings."))?;
-        if items.len() > MAX_URLS {
-            return Err(ArgError::of(
-                "urls",
-                &format!("accepts at most {MAX_URLS} entries."),
-            ));
-        }
-        urls.extend(items.iter().filter_map(Value::as_str).map(str::to_owned));
-    }
-    let max_urls = match optional(args, "max_urls") {
-        None => 1,
-        Some(v) => crate::text::json_integer(v)
-            .filter(|n| (1..=MAX_URLS as i128).contains(n))
-            .ok_or_else(|| {
-                ArgError::of(
-                    "max_urls",
-                    &format!("must be an integer from 1 to {MAX_URLS}."),
-                )
-            })? as usize,
-    };
+    let max_urls = read.int("max_urls")? as usize;
     if urls.is_empty() {
         return Err(ArgError::words("Give ")
             .arg("url")
@@ -213,6 +198,7 @@ pub fn flags(fetched: &[Fetched]) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn args(v: Value) -> Args {
         v.as_object().cloned().unwrap()

@@ -6,31 +6,48 @@
 //! Touches: the network only through `crate::perplexity` (via `research`).
 
 use crate::call::ArgError;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::args::{Args, optional};
+use super::args::{Arg, Args, Kind, Read, input_schema};
 use super::research::{MAX_QUERY_CHARS, ResearchRequest};
-use super::{schema_object, starts_a_run};
+use super::starts_a_run;
 
-pub const FINANCE_ARGS: [&str; 3] = ["query", "tickers", "categories"];
 pub const MAX_ENTRIES: usize = 20;
 pub const MAX_ENTRY_CHARS: usize = 128;
 const PRESET: &str = "fast";
 
+/// Up to 20 entries of 1–128 characters (trimmed), each a single line.
+const ENTRIES: Kind = Kind::List {
+    item: &Kind::Str {
+        min: 1,
+        max: MAX_ENTRY_CHARS,
+        pattern: "",
+        valid: |s| {
+            let s = s.trim();
+            !s.is_empty() && s.chars().count() <= MAX_ENTRY_CHARS && !s.contains(['\n', '\r'])
+        },
+        problem: "must be one line of 1 to {max} characters.",
+    },
+    min: 0,
+    max: MAX_ENTRIES,
+};
+
+pub const FINANCE: [Arg; 3] = [
+    Arg::new("query", Kind::text(1, MAX_QUERY_CHARS))
+        .required()
+        .about("The financial question."),
+    Arg::new("tickers", ENTRIES).about("Ticker symbols to focus on, e.g. AAPL, MSFT."),
+    Arg::new("categories", ENTRIES)
+        .about("Kinds of data to focus on, e.g. earnings, price history, filings."),
+];
+
 /// The definition `tools/list` shows, under the registry's name for it.
 pub fn definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::Tool;
-    let entries = |what: &str| json!({"type":"array","items":{"type":"string","minLength":1,"maxLength":MAX_ENTRY_CHARS},"maxItems":MAX_ENTRIES,"description":what});
     Tool::new(
         name,
         "Answer a financial question (prices, filings, earnings, market moves) with Perplexity's Agent API using its finance data tool beside web search, with numbered sources. Optionally name tickers and categories to focus on. If it takes longer than this server's wait budget, you get a response_id to collect with perplexity_agent_result.",
-        schema_object(json!({"type":"object",
-            "properties":{
-                "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The financial question."},
-                "tickers":entries("Ticker symbols to focus on, e.g. AAPL, MSFT."),
-                "categories":entries("Kinds of data to focus on, e.g. earnings, price history, filings.")},
-            "required":["query"],
-            "additionalProperties":false})),
+        input_schema(&FINANCE, 0),
     )
     .with_title("Perplexity Finance Search")
     .with_annotations(
@@ -39,8 +56,13 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
 }
 
 pub fn validate(args: &Args) -> Result<ResearchRequest, ArgError> {
-    let tickers = entries(args, "tickers")?;
-    let categories = entries(args, "categories")?;
+    let read = Read::new(args, &FINANCE);
+    let entries = |key| -> Result<Vec<String>, ArgError> {
+        let listed = read.list(key)?.unwrap_or_default();
+        Ok(listed.iter().map(|s| s.trim().to_owned()).collect())
+    };
+    let tickers = entries("tickers")?;
+    let categories = entries("categories")?;
     let mut rest = args.clone();
     rest.remove("tickers");
     rest.remove("categories");
@@ -62,37 +84,10 @@ pub fn validate(args: &Args) -> Result<ResearchRequest, ArgError> {
     Ok(request)
 }
 
-/// Up to 20 entries of 1–128 characters, each a single line.
-fn entries(args: &Args, key: &str) -> Result<Vec<String>, String> {
-    let Some(v) = optional(args, key) else {
-        return Ok(Vec::new());
-    };
-    let items = v
-        .as_array()
-        .filter(|items| items.iter().all(Value::is_string))
-        .ok_or(format!("'{key}' must be an array of strings."))?;
-    if items.len() > MAX_ENTRIES {
-        return Err(format!("'{key}' accepts at most {MAX_ENTRIES} entries."));
-    }
-    items
-        .iter()
-        .filter_map(Value::as_str)
-        .map(|s| {
-            let s = s.trim();
-            if s.is_empty() || s.chars().count() > MAX_ENTRY_CHARS || s.contains(['\n', '\r']) {
-                Err(format!(
-                    "Each entry of '{key}' must be one line of 1 to {MAX_ENTRY_CHARS} characters."
-                ))
-            } else {
-                Ok(s.to_owned())
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn args(v: Value) -> Args {
         v.as_object().cloned().unwrap()

@@ -49,7 +49,7 @@ impl Tools {
                         "Unknown tool: {name}"
                     ))));
                 };
-                args::reject_unknown(args, spec.accepted)
+                args::reject_unknown(args, &args::names(spec.args))
                     .map_err(ArgError::from)
                     .and_then(|()| (spec.validate)(self, args))
             }

@@ -1,11 +1,12 @@
 //! The tool registry: one spec per tool, in `tools/list` order. It drives `tools/list`
 //! (which definitions, in which order), dispatch (each spec's validator builds the typed
-//! call), profiles (`PERPLEXITY_TOOLS` groups), the accepted-argument lists and the
-//! schema tests. A tool's name is written here only: its definition is built under it.
+//! call), profiles (`PERPLEXITY_TOOLS` groups) and each tool's argument table (its
+//! schema and accepted names). A tool's name is written here only: its definition is
+//! built under it.
 
 use rmcp::model::Tool;
 
-use super::args::Args;
+use super::args::{Arg, Args, Read};
 use super::research::LifecycleCall;
 use super::{Call, Tools, admin, ask, deep_research, fetch, finance, research, responses, search};
 use crate::call::ArgError;
@@ -17,8 +18,9 @@ pub struct ToolSpec {
     define: fn(&'static str, u64) -> Tool,
     /// The `PERPLEXITY_TOOLS` group it belongs to.
     pub group: &'static str,
-    /// Argument names accepted; any other is refused before the tool's own rules.
-    pub accepted: &'static [&'static str],
+    /// Its arguments, declared once: its `inputSchema`, the names accepted (any other
+    /// is refused before the tool's own rules) and how each is read.
+    pub args: &'static [Arg],
     /// The tool's own rules: the typed call, or the message for the caller.
     pub(super) validate: fn(&Tools, &Args) -> Result<Call, ArgError>,
     /// Starts work that can outlast a tool call (an upstream run): such a tool may run as
@@ -31,7 +33,7 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "perplexity_agent",
         define: |name, _| research::agent_definition(name),
         group: "lifecycle",
-        accepted: &research::AGENT_ARGS,
+        args: &research::AGENT,
         validate: |_, args| {
             research::ResearchRequest::from_args(args)
                 .map(|r| Call::Lifecycle(LifecycleCall::Agent(r)))
@@ -42,10 +44,11 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "perplexity_agent_result",
         define: research::result_definition,
         group: "lifecycle",
-        accepted: &research::RESULT_ARGS,
+        args: &research::RESULT,
         validate: |_, args| {
-            let id = research::response_id_from(args, "perplexity_agent")?;
-            let wait_seconds = research::wait_seconds_from(args)?;
+            let read = Read::new(args, &research::RESULT);
+            let id = research::response_id_from(&read, "perplexity_agent")?;
+            let wait_seconds = research::wait_seconds_from(&read)?;
             Ok(Call::Lifecycle(LifecycleCall::Result { id, wait_seconds }))
         },
         long_running: false,
@@ -54,9 +57,9 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "perplexity_agent_cancel",
         define: |name, _| research::cancel_definition(name),
         group: "lifecycle",
-        accepted: &research::CANCEL_ARGS,
+        args: &research::CANCEL,
         validate: |_, args| {
-            research::response_id_from(args, "perplexity_agent")
+            research::response_id_from(&Read::new(args, &research::CANCEL), "perplexity_agent")
                 .map(|id| Call::Lifecycle(LifecycleCall::Cancel { id }))
         },
         long_running: false,
@@ -65,7 +68,7 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "perplexity_ask",
         define: |name, _| ask::definition(name),
         group: "ask",
-        accepted: &ask::ASK_ARGS,
+        args: &ask::ASK,
         validate: |_, args| ask::validate(args).map(|r| Call::Lifecycle(LifecycleCall::Agent(r))),
         long_running: true,
     },
@@ -73,7 +76,7 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "perplexity_search",
         define: |name, _| search::definition(name),
         group: "search",
-        accepted: &search::SEARCH_ARGS,
+        args: &search::SEARCH,
         validate: |_, args| search::validate(args).map(Call::Search),
         long_running: false,
     },
@@ -81,7 +84,7 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "deep_research",
         define: |name, _| deep_research::definition(name),
         group: "research",
-        accepted: &deep_research::DEEP_ARGS,
+        args: &deep_research::DEEP,
         validate: |_, args| deep_research::validate(args).map(Call::Deep),
         long_running: true,
     },
@@ -89,7 +92,7 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "responses_create",
         define: |name, _| responses::create_definition(name),
         group: "responses",
-        accepted: &responses::CREATE_ARGS,
+        args: &responses::CREATE,
         validate: |tools, args| {
             responses::request::validate(args)
                 .and_then(|call| tools.with_connectors_checked(call))
@@ -103,7 +106,7 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "responses_retrieve",
         define: responses::retrieve_definition,
         group: "responses",
-        accepted: &responses::RETRIEVE_ARGS,
+        args: &responses::RETRIEVE,
         validate: |_, args| responses::validate_retrieve(args).map(Call::ReadResponse),
         long_running: false,
     },
@@ -111,7 +114,7 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "finance_search",
         define: |name, _| finance::definition(name),
         group: "finance",
-        accepted: &finance::FINANCE_ARGS,
+        args: &finance::FINANCE,
         validate: |_, args| {
             finance::validate(args).map(|r| Call::Lifecycle(LifecycleCall::Agent(r)))
         },
@@ -121,7 +124,7 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "fetch_url",
         define: |name, _| fetch::definition(name),
         group: "fetch",
-        accepted: &fetch::FETCH_ARGS,
+        args: &fetch::FETCH,
         validate: |_, args| fetch::validate(args).map(Call::Fetch),
         long_running: false,
     },
@@ -129,11 +132,9 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "retrieve",
         define: |name, _| admin::retrieve_definition(name),
         group: "admin",
-        accepted: &admin::RETRIEVE_ARGS,
+        args: &admin::RETRIEVE,
         validate: |_, args| {
-            admin::validate_retrieve(args)
-                .map(|(key, offset)| Call::Retrieve { key, offset })
-                .map_err(ArgError::from)
+            admin::validate_retrieve(args).map(|(key, offset)| Call::Retrieve { key, offset })
         },
         long_running: false,
     },
@@ -141,7 +142,7 @@ pub const SPECS: [ToolSpec; 12] = [
         name: "server_metrics",
         define: |name, _| admin::metrics_definition(name),
         group: "admin",
-        accepted: &admin::METRICS_ARGS,
+        args: &admin::METRICS,
         validate: |_, _| Ok(Call::Metrics),
         long_running: false,
     },

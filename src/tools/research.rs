@@ -6,13 +6,13 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::time::Instant;
 
-use super::args::{Args, REQUIRED_TEXT, optional, required_text};
+use super::args::{Arg, Args, Kind, Max, REQUIRED_TEXT, Read, input_schema, names_of};
 use super::render;
+use super::starts_a_run;
 use super::{CallContext, Outcome};
-use super::{schema_object, starts_a_run};
 use crate::call::ToolOutput;
 use crate::call::{ArgError, CallFacts};
 use crate::guard::injection;
@@ -25,7 +25,7 @@ use crate::perplexity::wait::{
     create_and_wait, create_only,
 };
 use crate::perplexity::{ApiError, PerplexityClient};
-use crate::text::{json_integer, py_strip};
+use crate::text::py_strip;
 
 pub const DEFAULT_PRESET: &str = "medium";
 pub const MAX_DOMAINS: usize = 20;
@@ -39,9 +39,72 @@ pub const MAX_DOMAIN_CHARS: usize = 253;
 /// 429/503 does not become an error (never more than the wait budget).
 const PLAIN_CHECK_WINDOW: Duration = Duration::from_secs(5);
 
-pub const AGENT_ARGS: [&str; 5] = ["query", "preset", "recency", "domains", "wait"];
-pub const RESULT_ARGS: [&str; 2] = ["response_id", "wait_seconds"];
-pub const CANCEL_ARGS: [&str; 1] = ["response_id"];
+/// `recency`, as every tool that takes it reads it (the reference peer lists the values
+/// sorted in its message).
+pub const RECENCY: Kind = Kind::Choice {
+    values: &RECENCY_VALUES,
+    sorted: true,
+    default: None,
+};
+
+/// `domains` of the Agent API tools: the peer's list, bounded (entries are kept as given;
+/// the blank ones are dropped later).
+pub const DOMAINS: Kind = Kind::List {
+    item: &Kind::Str {
+        min: 0,
+        max: MAX_DOMAIN_CHARS,
+        pattern: "",
+        valid: |d| d.chars().count() <= MAX_DOMAIN_CHARS,
+        problem: "must be at most {max} characters.",
+    },
+    min: 0,
+    max: MAX_DOMAINS,
+};
+
+/// `perplexity_agent`'s arguments: the reference peer's schema and texts, with our bounds.
+pub const AGENT: [Arg; 5] = [
+    Arg::new("query", Kind::text(1, MAX_QUERY_CHARS))
+        .required()
+        .about("The question to research."),
+    Arg::new(
+        "preset",
+        Kind::Text {
+            min: 0,
+            max: MAX_PRESET_CHARS,
+            pattern: "",
+            default: Some(DEFAULT_PRESET),
+        },
+    )
+    .about("Research depth: fast, low, medium, high, xhigh or wide-research. Deeper presets take longer."),
+    Arg::new("recency", RECENCY).about("Use only sources published within this window."),
+    Arg::new("domains", DOMAINS).about("Limit sources to these domains; prefix a domain with '-' to exclude it instead. An allowlist or a denylist, not both."),
+    Arg::new("wait", Kind::Bool { default: true })
+        .about("Wait for the answer. Set false to get a response_id at once, for example to start several deep runs in parallel and collect them later."),
+];
+
+pub const AGENT_ARGS: [&str; 5] = names_of(&AGENT);
+
+/// A run's id, as the lifecycle and responses tools take it (`about` names its issuer).
+pub const fn response_id(about: &'static str) -> Arg {
+    Arg::new("response_id", Kind::text(0, 0))
+        .required()
+        .about(about)
+}
+
+pub const RESULT: [Arg; 2] = [
+    response_id("The response_id returned by perplexity_agent."),
+    Arg::new(
+        "wait_seconds",
+        Kind::Int {
+            min: 0,
+            max: Max::WaitBudget,
+            default: Some(0),
+        },
+    )
+    .about("Seconds to wait for the run to finish; 0 checks once. A larger value is silently CLAMPED to this server's wait budget ({wait}s here; raise it with PERPLEXITY_AGENT_WAIT_SECONDS), never rejected."),
+];
+
+pub const CANCEL: [Arg; 1] = [response_id("The response_id returned by perplexity_agent.")];
 
 fn malformed_id(issuer: &'static str) -> ArgError {
     ArgError::words("Malformed response_id. Expected ")
@@ -58,15 +121,7 @@ pub fn agent_definition(name: &'static str) -> rmcp::model::Tool {
     Tool::new(
         name,
         "Research a question with Perplexity's Agent API, which searches the web in several steps and returns one synthesized answer with numbered sources. Best for deep or multi-hop questions. By default the call waits for the answer; if the run outlasts this server's wait budget you get a response_id instead, to collect later with perplexity_agent_result.",
-        schema_object(json!({"type":"object",
-            "properties":{
-                "query":{"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS,"description":"The question to research."},
-                "preset":{"type":"string","maxLength":MAX_PRESET_CHARS,"default":"medium","description":"Research depth: fast, low, medium, high, xhigh or wide-research. Deeper presets take longer."},
-                "recency":{"type":"string","enum":["hour","day","week","month","year"],"description":"Use only sources published within this window."},
-                "domains":{"type":"array","items":{"type":"string","maxLength":MAX_DOMAIN_CHARS},"maxItems":MAX_DOMAINS,"description":"Limit sources to these domains; prefix a domain with '-' to exclude it instead. An allowlist or a denylist, not both."},
-                "wait":{"type":"boolean","default":true,"description":"Wait for the answer. Set false to get a response_id at once, for example to start several deep runs in parallel and collect them later."}},
-            "required":["query"],
-            "additionalProperties":false})),
+        input_schema(&AGENT, 0),
     )
     .with_title("Perplexity Agent Research")
     // Not read-only: it creates billable, cancellable state upstream. The spec
@@ -83,13 +138,7 @@ pub fn result_definition(name: &'static str, wait: u64) -> rmcp::model::Tool {
     Tool::new(
         name,
         "Collect the result of a research run started with perplexity_agent. If the run is still going, reports what it has done so far and how to check again.",
-        schema_object(json!({"type":"object",
-            "properties":{
-                "response_id":{"type":"string","description":"The response_id returned by perplexity_agent."},
-                "wait_seconds":{"type":"integer","minimum":0,"maximum":wait,"default":0,
-                    "description":format!("Seconds to wait for the run to finish; 0 checks once. A larger value is silently CLAMPED to this server's wait budget ({wait}s here; raise it with PERPLEXITY_AGENT_WAIT_SECONDS), never rejected.")}},
-            "required":["response_id"],
-            "additionalProperties":false})),
+        input_schema(&RESULT, wait),
     )
     .with_title("Collect Perplexity Research")
     .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
@@ -100,11 +149,7 @@ pub fn cancel_definition(name: &'static str) -> rmcp::model::Tool {
     Tool::new(
         name,
         "Ask Perplexity to stop a research run you no longer need. Perplexity reports no usage for cancelled runs, so this cannot tell whether cancelling changed your bill.",
-        schema_object(json!({"type":"object",
-            "properties":{
-                "response_id":{"type":"string","description":"The response_id returned by perplexity_agent."}},
-            "required":["response_id"],
-            "additionalProperties":false})),
+        input_schema(&CANCEL, 0),
     )
     .with_title("Cancel Perplexity Research")
     .with_annotations(
@@ -134,67 +179,17 @@ pub struct ResearchRequest {
 impl ResearchRequest {
     /// Validates `perplexity_agent` arguments, in the reference order and texts.
     pub fn from_args(args: &Args) -> Result<Self, ArgError> {
-        let query = required_text(args, "query")?;
-        if query.chars().count() > MAX_QUERY_CHARS {
-            return Err(ArgError::of(
-                "query",
-                &format!("must be at most {MAX_QUERY_CHARS} characters."),
-            ));
-        }
-        let preset = match optional(args, "preset") {
-            None => DEFAULT_PRESET,
-            Some(v) => v
-                .as_str()
-                .map(py_strip)
-                .filter(|s| !s.is_empty())
-                .ok_or_else(|| ArgError::of("preset", "must be a non-empty string."))?,
-        };
-        if preset.chars().count() > MAX_PRESET_CHARS {
-            return Err(ArgError::of(
-                "preset",
-                &format!("must be at most {MAX_PRESET_CHARS} characters."),
-            ));
-        }
-        let recency = match optional(args, "recency") {
-            None => None,
-            Some(v) => Some(
-                v.as_str()
-                    .filter(|s| RECENCY_VALUES.contains(s))
-                    .ok_or_else(|| {
-                        ArgError::of("recency", "must be one of: day, hour, month, week, year.")
-                    })?
-                    .to_owned(),
-            ),
-        };
-        let domains = match optional(args, "domains") {
+        let read = Read::new(args, &AGENT);
+        let query = read.need("query")?;
+        let preset = read.need("preset")?;
+        let recency = read.choice("recency")?.map(str::to_owned);
+        let domains = match read.list("domains")? {
             None => Vec::new(),
-            Some(v) => {
-                let items = v
-                    .as_array()
-                    .filter(|items| items.iter().all(Value::is_string))
-                    .ok_or_else(|| ArgError::of("domains", "must be an array of strings."))?;
-                if items.len() > MAX_DOMAINS {
-                    return Err(ArgError::of("domains", "accepts at most 20 entries."));
-                }
-                if items
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .any(|d| d.chars().count() > MAX_DOMAIN_CHARS)
-                {
-                    return Err(ArgError::words("Each entry of ")
-                        .arg("domains")
-                        .then(format!(" must be at most {MAX_DOMAIN_CHARS} characters.")));
-                }
-                let kept = keep_domains(items.iter().filter_map(Value::as_str));
+            Some(listed) => {
+                let kept = keep_domains(listed.into_iter());
                 one_domain_mode(&kept, "domains")?;
                 kept
             }
-        };
-        let wait = match optional(args, "wait") {
-            None => true,
-            Some(v) => v
-                .as_bool()
-                .ok_or_else(|| ArgError::of("wait", "must be a boolean."))?,
         };
         Ok(ResearchRequest {
             query: query.to_owned(),
@@ -203,7 +198,7 @@ impl ResearchRequest {
             finance: false,
             recency,
             domains,
-            wait,
+            wait: read.boolean("wait")?,
         })
     }
 
@@ -254,8 +249,8 @@ pub fn keep_domains<'a>(entries: impl Iterator<Item = &'a str>) -> Vec<String> {
 /// A validated `response_id`: trimmed, non-empty, and matching the id pattern (checked
 /// before any network access; it also stops path traversal such as `../etc/passwd`).
 /// `issuer` is the tool that hands such ids out, for the message.
-pub fn response_id_from(args: &Args, issuer: &'static str) -> Result<String, ArgError> {
-    let id = required_text(args, "response_id")?;
+pub fn response_id_from(read: &Read<'_>, issuer: &'static str) -> Result<String, ArgError> {
+    let id = read.need("response_id")?;
     check_run_id(id).map_err(|e| match e {
         MalformedId::Blank => response_id_required(),
         MalformedId::Malformed => malformed_id(issuer),
@@ -283,14 +278,9 @@ pub fn check_run_id(id: &str) -> Result<String, MalformedId> {
 /// `wait_seconds`: default 0 (also for `null`); a JSON integer ≥ 0 — not a boolean,
 /// not a float (even `5.0`). Integers of any size are accepted (and later clamped to
 /// the wait budget), as the reference peer accepts them.
-pub fn wait_seconds_from(args: &Args) -> Result<u64, ArgError> {
-    match optional(args, "wait_seconds") {
-        None => Ok(0),
-        Some(v) => json_integer(v)
-            .filter(|n| *n >= 0)
-            .map(|n| u64::try_from(n).unwrap_or(u64::MAX))
-            .ok_or_else(|| ArgError::of("wait_seconds", "must be a non-negative integer.")),
-    }
+pub fn wait_seconds_from(read: &Read<'_>) -> Result<u64, ArgError> {
+    read.int("wait_seconds")
+        .map(|n| u64::try_from(n).unwrap_or(u64::MAX))
 }
 
 /// How a research call ended, for any front end to render.
@@ -686,6 +676,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn args(v: Value) -> Args {
         v.as_object().cloned().unwrap()
@@ -785,7 +776,10 @@ mod tests {
 
     #[test]
     fn result_validation() {
-        let id = |v| response_id_from(&args(v), "perplexity_agent").map_err(|e| e.to_string());
+        let id = |v| {
+            response_id_from(&Read::new(&args(v), &CANCEL), "perplexity_agent")
+                .map_err(|e| e.to_string())
+        };
         let required = "'response_id' is required and must be a non-empty string.";
         assert_eq!(id(json!({})).unwrap_err(), required);
         assert_eq!(id(json!({"response_id": 5})).unwrap_err(), required);
@@ -794,7 +788,7 @@ mod tests {
             "Malformed response_id. Expected the identifier returned by perplexity_agent."
         );
         assert_eq!(id(json!({"response_id": " resp_1 "})).unwrap(), "resp_1");
-        let ws = |v| wait_seconds_from(&args(v)).map_err(|e| e.to_string());
+        let ws = |v| wait_seconds_from(&Read::new(&args(v), &RESULT)).map_err(|e| e.to_string());
         assert_eq!(ws(json!({})).unwrap(), 0);
         assert_eq!(ws(json!({"wait_seconds": null})).unwrap(), 0);
         assert_eq!(ws(json!({"wait_seconds": 99999})).unwrap(), 99999);

@@ -7,41 +7,90 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::Instant;
 
-use super::args::{Args, optional};
+use super::args::{Arg, Args, Kind, REQUIRED_TEXT, Read, input_schema};
+use super::research::{MAX_DOMAIN_CHARS, RECENCY};
 use super::schema_object;
 use crate::call::{ArgError, ToolOutput};
 use crate::guard::injection;
 use crate::guard::spotlight::spotlight;
-use crate::perplexity::agent::RECENCY_VALUES;
 use crate::perplexity::search::{QueryText, SearchQuery, SearchResults};
 use crate::perplexity::{ApiError, PerplexityClient};
-use crate::text::{json_integer, py_strip};
 
-pub const SEARCH_ARGS: [&str; 14] = [
-    "query",
-    "queries",
-    "max_results",
-    "search_type",
-    "search_mode",
-    "recency",
-    "domains",
-    "languages",
-    "country",
-    "published_after",
-    "published_before",
-    "updated_after",
-    "updated_before",
-    "max_tokens_per_page",
-];
 pub const MAX_QUERY_CHARS: usize = 4096;
 pub const MAX_QUERIES: usize = 5;
 pub const MAX_DOMAINS: usize = 20;
 pub const MAX_LANGUAGES: usize = 10;
 pub const SEARCH_TYPES: [&str; 2] = ["web", "people"];
 pub const SEARCH_MODES: [&str; 3] = ["web", "academic", "sec"];
+/// `max_results`: at most this many, or (people search) [`MAX_PEOPLE_RESULTS`].
+pub const MAX_RESULTS: i64 = 20;
+pub const MAX_PEOPLE_RESULTS: i64 = 50;
+const QUERY: Kind = Kind::text(1, MAX_QUERY_CHARS);
+const DATE: Kind = Kind::pattern(
+    "^\\d{1,2}/\\d{1,2}/\\d{4}$",
+    valid_date,
+    "must be a real date written M/D/YYYY, e.g. 3/14/2026.",
+);
+
+/// Lean on purpose: every session pays this listing in context on every turn, so an
+/// argument says only what its name, enum and bounds do not (a lean tool list).
+pub const SEARCH: [Arg; 14] = [
+    Arg::new("query", QUERY),
+    Arg::new(
+        "queries",
+        Kind::list(&QUERY, 1, MAX_QUERIES),
+    )
+    .about("Instead of query: rewordings of one question, merged into one list."),
+    Arg::new("max_results", Kind::int(1, MAX_PEOPLE_RESULTS, 10))
+        .about("Up to 20 (people: 50)."),
+    Arg::new("search_type", Kind::choice(&SEARCH_TYPES, Some("web"))),
+    Arg::new("search_mode", Kind::choice(&SEARCH_MODES, Some("web")))
+        .about("academic: scholarly sources; sec: SEC filings."),
+    Arg::new("recency", RECENCY),
+    Arg::new(
+        "domains",
+        Kind::List {
+            item: &Kind::Str {
+                min: 1,
+                max: MAX_DOMAIN_CHARS,
+                pattern: "",
+                valid: |d| {
+                    let bare = d.strip_prefix('-').unwrap_or(d);
+                    !bare.is_empty()
+                        && d.chars().count() <= MAX_DOMAIN_CHARS
+                        && !bare.contains(char::is_whitespace)
+                },
+                problem: "must be a domain name (at most {max} characters), optionally prefixed with '-'.",
+            },
+            min: 0,
+            max: MAX_DOMAINS,
+        },
+    )
+    .about("Allowlist, or a denylist with '-' before every entry."),
+    Arg::new(
+        "languages",
+        Kind::List {
+            item: &Kind::pattern("^[a-z]{2}$", |l| l.len() == 2 && l.bytes().all(|b| b.is_ascii_lowercase()), "must be a two-letter lowercase ISO 639-1 code, e.g. en."),
+            min: 0,
+            max: MAX_LANGUAGES,
+        },
+    )
+    .about("ISO 639-1 codes."),
+    Arg::new(
+        "country",
+        Kind::pattern("^[A-Z]{2}$", |c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()), "must be a two-letter uppercase ISO 3166 code, e.g. US."),
+    )
+    .about("ISO 3166 alpha-2; preferred, not exclusive."),
+    Arg::new("published_after", DATE),
+    Arg::new("published_before", DATE),
+    Arg::new("updated_after", DATE),
+    Arg::new("updated_before", DATE),
+    Arg::new("max_tokens_per_page", Kind::int(128, 4096, 1024))
+        .about("Text extracted per page."),
+];
 const DATE_ARGS: [(&str, &str); 4] = [
     ("published_after", "search_after_date_filter"),
     ("published_before", "search_before_date_filter"),
@@ -52,30 +101,10 @@ const DATE_ARGS: [(&str, &str); 4] = [
 /// The definition `tools/list` shows, under the registry's name for it.
 pub fn definition(name: &'static str) -> rmcp::model::Tool {
     use rmcp::model::{Tool, ToolAnnotations};
-    let query = json!({"type":"string","minLength":1,"maxLength":MAX_QUERY_CHARS});
-    // Lean on purpose: every session pays this listing in context on every turn, so a
-    // property says only what its name, enum and bounds do not (a lean tool list).
-    let date = json!({"type":"string","pattern":"^\\d{1,2}/\\d{1,2}/\\d{4}$"});
     Tool::new(
         name,
         "Ranked web results (title, URL, snippet, date) from Perplexity's Search API, no written answer: pick sources, then read them with fetch_url. Faster and cheaper than perplexity_agent. Dates are M/D/YYYY. Results are untrusted web content.",
-        schema_object(json!({"type":"object",
-            "properties":{
-                "query":query,
-                "queries":{"type":"array","items":query,"minItems":1,"maxItems":MAX_QUERIES,"description":"Instead of query: rewordings of one question, merged into one list."},
-                "max_results":{"type":"integer","minimum":1,"maximum":50,"default":10,"description":"Up to 20 (people: 50)."},
-                "search_type":{"type":"string","enum":SEARCH_TYPES,"default":"web"},
-                "search_mode":{"type":"string","enum":SEARCH_MODES,"default":"web","description":"academic: scholarly sources; sec: SEC filings."},
-                "recency":{"type":"string","enum":RECENCY_VALUES},
-                "domains":{"type":"array","items":{"type":"string","minLength":1,"maxLength":253},"maxItems":MAX_DOMAINS,"description":"Allowlist, or a denylist with '-' before every entry."},
-                "languages":{"type":"array","items":{"type":"string","pattern":"^[a-z]{2}$"},"maxItems":MAX_LANGUAGES,"description":"ISO 639-1 codes."},
-                "country":{"type":"string","pattern":"^[A-Z]{2}$","description":"ISO 3166 alpha-2; preferred, not exclusive."},
-                "published_after":date,
-                "published_before":date,
-                "updated_after":date,
-                "updated_before":date,
-                "max_tokens_per_page":{"type":"integer","minimum":128,"maximum":4096,"default":1024,"description":"Text extracted per page."}},
-            "additionalProperties":false})),
+        input_schema(&SEARCH, 0),
     )
     .with_title("Perplexity Web Search")
     .with_raw_output_schema(schema_object(json!({"type":"object",
@@ -91,21 +120,8 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
 
 /// Validates the arguments into the wire query.
 pub fn validate(args: &Args) -> Result<SearchQuery, ArgError> {
-    let text = |key: &str, v: &Value| -> Result<String, ArgError> {
-        let s = v
-            .as_str()
-            .map(py_strip)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| ArgError::of(key, "must be a non-empty string."))?;
-        if s.chars().count() > MAX_QUERY_CHARS {
-            return Err(ArgError::of(
-                key,
-                &format!("must be at most {MAX_QUERY_CHARS} characters."),
-            ));
-        }
-        Ok(s.to_owned())
-    };
-    let query = match (optional(args, "query"), optional(args, "queries")) {
+    let read = Read::new(args, &SEARCH);
+    let query = match (read.raw("query"), read.raw("queries")) {
         (Some(_), Some(_)) => {
             return Err(ArgError::words("Give ")
                 .arg("query")
@@ -113,8 +129,9 @@ pub fn validate(args: &Args) -> Result<SearchQuery, ArgError> {
                 .arg("queries")
                 .then(", not both."));
         }
-        (None, None) => return Err(ArgError::of("query", super::args::REQUIRED_TEXT)),
-        (Some(q), None) => QueryText::One(text("query", q)?),
+        (None, None) => return Err(ArgError::of("query", REQUIRED_TEXT)),
+        (Some(_), None) => QueryText::One(read.need("query")?.to_owned()),
+        // Read entry by entry, each as `query` is, so its messages say which list.
         (None, Some(list)) => {
             let items = list
                 .as_array()
@@ -128,50 +145,33 @@ pub fn validate(args: &Args) -> Result<SearchQuery, ArgError> {
             QueryText::Many(
                 items
                     .iter()
-                    .map(|q| text("queries", q))
+                    .map(|q| read.entry("queries", q).map(str::to_owned))
                     .collect::<Result<_, _>>()?,
             )
         }
     };
-    let search_type = one_of(args, "search_type", &SEARCH_TYPES, "web, people")?;
-    let search_mode = one_of(args, "search_mode", &SEARCH_MODES, "web, academic, sec")?;
+    let owned = |s: Option<&str>| s.map(str::to_owned);
+    let search_type = owned(read.choice("search_type")?);
+    let search_mode = owned(read.choice("search_mode")?);
     let people = search_type.as_deref() == Some("people");
-    let limit = if people { 50 } else { 20 };
-    let max_results = bounded(args, "max_results", 10, 1, limit)?;
-    let recency = one_of(
-        args,
-        "recency",
-        &RECENCY_VALUES,
-        "day, hour, month, week, year",
-    )?;
-    let domains = strings(args, "domains", MAX_DOMAINS, |d| {
-        let bare = d.strip_prefix('-').unwrap_or(d);
-        (!bare.is_empty() && d.chars().count() <= 253 && !bare.contains(char::is_whitespace))
-            .then_some(())
-            .ok_or(" must be a domain name (at most 253 characters), optionally prefixed with '-'.")
-    })?;
+    let limit = if people {
+        MAX_PEOPLE_RESULTS
+    } else {
+        MAX_RESULTS
+    };
+    let max_results = read.int_up_to("max_results", limit)? as u32;
+    let recency = owned(read.choice("recency")?);
+    // An empty list means absent.
+    let strings = |key| -> Result<Option<Vec<String>>, ArgError> {
+        let listed = read.list(key)?.filter(|l| !l.is_empty());
+        Ok(listed.map(|l| l.into_iter().map(str::to_owned).collect()))
+    };
+    let domains = strings("domains")?;
     if let Some(list) = &domains {
         super::research::one_domain_mode(list, "domains")?;
     }
-    let languages = strings(args, "languages", MAX_LANGUAGES, |l| {
-        (l.len() == 2 && l.bytes().all(|b| b.is_ascii_lowercase()))
-            .then_some(())
-            .ok_or(" must be a two-letter lowercase ISO 639-1 code, e.g. en.")
-    })?;
-    let country = match optional(args, "country") {
-        None => None,
-        Some(v) => Some(
-            v.as_str()
-                .filter(|c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()))
-                .ok_or_else(|| {
-                    ArgError::of(
-                        "country",
-                        "must be a two-letter uppercase ISO 3166 code, e.g. US.",
-                    )
-                })?
-                .to_owned(),
-        ),
-    };
+    let languages = strings("languages")?;
+    let country = owned(read.text("country")?);
     let mut query = SearchQuery {
         query,
         max_results,
@@ -181,20 +181,13 @@ pub fn validate(args: &Args) -> Result<SearchQuery, ArgError> {
         search_domain_filter: domains,
         search_language_filter: languages,
         country,
-        max_tokens_per_page: bounded(args, "max_tokens_per_page", 1024, 128, 4096)?,
+        max_tokens_per_page: read.int("max_tokens_per_page")? as u32,
         ..SearchQuery::default()
     };
     for (arg, field) in DATE_ARGS {
-        let Some(v) = optional(args, arg) else {
+        let Some(date) = owned(read.text(arg)?) else {
             continue;
         };
-        let date = v
-            .as_str()
-            .filter(|d| valid_date(d))
-            .ok_or_else(|| {
-                ArgError::of(arg, "must be a real date written M/D/YYYY, e.g. 3/14/2026.")
-            })?
-            .to_owned();
         match field {
             "search_after_date_filter" => query.search_after_date_filter = Some(date),
             "search_before_date_filter" => query.search_before_date_filter = Some(date),
@@ -213,66 +206,6 @@ pub fn validate(args: &Args) -> Result<SearchQuery, ArgError> {
             .then(": use a recency window or publication dates, not both."));
     }
     Ok(query)
-}
-
-/// An optional string argument that must be one of `values` (`listing` names them in
-/// the error, in the order the message has always used).
-fn one_of(
-    args: &Args,
-    key: &str,
-    values: &[&str],
-    listing: &str,
-) -> Result<Option<String>, ArgError> {
-    optional(args, key)
-        .map(|v| {
-            v.as_str()
-                .filter(|s| values.contains(s))
-                .map(str::to_owned)
-                .ok_or_else(|| ArgError::of(key, &format!("must be one of: {listing}.")))
-        })
-        .transpose()
-}
-
-fn bounded(args: &Args, key: &str, default: u32, min: u32, max: u32) -> Result<u32, ArgError> {
-    match optional(args, key) {
-        None => Ok(default),
-        Some(v) => json_integer(v)
-            .filter(|n| (i128::from(min)..=i128::from(max)).contains(n))
-            .map(|n| n as u32)
-            .ok_or_else(|| ArgError::of(key, &format!("must be an integer from {min} to {max}."))),
-    }
-}
-
-/// An optional array of strings, each checked (`check` says what each entry must be,
-/// after "Each entry of 'key'"); an empty array means absent.
-fn strings(
-    args: &Args,
-    key: &str,
-    max: usize,
-    check: impl Fn(&str) -> Result<(), &'static str>,
-) -> Result<Option<Vec<String>>, ArgError> {
-    let Some(v) = optional(args, key) else {
-        return Ok(None);
-    };
-    let items = v
-        .as_array()
-        .filter(|items| items.iter().all(Value::is_string))
-        .ok_or_else(|| ArgError::of(key, "must be an array of strings."))?;
-    if items.len() > max {
-        return Err(ArgError::of(
-            key,
-            &format!("accepts at most {max} entries."),
-        ));
-    }
-    let list: Vec<String> = items
-        .iter()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect();
-    for item in &list {
-        check(item).map_err(|problem| ArgError::words("Each entry of ").arg(key).then(problem))?;
-    }
-    Ok((!list.is_empty()).then_some(list))
 }
 
 /// `M/D/YYYY` (1–2 digit month and day) naming a real calendar date.
@@ -364,6 +297,7 @@ pub fn render(outcome: &Result<SearchResults, ApiError>) -> (ToolOutput, Vec<&'s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn args(v: Value) -> Args {
         v.as_object().cloned().unwrap()

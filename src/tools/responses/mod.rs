@@ -20,21 +20,31 @@ pub mod snapshots;
 
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::time::Instant;
 
-use super::args::Args;
-use super::research::{ResearchOutcome, collect, response_id_from, wait_seconds_from};
+use super::args::{Arg, Args, Kind, Max, Read, input_schema};
+use super::research::{ResearchOutcome, collect, response_id, response_id_from, wait_seconds_from};
 use super::{CallContext, schema_object, starts_a_run};
 use crate::call::ToolOutput;
 use crate::call::{ArgError, CallFacts};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::RunSnapshot;
 use crate::perplexity::wait::{RunIdSink, WaitError, Waited, create_and_wait, create_only};
-pub use request::{CREATE_ARGS, CreateCall};
+pub use request::{CREATE, CreateCall};
 use snapshots::Snapshots;
 
-pub const RETRIEVE_ARGS: [&str; 2] = ["response_id", "wait_seconds"];
+pub const RETRIEVE: [Arg; 2] = [
+    response_id("The response_id returned by responses_create."),
+    Arg::new(
+        "wait_seconds",
+        Kind::Int {
+            min: 0,
+            max: Max::WaitBudget,
+            default: Some(0),
+        },
+    )
+    .about("Seconds to wait for a run that is still going; 0 checks once. A larger value is clamped to this server's wait budget ({wait}s here)."),
+];
 
 /// What became of the local snapshot, for the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +78,7 @@ pub fn create_definition(name: &'static str) -> rmcp::model::Tool {
     Tool::new(
         name,
         "The full Perplexity Agent API: input as text or messages (with images and function results), a model, a fallback chain of models or a preset, instructions, reasoning effort, a JSON-schema response format, tools (web_search with filters, fetch_url, finance_search, people_search, your own functions), step and token limits, and continuation with previous_response_id. Function calls come back to you with their call_id: run them and continue with function_call_output items and previous_response_id. Waits for the answer like perplexity_agent; a longer run hands back a response_id to collect with responses_retrieve.",
-        schema_object(request::input_schema()),
+        input_schema(&CREATE, 0),
     )
     .with_title("Perplexity Agent API (full surface)")
     .with_raw_output_schema(schema_object(render::output_schema()))
@@ -80,13 +90,7 @@ pub fn retrieve_definition(name: &'static str, wait: u64) -> rmcp::model::Tool {
     Tool::new(
         name,
         "Read a response by its response_id: the snapshot kept locally after responses_create, else Perplexity's copy (kept locally once finished). Pass wait_seconds to wait for a run that is still going.",
-        schema_object(json!({"type":"object",
-            "properties":{
-                "response_id":{"type":"string","description":"The response_id returned by responses_create."},
-                "wait_seconds":{"type":"integer","minimum":0,"maximum":wait,"default":0,
-                    "description":format!("Seconds to wait for a run that is still going; 0 checks once. A larger value is clamped to this server's wait budget ({wait}s here).")}},
-            "required":["response_id"],
-            "additionalProperties":false})),
+        input_schema(&RETRIEVE, wait),
     )
     .with_title("Read a Perplexity Response")
     .with_raw_output_schema(schema_object(render::output_schema()))
@@ -101,10 +105,10 @@ pub struct RetrieveCall {
 }
 
 pub fn validate_retrieve(args: &Args) -> Result<RetrieveCall, ArgError> {
-    let id = response_id_from(args, "responses_create")?;
+    let read = Read::new(args, &RETRIEVE);
     Ok(RetrieveCall {
-        id,
-        wait_seconds: wait_seconds_from(args)?,
+        id: response_id_from(&read, "responses_create")?,
+        wait_seconds: wait_seconds_from(&read)?,
     })
 }
 

@@ -5,31 +5,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::super::args::{Args, Fields};
+use super::super::args::{Arg, Args, Fields, Kind};
 use crate::perplexity::agent::{FullRun, RECENCY_VALUES};
-
-pub const CREATE_ARGS: [&str; 20] = [
-    "input",
-    "model",
-    "models",
-    "preset",
-    "instructions",
-    "reasoning",
-    "response_format",
-    "tools",
-    "max_steps",
-    "max_output_tokens",
-    "previous_response_id",
-    "language_preference",
-    "temperature",
-    "top_p",
-    "profile",
-    "store",
-    "wait",
-    "functions",
-    "auto_execute_functions",
-    "max_function_rounds",
-];
 
 pub const MAX_TEXT_CHARS: usize = 16_384;
 pub const MAX_INPUT_ITEMS: usize = 64;
@@ -87,14 +64,112 @@ const DATE_FILTERS: [&str; 4] = [
     "last_updated_before_filter",
 ];
 
-/// The published input schema; every bound here is the one [`validate`] enforces (the
-/// catalogue test compares them).
-pub fn input_schema() -> Value {
-    let text = json!({"type":"string","minLength":1,"maxLength":MAX_TEXT_CHARS});
-    let model = json!({"type":"string","minLength":1,"maxLength":MAX_MODEL_CHARS,"pattern":"^[A-Za-z0-9._:/-]+$"});
-    let fname = json!({"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"});
+/// `responses_create`'s arguments. Their bounds are read from here (`Fields::*_in`),
+/// in the nested reader's words; the nested shapes (input items, tools, the response
+/// format, the profile) are shown as written and read by their own readers below.
+pub const CREATE: [Arg; 20] = [
+    Arg::new("input", Kind::Shown(input_shape)).required(),
+    Arg::new("model", Kind::Shown(model_shape)),
+    Arg::new(
+        "models",
+        Kind::list(&Kind::Shown(model_id_shape), 1, MAX_MODELS),
+    )
+    .about("A fallback chain of model ids, tried in order; not with model."),
+    Arg::new("preset", Kind::text(1, MAX_PRESET_CHARS))
+        .about("A preset (fast, low, medium, high, xhigh, wide-research); medium when no model is named. A model or tools given here override the preset's."),
+    Arg::new("instructions", Kind::text(1, MAX_TEXT_CHARS))
+        .about("A system prompt; it replaces the preset's."),
+    Arg::new("reasoning", Kind::Shown(reasoning_shape)),
+    Arg::new("response_format", Kind::Shown(format_shape)),
+    Arg::new(
+        "tools",
+        Kind::list(&Kind::Shown(tool_shape), 0, MAX_TOOLS),
+    )
+    .about("Tools the agent may use. A preset brings its own; a tool listed here replaces the preset's tool of that type (so list web_search only to change its settings)."),
+    Arg::new("max_steps", Kind::count(1, MAX_STEPS)),
+    Arg::new("max_output_tokens", TOKENS),
+    Arg::new(
+        "previous_response_id",
+        Kind::Str {
+            min: 0,
+            max: 0,
+            pattern: "^[A-Za-z0-9_-]{1,256}$",
+            valid: |id| {
+                (1..=256).contains(&id.len())
+                    && id
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            },
+            problem: "must be a response id (1 to 256 letters, digits, _ or -) from an earlier responses_create.",
+        },
+    )
+    .about("Continue from this completed response (e.g. with function_call_output items as input)."),
+    Arg::new(
+        "language_preference",
+        Kind::pattern("^[a-z]{2}$", |c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_lowercase()), "must be a two-letter lowercase ISO 639-1 code, e.g. en."),
+    ),
+    Arg::new(
+        "temperature",
+        Kind::Number {
+            min: 0,
+            max: MAX_TEMPERATURE,
+        },
+    )
+    .about("Sampling temperature; lower is more deterministic."),
+    Arg::new(
+        "top_p",
+        Kind::Number {
+            min: 0,
+            max: MAX_TOP_P,
+        },
+    )
+    .about("Nucleus sampling: the probability mass the model samples from."),
+    Arg::new("profile", Kind::Shown(profile_shape)),
+    Arg::new("store", Kind::Bool { default: true })
+        .about("false: neither Perplexity nor this server keeps the response; it can then only be awaited within this call."),
+    Arg::new("wait", Kind::Bool { default: true })
+        .about("Wait for the answer. false: get the response_id at once, to collect with responses_retrieve."),
+    Arg::new(
+        "functions",
+        // Read entry by entry below, where the message names the whole list.
+        Kind::list(&GATEWAY_FUNCTION, 1, MAX_TOOLS),
+    )
+    .about("Gateway tools (mcp__<server>__<tool>) the operator lets the agent call, offered to it as functions."),
+    Arg::new("auto_execute_functions", Kind::Bool { default: false })
+        .about("Run the agent's calls of 'functions' here and continue the run with their outputs until it answers."),
+    Arg::new("max_function_rounds", Kind::int(1, 10, DEFAULT_FUNCTION_ROUNDS))
+        .about("With auto_execute_functions: at most this many rounds of function calls."),
+];
+
+const TOKENS: Kind = Kind::count(1, MAX_TOKENS);
+
+const GATEWAY_FUNCTION: Kind = Kind::pattern("^mcp__[A-Za-z0-9_-]+$", is_gateway_function, "");
+
+/// A gateway tool's name as `functions` lists it.
+fn is_gateway_function(name: &str) -> bool {
+    name.starts_with("mcp__") && name.len() <= MAX_FUNCTION_NAME_CHARS
+}
+
+fn text_shape() -> Value {
+    json!({"type":"string","minLength":1,"maxLength":MAX_TEXT_CHARS})
+}
+
+fn model_id_shape() -> Value {
+    json!({"type":"string","minLength":1,"maxLength":MAX_MODEL_CHARS,"pattern":"^[A-Za-z0-9._:/-]+$"})
+}
+
+fn function_name_shape() -> Value {
+    json!({"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"})
+}
+
+fn model_shape() -> Value {
+    json!({"description":"A model id such as openai/gpt-5 (Anthropic models need max_output_tokens); not with models.", "allOf":[model_id_shape()]})
+}
+
+fn input_shape() -> Value {
+    let text = text_shape();
+    let fname = function_name_shape();
     let call_id = json!({"type":"string","minLength":1,"maxLength":MAX_CALL_ID_CHARS});
-    let date = json!({"type":"string","pattern":"^\\d{1,2}/\\d{1,2}/\\d{4}$"});
     let part = json!({"oneOf":[
         {"type":"object","properties":{"type":{"const":"input_text"},"text":text},"required":["type","text"],"additionalProperties":false},
         {"type":"object","properties":{"type":{"const":"input_image"},
@@ -110,14 +185,38 @@ pub fn input_schema() -> Value {
         {"type":"object","properties":{"type":{"const":"function_call_output"},"call_id":call_id,
             "output":{"type":"string","maxLength":MAX_TEXT_CHARS},"name":fname,"thought_signature":text},
          "required":["type","call_id","output"],"additionalProperties":false}]});
+    json!({"description":"A question (text), or a list of input items: messages (text and image parts), function_call items and function_call_output items.",
+        "oneOf":[text, {"type":"array","items":item,"minItems":1,"maxItems":MAX_INPUT_ITEMS}]})
+}
+
+fn reasoning_shape() -> Value {
+    json!({"type":"object","properties":{"effort":{"type":"string","enum":EFFORTS}},"additionalProperties":false})
+}
+
+fn format_shape() -> Value {
+    json!({"type":"object","properties":{
+            "type":{"type":"string","enum":FORMAT_TYPES},
+            "json_schema":{"type":"object","properties":{
+                "name":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,64}$"},
+                "schema":{"type":"object","description":"A JSON Schema, at most 65536 characters serialized."},
+                "description":{"type":"string","maxLength":MAX_DESCRIPTION_CHARS},
+                "strict":{"type":"boolean"}},
+                "required":["name","schema"],"additionalProperties":false}},
+        "required":["type"],"additionalProperties":false,
+        "description":"json_schema (with json_schema) for an answer in that shape, parsed for you into 'parsed'."})
+}
+
+fn tool_shape() -> Value {
+    let fname = function_name_shape();
+    let date = json!({"type":"string","pattern":"^\\d{1,2}/\\d{1,2}/\\d{4}$"});
     let filters = json!({"type":"object","properties":{
             "search_domain_filter":{"type":"array","items":{"type":"string","minLength":1,"maxLength":253},"maxItems":20,"description":"Domains to use, or (each prefixed with '-') to avoid; not both."},
             "search_recency_filter":{"type":"string","enum":RECENCY_VALUES},
             "search_after_date_filter":date,"search_before_date_filter":date,
             "last_updated_after_filter":date,"last_updated_before_filter":date},
         "additionalProperties":false});
-    let tokens = json!({"type":"integer","minimum":1,"maximum":MAX_TOKENS});
-    let tool = json!({"oneOf":[
+    let tokens = TOKENS.schema(0);
+    json!({"oneOf":[
         {"type":"object","properties":{"type":{"const":"web_search"},"filters":filters,
             "search_context_size":{"type":"string","enum":CONTEXT_SIZES,"description":"Not with max_tokens or max_tokens_per_page (explicit budgets replace it)."},
             "max_tokens":tokens,"max_tokens_per_page":tokens,
@@ -142,45 +241,14 @@ pub fn input_schema() -> Value {
             "server_label":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,64}$"},
             "allowed_tools":{"type":"array","items":fname,"minItems":1,"maxItems":MAX_CONNECTOR_TOOLS},
             "server_description":{"type":"string","maxLength":MAX_DESCRIPTION_CHARS}},
-         "required":["type","id","server_label"],"additionalProperties":false}]});
-    let profile_name = json!({"type":"string","pattern":"^[A-Za-z0-9._:-]{1,128}$"});
-    json!({"type":"object",
-        "properties":{
-            "input":{"description":"A question (text), or a list of input items: messages (text and image parts), function_call items and function_call_output items.",
-                "oneOf":[{"type":"string","minLength":1,"maxLength":MAX_TEXT_CHARS},
-                         {"type":"array","items":item,"minItems":1,"maxItems":MAX_INPUT_ITEMS}]},
-            "model":{"description":"A model id such as openai/gpt-5 (Anthropic models need max_output_tokens); not with models.", "allOf":[model]},
-            "models":{"type":"array","items":model,"minItems":1,"maxItems":MAX_MODELS,"description":"A fallback chain of model ids, tried in order; not with model."},
-            "preset":{"type":"string","minLength":1,"maxLength":MAX_PRESET_CHARS,"description":"A preset (fast, low, medium, high, xhigh, wide-research); medium when no model is named. A model or tools given here override the preset's."},
-            "instructions":{"type":"string","minLength":1,"maxLength":MAX_TEXT_CHARS,"description":"A system prompt; it replaces the preset's."},
-            "reasoning":{"type":"object","properties":{"effort":{"type":"string","enum":EFFORTS}},"additionalProperties":false},
-            "response_format":{"type":"object","properties":{
-                    "type":{"type":"string","enum":FORMAT_TYPES},
-                    "json_schema":{"type":"object","properties":{
-                        "name":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,64}$"},
-                        "schema":{"type":"object","description":"A JSON Schema, at most 65536 characters serialized."},
-                        "description":{"type":"string","maxLength":MAX_DESCRIPTION_CHARS},
-                        "strict":{"type":"boolean"}},
-                        "required":["name","schema"],"additionalProperties":false}},
-                "required":["type"],"additionalProperties":false,
-                "description":"json_schema (with json_schema) for an answer in that shape, parsed for you into 'parsed'."},
-            "tools":{"type":"array","items":tool,"maxItems":MAX_TOOLS,"description":"Tools the agent may use. A preset brings its own; a tool listed here replaces the preset's tool of that type (so list web_search only to change its settings)."},
-            "max_steps":{"type":"integer","minimum":1,"maximum":MAX_STEPS},
-            "max_output_tokens":tokens,
-            "previous_response_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,256}$","description":"Continue from this completed response (e.g. with function_call_output items as input)."},
-            "language_preference":{"type":"string","pattern":"^[a-z]{2}$"},
-            "temperature":{"type":"number","minimum":0,"maximum":MAX_TEMPERATURE,"description":"Sampling temperature; lower is more deterministic."},
-            "top_p":{"type":"number","minimum":0,"maximum":MAX_TOP_P,"description":"Nucleus sampling: the probability mass the model samples from."},
-            "profile":{"type":"object","properties":{"type":{"const":"custom"},"id":profile_name,"version":profile_name},
-                "required":["type","id"],"additionalProperties":false,
-                "description":"A saved configuration (profile) of the Perplexity account, by id and optionally version."},
-            "store":{"type":"boolean","default":true,"description":"false: neither Perplexity nor this server keeps the response; it can then only be awaited within this call."},
-            "wait":{"type":"boolean","default":true,"description":"Wait for the answer. false: get the response_id at once, to collect with responses_retrieve."},
-            "functions":{"type":"array","items":{"type":"string","pattern":"^mcp__[A-Za-z0-9_-]+$"},"minItems":1,"maxItems":MAX_TOOLS,"description":"Gateway tools (mcp__<server>__<tool>) the operator lets the agent call, offered to it as functions."},
-            "auto_execute_functions":{"type":"boolean","default":false,"description":"Run the agent's calls of 'functions' here and continue the run with their outputs until it answers."},
-            "max_function_rounds":{"type":"integer","minimum":1,"maximum":10,"default":DEFAULT_FUNCTION_ROUNDS,"description":"With auto_execute_functions: at most this many rounds of function calls."}},
-        "required":["input"],
-        "additionalProperties":false})
+         "required":["type","id","server_label"],"additionalProperties":false}]})
+}
+
+fn profile_shape() -> Value {
+    let name = json!({"type":"string","pattern":"^[A-Za-z0-9._:-]{1,128}$"});
+    json!({"type":"object","properties":{"type":{"const":"custom"},"id":name,"version":name},
+        "required":["type","id"],"additionalProperties":false,
+        "description":"A saved configuration (profile) of the Perplexity account, by id and optionally version."})
 }
 
 /// A validated `responses_create` call.
@@ -219,7 +287,7 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
         .get("model")
         .map(|v| model_id(&top, "model", v))
         .transpose()?;
-    let models = match top.list("models", 1, MAX_MODELS)? {
+    let models = match top.list_in(&CREATE, "models")? {
         None => None,
         Some(list) => Some(
             list.iter()
@@ -231,11 +299,11 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
     if model.is_some() && models.is_some() {
         return Err("Give 'model' or 'models', not both.".to_owned());
     }
-    let preset = top.text("preset", 1, MAX_PRESET_CHARS)?;
+    let preset = top.text_in(&CREATE, "preset")?;
     if preset.is_some_and(|p| p.trim().is_empty()) {
         return Err("'preset' must not be blank.".to_owned());
     }
-    let max_output_tokens = top.int("max_output_tokens", 1, MAX_TOKENS)?;
+    let max_output_tokens = top.int_in(&CREATE, "max_output_tokens")?;
     let named: Vec<&str> = model
         .iter()
         .chain(models.iter().flatten())
@@ -261,13 +329,13 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
         }
         None => {}
     }
-    if let Some(instructions) = top.text("instructions", 1, MAX_TEXT_CHARS)? {
+    if let Some(instructions) = top.text_in(&CREATE, "instructions")? {
         body.insert("instructions".into(), json!(instructions));
     }
     let input = top.required("input", top.get("input"))?;
     body.insert("input".into(), validate_input(input)?);
     let mut functions = Vec::new();
-    if let Some(tools) = top.list("tools", 0, MAX_TOOLS)? {
+    if let Some(tools) = top.list_in(&CREATE, "tools")? {
         let tools = tools
             .iter()
             .enumerate()
@@ -277,7 +345,7 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
             body.insert("tools".into(), Value::Array(tools));
         }
     }
-    if let Some(steps) = top.int("max_steps", 1, MAX_STEPS)? {
+    if let Some(steps) = top.int_in(&CREATE, "max_steps")? {
         body.insert("max_steps".into(), json!(steps));
     }
     if let Some(tokens) = max_output_tokens {
@@ -295,17 +363,11 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
         expects_json = json_answer;
         body.insert("response_format".into(), format);
     }
-    if let Some(language) = top.get("language_preference") {
-        let code = language
-            .as_str()
-            .filter(|c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_lowercase()))
-            .ok_or(
-                "'language_preference' must be a two-letter lowercase ISO 639-1 code, e.g. en.",
-            )?;
+    if let Some(code) = top.text_in(&CREATE, "language_preference")? {
         body.insert("language_preference".into(), json!(code));
     }
-    for (key, max) in [("temperature", MAX_TEMPERATURE), ("top_p", MAX_TOP_P)] {
-        if let Some(n) = top.number(key, 0.0, max)? {
+    for key in ["temperature", "top_p"] {
+        if let Some(n) = top.number_in(&CREATE, key)? {
             body.insert(key.into(), json!(n));
         }
     }
@@ -319,25 +381,16 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
         }
         body.insert("profile".into(), profile);
     }
-    if let Some(previous) = top.get("previous_response_id") {
-        let id = previous
-            .as_str()
-            .filter(|id| {
-                (1..=256).contains(&id.len())
-                    && id
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            })
-            .ok_or("'previous_response_id' must be a response id (1 to 256 letters, digits, _ or -) from an earlier responses_create.")?;
+    if let Some(id) = top.text_in(&CREATE, "previous_response_id")? {
         body.insert("previous_response_id".into(), json!(id));
     }
-    let functions: Vec<String> = match top.list("functions", 1, MAX_TOOLS)? {
+    let functions: Vec<String> = match top.list_in(&CREATE, "functions")? {
         None => Vec::new(),
         Some(list) => list
             .iter()
             .map(|v| {
                 v.as_str()
-                    .filter(|n| n.starts_with("mcp__") && n.len() <= MAX_FUNCTION_NAME_CHARS)
+                    .filter(|n| is_gateway_function(n))
                     .map(str::to_owned)
                     .ok_or_else(|| {
                         "'functions' lists gateway tools by name (mcp__<server>__<tool>)."
@@ -347,7 +400,7 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
             .collect::<Result<_, _>>()?,
     };
     let auto_execute = top.boolean("auto_execute_functions")?.unwrap_or(false);
-    let max_rounds = top.int("max_function_rounds", 1, 10)?;
+    let max_rounds = top.int_in(&CREATE, "max_function_rounds")?;
     if auto_execute && functions.is_empty() {
         return Err(
             "'auto_execute_functions' needs 'functions': the gateway tools the agent may call."

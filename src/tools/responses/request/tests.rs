@@ -454,3 +454,27 @@ fn image_data_is_bounded_per_request() {
     let three = json!({"input": [{"type": "message", "role": "user", "content": [part.clone(), part.clone(), part]}]});
     assert!(err(three).contains("at most 4194304 characters of data URLs together"));
 }
+
+/// The nested shapes are shown as written: the lists their readers take from constants
+/// must be the ones shown (the flat arguments' bounds come from the table itself).
+#[test]
+fn the_shown_shapes_list_what_their_readers_take() {
+    let tool_types: Vec<Value> = tool_shape()["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["properties"]["type"]["const"].clone())
+        .collect();
+    assert_eq!(json!(tool_types), json!(TOOL_TYPES));
+    assert_eq!(
+        reasoning_shape()["properties"]["effort"]["enum"],
+        json!(EFFORTS)
+    );
+    assert_eq!(
+        format_shape()["properties"]["type"]["enum"],
+        json!(FORMAT_TYPES)
+    );
+    let input = input_shape();
+    assert_eq!(input["oneOf"][0]["maxLength"], json!(MAX_TEXT_CHARS));
+    assert_eq!(input["oneOf"][1]["maxItems"], json!(MAX_INPUT_ITEMS));
+}
