@@ -48,6 +48,7 @@ impl Services {
                 config.spend.clone(),
                 state.clone(),
             )),
+            cache: Arc::new(crate::cache::Cache::new(config.cache, state.clone())),
             state,
         };
         let wait = Duration::from_secs(config.wait_seconds);

@@ -244,6 +244,8 @@ pub struct CallFacts {
     pub task_id: Option<String>,
     /// Refused after admission, before any upstream request (`budget`).
     pub refused: Option<&'static str>,
+    /// Answered from the research cache: the cache's scope (`caller`, `team`).
+    pub cache_hit: Option<&'static str>,
 }
 
 /// A tool result: always exactly one text block, and `isError` always present; tools

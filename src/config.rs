@@ -56,6 +56,9 @@ pub struct Config {
     pub state: Option<crate::state::StateConfig>,
     /// `PERPLEXITY_UI` (on by default): the MCP App offered to clients that host Apps.
     pub ui: bool,
+    /// `PERPLEXITY_CACHE` and `PERPLEXITY_CACHE_TTL_SECONDS`: whose research answers a
+    /// call may be served from, and for how long.
+    pub cache: crate::cache::CacheConfig,
 }
 
 /// A setting that cannot be used. The process refuses to start rather than guess,
@@ -122,6 +125,7 @@ impl Config {
             })?;
         let store = store_config(&env)?;
         let gateway = gateway_config(&env, store.as_ref())?;
+        let cache = cache_config(&env, tools.is_lifecycle_group())?;
         Ok(Config {
             wait_seconds: wait_seconds_from(env("PERPLEXITY_AGENT_WAIT_SECONDS").as_deref()),
             tools,
@@ -221,6 +225,7 @@ impl Config {
             spend: spend_config(&env)?,
             state: state_config(&env)?,
             ui: on_off(&env, "PERPLEXITY_UI", true)?,
+            cache,
             file_servers: match config_file(&env) {
                 None => Vec::new(),
                 Some(path) => crate::gateway::load_file(&path, &gateway, &|name: &str| env(name))
@@ -364,6 +369,32 @@ fn spend_config(
             1,
             36_500,
         )? as u32,
+    })
+}
+
+/// `PERPLEXITY_CACHE` (`off`, `caller`, `team`; `caller` by default, `off` for the
+/// reference peer's drop-in unless set) and `PERPLEXITY_CACHE_TTL_SECONDS` (900 by
+/// default, 1 to a day).
+fn cache_config(
+    env: &impl Fn(&str) -> Option<String>,
+    drop_in: bool,
+) -> Result<crate::cache::CacheConfig, ConfigError> {
+    let scope = crate::cache::Scope::parse(env("PERPLEXITY_CACHE").as_deref(), drop_in).map_err(
+        |problem| ConfigError {
+            variable: "PERPLEXITY_CACHE",
+            problem,
+        },
+    )?;
+    let ttl = bounded_int(
+        "PERPLEXITY_CACHE_TTL_SECONDS",
+        env("PERPLEXITY_CACHE_TTL_SECONDS").as_deref(),
+        crate::cache::DEFAULT_TTL.as_secs(),
+        1,
+        crate::cache::MAX_TTL_SECONDS,
+    )?;
+    Ok(crate::cache::CacheConfig {
+        scope,
+        ttl: Duration::from_secs(ttl),
     })
 }
 

@@ -74,6 +74,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     (
         "config",
         &[
+            "cache",
             "call",
             "fetch",
             "gateway",
@@ -110,6 +111,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     (
         "app",
         &[
+            "cache",
             "call",
             "config",
             "fetch",

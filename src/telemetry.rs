@@ -37,6 +37,9 @@ const CONNECTIONS: &str = "perplexity_agent_http_connections";
 const SESSIONS: &str = "perplexity_agent_http_sessions";
 const SPEND: &str = "perplexity_agent_spend_microdollars_total";
 const STATE_UP: &str = "perplexity_agent_state_backend_up";
+const CACHE_HITS: &str = "perplexity_agent_cache_hits_total";
+const CACHE_MISSES: &str = "perplexity_agent_cache_misses_total";
+const CACHE_SAVED: &str = "perplexity_agent_cache_saved_microdollars_total";
 
 /// Seconds: a tools/list answers in microseconds, a research call takes minutes.
 const BUCKETS: &[f64] = &[
@@ -120,6 +123,18 @@ fn describe() {
     describe_counter!(
         SPEND,
         "What billable requests cost, in millionths of the API's currency (USD), by caller and tool: reported by Perplexity or estimated."
+    );
+    describe_counter!(
+        CACHE_HITS,
+        "Research calls answered from the cache (PERPLEXITY_CACHE), by tool: no upstream request, no cost."
+    );
+    describe_counter!(
+        CACHE_MISSES,
+        "Research calls the cache could have answered but did not (none kept, expired, or fresh asked), by tool."
+    );
+    describe_counter!(
+        CACHE_SAVED,
+        "What the cache's answers cost when they were made, in millionths of USD, by tool: what its hits did not spend again."
     );
 }
 
@@ -257,5 +272,22 @@ pub fn spent(caller: &str, tool: &str, micros: i64) {
     if EXPORTER.get().is_some() && micros > 0 {
         counter!(SPEND, "caller" => caller.to_owned(), "tool" => tool.to_owned())
             .increment(micros as u64);
+    }
+}
+
+/// A research call the cache answered (`saved`: what its answer had cost).
+pub fn cache_hit(tool: &str, saved: i64) {
+    if EXPORTER.get().is_some() {
+        counter!(CACHE_HITS, "tool" => tool.to_owned()).increment(1);
+        if saved > 0 {
+            counter!(CACHE_SAVED, "tool" => tool.to_owned()).increment(saved as u64);
+        }
+    }
+}
+
+/// A research call the cache could have answered and did not.
+pub fn cache_miss(tool: &str) {
+    if EXPORTER.get().is_some() {
+        counter!(CACHE_MISSES, "tool" => tool.to_owned()).increment(1);
     }
 }

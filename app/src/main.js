@@ -18,6 +18,8 @@ const app = new App({ name: "perplexity-agent-research", version: "1.0.0" }, {},
 const DEFAULT_POLL_MS = 2000;
 const MIN_POLL_MS = 500;
 const MAX_POLL_FAILURES = 5;
+/** A fresh run may wait for its answer (the server's wait budget): more than the 60 s default. */
+const FRESH_TIMEOUT_MS = 900_000;
 
 /**
  * What is on screen. `generation` changes with every result the host sends, so a poll
@@ -36,6 +38,11 @@ const state = {
   cancelling: false,
   /** This run was asked to stop: Cancel is not offered again. */
   cancelRequested: false,
+  /** The tool call's arguments (ui/notifications/tool-input), for "Run again fresh". */
+  args: null,
+  /** A fresh run of the tool call is on its way; or why it could not be made. */
+  freshing: false,
+  freshError: "",
 };
 
 // ---- host context: theme and style variables ---------------------------------------
@@ -141,6 +148,10 @@ const ui = {
   confirmCancel() {
     cancelRun();
   },
+  /** "Run again fresh", when the tool call is known (name from the host context's toolInfo). */
+  get fresh() {
+    return toolName() && state.args ? runFresh : null;
+  },
 };
 
 // ---- rendering ------------------------------------------------------------------------
@@ -156,10 +167,10 @@ function rerender(focusKey) {
       node = researchView(state.sc, state, ui);
       break;
     case "report":
-      node = reportView(state.sc, ui);
+      node = reportView(state.sc, state, ui);
       break;
     case "search":
-      node = searchView(state.sc, ui);
+      node = searchView(state.sc, state, ui);
       break;
     default:
       node = messageView("Nothing to show.", "empty");
@@ -181,6 +192,8 @@ function showStructured(sc, sameRun) {
     state.cancelRequested = false;
     state.pollFailures = 0;
     state.pollError = "";
+    state.freshing = false;
+    state.freshError = "";
   }
   rerender();
   schedulePoll();
@@ -292,6 +305,37 @@ async function cancelRun() {
   rerender();
 }
 
+// ---- running the tool call again, bypassing the server's research cache ---------------
+
+function toolName() {
+  const info = isObject(app.getHostContext()) ? app.getHostContext().toolInfo : null;
+  return isObject(info) && isObject(info.tool) ? str(info.tool.name) : "";
+}
+
+/** The same tool call with `fresh: true`; its result is shown as a new result. */
+async function runFresh() {
+  const name = toolName();
+  if (!name || !state.args || state.freshing) return;
+  const generation = state.generation;
+  state.freshing = true;
+  state.freshError = "";
+  rerender();
+  let result;
+  try {
+    result = await app.callServerTool({ name, arguments: { ...state.args, fresh: true } }, { timeout: FRESH_TIMEOUT_MS });
+  } catch {
+    result = null;
+  }
+  if (generation !== state.generation) return;
+  if (isObject(result) && viewOf(result.structuredContent)) {
+    onToolResult(result);
+    return;
+  }
+  state.freshing = false;
+  state.freshError = "Could not run it again.";
+  rerender();
+}
+
 // ---- wiring ----------------------------------------------------------------------------
 
 function workingView(args) {
@@ -305,6 +349,7 @@ function workingView(args) {
 }
 
 app.addEventListener("toolinput", (params) => {
+  state.args = isObject(params) && isObject(params.arguments) ? params.arguments : null;
   if (!state.resultShown) replaceChildren(root, workingView(isObject(params) ? params.arguments : null));
 });
 app.addEventListener("toolresult", onToolResult);

@@ -62,6 +62,46 @@ export function responseIdRow(id, copy) {
   return h("div", { class: "rid-row" }, h("span", { class: "label" }, "Response id"), code, button, note);
 }
 
+/** An amount as the server prints it: 2 to 6 decimals, trailing zeros cut ("0.0123"). */
+const money = (n) => n.toFixed(6).replace(/0{1,4}$/, "");
+
+/** An age in whole seconds as the server words it: "42 s", "4 min", "3 h". */
+const ago = (s) => (s < 60 ? `${s} s` : s < 7200 ? `${Math.floor(s / 60)} min` : `${Math.floor(s / 3600)} h`);
+
+/**
+ * What the result cost (`cost`), whether it came from the server's research cache
+ * (`cache`) and how old it is, and for a hit "Run again fresh" (`ui.fresh`: null when the
+ * tool call cannot be repeated; `state.freshing`/`state.freshError` while and after it is).
+ */
+export function costBlock(sc, state, ui) {
+  const c = isObject(sc.cost) ? sc.cost : null;
+  const hit = isObject(sc.cache) && sc.cache.hit === true;
+  if (!c && !hit) return null;
+  const age = hit ? sc.cache.age_seconds : -1;
+  let action = null;
+  if (state.freshing) action = h("span", { role: "status" }, "Running again\u2026");
+  else if (hit && ui.fresh) {
+    action = h("button", { type: "button", class: "small", "data-key": "fresh" }, "Run again fresh");
+    action.addEventListener("click", ui.fresh);
+  }
+  return h(
+    "div",
+    { class: "rid-row run-meta", "data-part": "run-meta" },
+    c
+      ? h(
+          "span",
+          { "data-part": "cost" },
+          Number.isFinite(c.total)
+            ? `Cost: ${c.estimated === true ? "about " : ""}${money(c.total)} ${str(c.currency, "USD")}`
+            : "Cost: not known yet",
+        )
+      : null,
+    hit ? h("span", { "data-part": "cache" }, `From this server's cache${Number.isInteger(age) && age >= 0 ? `, made ${ago(age)} ago` : ""}`) : null,
+    action,
+    state.freshError ? h("span", { role: "status" }, state.freshError) : null,
+  );
+}
+
 // ---- the answer and its [N] citations --------------------------------------------------
 
 /** Sources by their id (as a string), for [N] markers. */
@@ -249,6 +289,7 @@ export function researchView(sc, state, ui) {
     "article",
     { class: "view research", "data-view": "research", "aria-busy": running ? "true" : "false" },
     h("header", { class: "bar" }, h("h1", null, "Research"), statusBadge(status)),
+    costBlock(sc, state, ui),
     securityBanner(sc.security_flags),
     running ? progressBlock(sc, state, ui, responseId) : null,
     status === "cancelled" && !str(sc.answer) ? h("p", { class: "muted", "data-part": "cancelled" }, "This run was cancelled.") : null,
@@ -319,7 +360,7 @@ function progressBlock(sc, state, ui, responseId) {
 }
 
 /** The deep-research report with its validation (a <details>, open when it failed). */
-export function reportView(sc, ui) {
+export function reportView(sc, state, ui) {
   const v = isObject(sc.validation_report) ? sc.validation_report : {};
   const claims = sc.claims.filter(isObject);
   const unsupported = claims.filter((c) => Array.isArray(c.flags) && c.flags.length > 0);
@@ -394,6 +435,7 @@ export function reportView(sc, ui) {
     "article",
     { class: "view report", "data-view": "report" },
     h("header", { class: "bar" }, h("h1", null, "Deep research report"), h("span", { class: passed ? "badge status-completed" : "badge status-failed" }, passed ? "Validated" : "Check claims")),
+    costBlock(sc, state, ui),
     securityBanner(sc.security_flags),
     answerBlock(sc.answer, null, ui),
     list("Key findings", sc.key_findings, "key-findings"),
@@ -406,12 +448,13 @@ export function reportView(sc, ui) {
 }
 
 /** Search results as ranked cards. */
-export function searchView(sc, ui) {
+export function searchView(sc, state, ui) {
   const results = sc.results.filter(isObject);
   return h(
     "article",
     { class: "view search", "data-view": "search" },
     h("header", { class: "bar" }, h("h1", null, "Search results"), h("span", { class: "badge" }, `${results.length}`)),
+    costBlock(sc, state, ui),
     securityBanner(sc.security_flags),
     results.length === 0
       ? h("p", { class: "muted" }, "No results.")

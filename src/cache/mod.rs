@@ -28,7 +28,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use sha2::Digest;
 
-use crate::call::Caller;
+use crate::call::{Caller, ToolOutput};
 use crate::state::{Cached, State, StateError};
 
 /// `PERPLEXITY_CACHE_TTL_SECONDS` when unset.
@@ -37,15 +37,6 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(900);
 pub const MAX_TTL_SECONDS: u64 = 86_400;
 /// An answer larger than this is not kept (the store and the backend hold many).
 const MAX_ANSWER_BYTES: usize = 2 * 1024 * 1024;
-
-/// The tools whose complete answers are kept.
-pub const CACHED_TOOLS: [&str; 5] = [
-    "perplexity_agent",
-    "perplexity_ask",
-    "finance_search",
-    "deep_research",
-    "perplexity_search",
-];
 
 /// Arguments that never change the answer: how long to wait, and the bypass itself.
 const NOT_THE_QUESTION: [&str; 3] = ["wait", "wait_seconds", "fresh"];
@@ -118,6 +109,34 @@ pub struct Hit {
 }
 
 impl Hit {
+    /// An answer just handed over by the run in flight it waited for.
+    pub fn now(answer: Value) -> Hit {
+        Hit {
+            answer,
+            created_ms: now_ms(),
+        }
+    }
+
+    /// The tool's output as it was made.
+    pub fn output(&self) -> ToolOutput {
+        let a = &self.answer;
+        let mut output = ToolOutput::ok(a["text"].as_str().unwrap_or_default());
+        output.structured = a.get("structured").filter(|v| !v.is_null()).cloned();
+        output.view = a.get("view").filter(|v| !v.is_null()).cloned();
+        output
+    }
+
+    /// The run behind the answer (its id and body), when a run made it.
+    pub fn run(&self) -> Option<(String, Value)> {
+        let run = self.answer.get("run")?;
+        Some((run["id"].as_str()?.to_owned(), run.get("body")?.clone()))
+    }
+
+    /// What the answer cost when it was made (micro-dollars): what this hit saved.
+    pub fn saved(&self) -> i64 {
+        self.answer["cost"].as_i64().unwrap_or(0).max(0)
+    }
+
     pub fn age_seconds(&self) -> i64 {
         (now_ms().saturating_sub(self.created_ms) / 1000).max(0)
     }
@@ -145,10 +164,11 @@ impl Cache {
         self.config
     }
 
-    /// The key a call of `tool` with `args` by `caller` is kept under; `None` when the
-    /// cache is off, the tool's answers are not kept, or the call asked for a fresh one.
+    /// The key a call of `tool` (one whose answers are kept: the registry says which)
+    /// with `args` by `caller` is kept under; `None` when the cache is off or the call
+    /// asked for a fresh answer.
     pub fn key(&self, caller: &Caller, tool: &str, args: &Map<String, Value>) -> Option<Key> {
-        if self.config.scope == Scope::Off || !CACHED_TOOLS.contains(&tool) {
+        if self.config.scope == Scope::Off {
             return None;
         }
         if args.get("fresh").and_then(Value::as_bool) == Some(true) {
@@ -162,6 +182,7 @@ impl Cache {
         Some(Key {
             hash: key_of(&scope, tool, args),
             ttl,
+            scope: self.config.scope.as_str(),
         })
     }
 
@@ -203,11 +224,25 @@ impl Cache {
     }
 }
 
+/// What is kept of a complete answer: the tool's output as it gave it, the run behind it
+/// (so a hit renders as the run did) and what it cost.
+pub fn answer(output: &ToolOutput, run: Option<(&str, &Value)>, cost_micros: i64) -> Value {
+    json!({
+        "text": output.text,
+        "structured": output.structured,
+        "view": output.view,
+        "run": run.map(|(id, body)| json!({"id": id, "body": body})),
+        "cost": cost_micros,
+    })
+}
+
 /// Where an answer is kept, and for how long.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Key {
     hash: String,
     ttl: Duration,
+    /// `caller` or `team`, for the audit record of a hit.
+    pub scope: &'static str,
 }
 
 /// The TTL for a call asking for `recency`: the configured one, at most a twelfth of the
@@ -259,7 +294,7 @@ fn canonical(value: &Value) -> Value {
     }
 }
 
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -307,11 +342,6 @@ mod tests {
             None
         );
         assert_eq!(
-            c.key(&me, "responses_create", &args(json!({"input": "x"}))),
-            None,
-            "conversation and function state are never cached"
-        );
-        assert_eq!(
             cache(Scope::Off).key(&me, "perplexity_agent", &args(json!({"query": "q"}))),
             None
         );
@@ -339,6 +369,36 @@ mod tests {
             team.key(&a, "perplexity_ask", &q),
             team.key(&a, "finance_search", &q)
         );
+    }
+
+    /// The cache fails open: a shared engine that does not answer is a miss, and keeping
+    /// an answer there is only logged.
+    #[tokio::test]
+    async fn an_engine_that_does_not_answer_is_a_miss() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or(1);
+        let config = crate::state::StateConfig {
+            url: format!("redis://127.0.0.1:{closed}").into(),
+            password: None,
+            prefix: crate::state::DEFAULT_PREFIX.to_owned(),
+            timeout: Duration::from_millis(100),
+            lease: crate::state::DEFAULT_LEASE,
+            replica: "r".to_owned(),
+            ca_file: None,
+        };
+        let state = Arc::new(State::open(None, Some(&config)).unwrap());
+        let c = Cache::new(CacheConfig::default(), state);
+        let key = c
+            .key(
+                &Caller::local(),
+                "perplexity_ask",
+                &args(json!({"query": "q"})),
+            )
+            .unwrap();
+        c.put(&key, &json!({"text": "a"})).await;
+        assert_eq!(c.get(&key).await, None);
     }
 
     #[test]

@@ -139,6 +139,9 @@ pub struct AskArgs {
     /// Start the run, print its id and exit (exit code 3).
     #[arg(long, conflicts_with = "timeout")]
     pub no_wait: bool,
+    /// Run anew even if the research cache holds a recent answer to the same question.
+    #[arg(long)]
+    pub fresh: bool,
 }
 
 #[derive(Debug, Args)]
@@ -205,6 +208,9 @@ pub struct ResearchArgs {
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Run anew even if the research cache holds a recent report on the same question.
+    #[arg(long)]
+    pub fresh: bool,
 }
 
 #[derive(Debug, Args)]
@@ -231,6 +237,9 @@ pub struct SearchArgs {
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Search anew even if the research cache holds recent results for the same query.
+    #[arg(long)]
+    pub fresh: bool,
 }
 
 #[derive(Debug, Args)]
@@ -522,7 +531,21 @@ async fn call(
             output,
             ..
         }) => Err(CliError::new(output::Exit::OverBudget, output.text)),
-        Some(done) => render(done.outcome, done.full).unwrap_or_else(|| Err(unexpected())),
+        Some(Done {
+            outcome: Outcome::Served,
+            full,
+            ..
+        }) => {
+            let json = progress.as_ref().is_some_and(|p| p.json());
+            output::served(&full, json);
+            Ok(output::Exit::Success)
+        }
+        Some(done) => {
+            let text = done.full.text.clone();
+            let ended = render(done.outcome, done.full).unwrap_or_else(|| Err(unexpected()));
+            output::cost(&text);
+            ended
+        }
         None => {
             let json = progress.as_ref().is_some_and(|p| p.json());
             output::interrupted(&ctx.run_ids.snapshot(), json)
@@ -593,6 +616,9 @@ fn ask_arguments(args: &AskArgs) -> Map<String, Value> {
     }
     if args.model.is_none() {
         arguments.insert("wait".into(), json!(!args.no_wait));
+    }
+    if args.fresh {
+        arguments.insert("fresh".into(), json!(true));
     }
     arguments
 }

@@ -55,6 +55,8 @@ pub async fn run(args: UsageArgs, tools: &Tools) -> Ended {
     let requests: u64 = groups.iter().map(|g| g.requests).sum();
     let estimated: u64 = groups.iter().map(|g| g.estimated).sum();
     let total: i64 = groups.iter().map(|g| g.total).sum();
+    let hits: u64 = groups.iter().map(|g| g.cache_hits).sum();
+    let saved: i64 = groups.iter().map(|g| g.saved).sum();
     if args.json {
         output::document(&json!({
             "by": label,
@@ -66,8 +68,11 @@ pub async fn run(args: UsageArgs, tools: &Tools) -> Ended {
                 "requests": g.requests,
                 "estimated": g.estimated,
                 "cost": money::as_f64(g.total),
+                "cache_hits": g.cache_hits,
+                "saved": money::as_f64(g.saved),
             })).collect::<Vec<_>>(),
-            "total": {"requests": requests, "estimated": estimated, "cost": money::as_f64(total)},
+            "total": {"requests": requests, "estimated": estimated, "cost": money::as_f64(total),
+                "cache_hits": hits, "saved": money::as_f64(saved)},
         }));
         return Ok(Exit::Success);
     }
@@ -124,6 +129,12 @@ pub async fn run(args: UsageArgs, tools: &Tools) -> Ended {
     for ((key, n, est), cost) in rows.zip(&costs) {
         text.push_str(&format!(
             "{key:<width$}  {n:>req_w$}  {est:>est_w$}  {cost:>cost_w$}\n"
+        ));
+    }
+    if hits > 0 {
+        text.push_str(&format!(
+            "The research cache answered {hits} call(s) without a request, saving {} USD.\n",
+            money::format(saved)
         ));
     }
     text.push_str(&format!(

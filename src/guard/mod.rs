@@ -428,6 +428,9 @@ impl Pass {
         if let Some(reason) = facts.refused {
             f.insert("refused".into(), json!(reason));
         }
+        if let Some(scope) = facts.cache_hit {
+            f.insert("cache".into(), json!({"hit": true, "scope": scope}));
+        }
         f.insert("trace_id".into(), json!(self.trace.trace_id));
         if let Some(allowed) = &facts.fetch_allow_private {
             f.insert("fetch_allow_private".into(), json!(allowed));

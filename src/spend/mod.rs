@@ -78,6 +78,35 @@ pub struct Billing<'a> {
     pub tool: &'a str,
 }
 
+/// What a settled call cost and what its result should warn of.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settled {
+    pub warning: Option<String>,
+    /// `None`: the call was billed for nothing.
+    pub cost: Option<Cost>,
+}
+
+/// What a call's billable requests cost, in micro-dollars of [`CURRENCY`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    pub total: Micros,
+    /// Some request reported no cost (or one not believed): priced by us.
+    pub estimated: bool,
+}
+
+impl Cost {
+    /// `structuredContent.cost`.
+    pub fn as_json(&self) -> Value {
+        json!({"total": money::as_f64(self.total), "currency": CURRENCY, "estimated": self.estimated})
+    }
+
+    /// `Cost: 0.0123 USD` (`about …` when estimated).
+    pub fn line(&self) -> String {
+        let about = if self.estimated { "about " } else { "" };
+        format!("Cost: {about}{} {CURRENCY}", money::format(self.total))
+    }
+}
+
 /// Budget held by an admitted call until it is settled.
 #[must_use = "settle the hold with what the call cost"]
 pub struct Hold {
@@ -209,7 +238,8 @@ impl Spend {
 
     /// Records what a call's requests were billed for and gives back its hold (kept for
     /// `running`, a run it handed back unfinished). `per_run` prices a run that reported
-    /// no cost. Returns the warning a result carries once a budget is 80 % spent.
+    /// no cost. Returns what the call cost and the warning a result carries once a budget
+    /// is 80 % spent.
     pub async fn settle(
         &self,
         who: &Billing<'_>,
@@ -218,7 +248,7 @@ impl Spend {
         per_run: Micros,
         task_id: Option<&str>,
         running: Option<&str>,
-    ) -> Option<String> {
+    ) -> Settled {
         // A run handed back earlier is priced, if it reports no cost, by the estimate
         // of the call that started it (its preset), not of the call that collected it.
         let rows: Vec<LedgerRow> = {
@@ -236,6 +266,13 @@ impl Spend {
             }
             rows
         };
+        let cost = (!rows.is_empty()).then(|| Cost {
+            total: rows
+                .iter()
+                .map(|r| r.total_micros)
+                .fold(0, Micros::saturating_add),
+            estimated: rows.iter().any(|r| r.estimated),
+        });
         let (windows, window) = self.window();
         let costs: Vec<(String, i64)> = rows
             .iter()
@@ -309,14 +346,69 @@ impl Spend {
                 crate::telemetry::spent(label, who.tool, *micros);
             }
         }
-        if !self.applies(&who.own) {
-            return None;
+        let warning = match self.applies(&who.own) {
+            true => self.warning(who, sums, window, &windows).await,
+            false => None,
+        };
+        Settled { warning, cost }
+    }
+
+    /// Records a call the research cache answered: a ledger row of cost 0 with what the
+    /// answer had cost (`saved`), so `usage` can say what the cache saved. Nothing is
+    /// held or added to any budget.
+    pub async fn record_hit(&self, who: &Billing<'_>, saved: Micros, task_id: Option<&str>) {
+        let row = LedgerRow {
+            // Unique: a hit is not a request that could be reported twice.
+            request: format!("cache:{}", crate::random::secure_hex::<12>()),
+            total_micros: 0,
+            estimated: false,
+            tokens: Tokens::default(),
+            cache_hit: true,
+            saved_micros: saved.max(0),
+            ..row(
+                who,
+                Metered {
+                    key: String::new(),
+                    kind: MeteredKind::Search,
+                    model: None,
+                    usage: None,
+                },
+                0,
+                task_id,
+            )
+        };
+        let retention = self.config.retention_days;
+        match self
+            .state
+            .store()
+            .with(move |s| s.record_spend(&[row], retention))
+            .await
+        {
+            Ok(_) | Err(StoreError::NotConfigured) => {}
+            Err(e) => {
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "the spend ledger could not be written ({e}); spend is not being recorded"
+                    );
+                }
+            }
         }
+        crate::telemetry::cache_hit(who.tool, saved);
+    }
+
+    /// The warning a result carries once one of `who`'s budgets is 80 % spent.
+    async fn warning(
+        &self,
+        who: &Billing<'_>,
+        sums: Option<SpentNow>,
+        window: Window,
+        windows: &window::Windows,
+    ) -> Option<String> {
         let spent = match sums {
             Some(sums) => sums,
             None => self.state.spent(window, who.caller.key()).await.ok()?,
         };
-        self.limits(who, &spent, &windows, 0, 0)
+        self.limits(who, &spent, windows, 0, 0)
             .into_iter()
             .filter(|l| {
                 l.limit > 0
@@ -456,6 +548,10 @@ pub struct Group {
     /// Of those, priced by us (the API reported no cost).
     pub estimated: u64,
     pub total: Micros,
+    /// Calls the research cache answered (not requests: nothing was sent), and what their
+    /// answers had cost.
+    pub cache_hits: u64,
+    pub saved: Micros,
 }
 
 impl Spend {
@@ -490,11 +586,18 @@ impl Spend {
                         requests: 0,
                         estimated: 0,
                         total: 0,
+                        cache_hits: 0,
+                        saved: 0,
                     });
                     groups.len() - 1
                 }
             };
             let g = &mut groups[at];
+            if r.cache_hit {
+                g.cache_hits += 1;
+                g.saved = g.saved.saturating_add(r.saved_micros);
+                continue;
+            }
             g.requests += 1;
             g.estimated += u64::from(r.estimated);
             g.total = g.total.saturating_add(r.total_micros);
@@ -588,6 +691,8 @@ fn row(who: &Billing<'_>, m: Metered, per_run: Micros, task_id: Option<&str>) ->
         total_micros: prices::SEARCH_REQUEST,
         currency: CURRENCY.to_owned(),
         estimated: true,
+        cache_hit: false,
+        saved_micros: 0,
     };
     match m.kind {
         MeteredKind::Search => LedgerRow {

@@ -114,7 +114,7 @@ impl Arg {
 
     /// Its property in the schema: the keys in one fixed order, as `tools/list` has
     /// always shown them.
-    fn property(&self, wait: u64) -> Value {
+    pub(super) fn property(&self, wait: u64) -> Value {
         let mut p = self.kind.schema(wait);
         if !self.about.is_empty() {
             p["description"] = json!(self.about.replace("{wait}", &wait.to_string()));

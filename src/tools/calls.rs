@@ -254,6 +254,9 @@ pub enum Outcome {
     },
     /// Tools whose output is their only rendering (and a contained panic).
     Output,
+    /// An answer the research cache served whose typed form is not kept (a search, a
+    /// report): its output is the rendering.
+    Served,
     /// A budget refused the call before any upstream request (the CLI exits 5).
     OverBudget,
 }

@@ -1,8 +1,8 @@
 //! What `tools/list` shows, byte for byte, for each selection whose list differs: the
 //! full catalogue, the `default` profile and the reference peer's drop-in (`lifecycle`),
 //! at the default wait budget and at another (two schemas quote it). The fixtures under
-//! `golden/` are the lists as they were before the schemas came from the field tables;
-//! `GOLDEN_WRITE=1 cargo test --lib tools::golden` rewrites them.
+//! `golden/` are what clients are shown; a change to one is a change to every client's
+//! list, made on purpose: `GOLDEN_WRITE=1 cargo test --lib tools::golden` rewrites them.
 
 use super::{ToolSelection, registry};
 
@@ -34,10 +34,12 @@ const CASES: [(&str, &str, u64, &str); 4] = [
 /// with `preserve_order` and `arbitrary_precision` equal values print equal bytes.
 fn listed(selection: &str, wait: u64) -> String {
     let selection = ToolSelection::parse(selection).expect("a catalogue selection");
-    let tools: Vec<serde_json::Value> = registry::definitions_of(wait, |n| selection.contains(n))
-        .into_iter()
-        .map(|(_, tool)| serde_json::to_value(tool).expect("a tool serializes"))
-        .collect();
+    let profile = super::Profile::of(&selection);
+    let tools: Vec<serde_json::Value> =
+        registry::definitions_of(wait, profile, |n| selection.contains(n))
+            .into_iter()
+            .map(|(_, tool)| serde_json::to_value(tool).expect("a tool serializes"))
+            .collect();
     let mut text = serde_json::to_string_pretty(&tools).expect("a list serializes");
     text.push('\n');
     text

@@ -23,12 +23,14 @@ pub mod report;
 pub mod research;
 pub mod responses;
 pub mod search;
+mod served;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::cache::Cache;
 use crate::drain::Obligations;
 use crate::fetch::Fetcher;
 use crate::gateway::Gateway;
@@ -87,6 +89,8 @@ pub struct Tools {
     snapshots: Arc<responses::snapshots::Snapshots>,
     /// The ledger and the budgets.
     spend: Arc<Spend>,
+    /// Research answers served again instead of paid for again.
+    cache: Arc<Cache>,
     /// `PERPLEXITY_UI`: the MCP App may be offered.
     ui: bool,
 }
@@ -99,13 +103,16 @@ pub struct Parts {
     /// The door to state (its local store is the TUI's and the ledger's).
     pub state: Arc<State>,
     pub spend: Arc<Spend>,
+    pub cache: Arc<Cache>,
 }
 
 impl Tools {
     /// The tools of `selection`; `wait` is the wait budget of calls whose front end does
     /// not choose one (the schemas quote it).
     pub fn new(selection: &ToolSelection, wait: Duration, parts: Parts) -> Self {
-        let enabled = registry::definitions_of(wait.as_secs(), |name| selection.contains(name));
+        let profile = Profile::of(selection);
+        let enabled =
+            registry::definitions_of(wait.as_secs(), profile, |name| selection.contains(name));
         let list = Value::Array(
             enabled
                 .iter()
@@ -118,6 +125,7 @@ impl Tools {
             guard,
             state,
             spend,
+            cache,
         } = parts;
         let store = state.store().clone();
         let obligations = Obligations::default();
@@ -132,10 +140,11 @@ impl Tools {
             store,
             state,
             spend,
+            cache,
             gateway: None,
             connectors: Arc::from([]),
             wait,
-            profile: Profile::of(selection),
+            profile,
             list,
             selection: selection.clone(),
             obligations,
@@ -216,6 +225,10 @@ impl Tools {
     }
 
     /// The spend ledger and budgets (the TUI shows today's spend).
+    pub fn cache(&self) -> &Arc<Cache> {
+        &self.cache
+    }
+
     pub fn spend(&self) -> &Arc<Spend> {
         &self.spend
     }

@@ -13,11 +13,12 @@ use serde_json::Value;
 use super::args::{self, Args};
 use super::calls::{CallContext, Job, Outcome};
 use super::{Call, Tools, registry, research};
+use crate::cache::{Flight, Hit};
 use crate::call::{ArgError, CallFacts, Refusal, Slot, Slots, ToolOutput};
 use crate::drain::CREATE_ANSWER_GRACE;
 use crate::guard::{Charge, Pass};
 use crate::perplexity::meter::{Meter, Metered};
-use crate::spend::Billing;
+use crate::spend::{Billing, Cost};
 
 /// Text shown when a handler fails in a way we did not foresee. The details go to
 /// stderr (tool name and kind only: a message could carry secrets).
@@ -49,8 +50,9 @@ impl Tools {
                         "Unknown tool: {name}"
                     ))));
                 };
-                args::reject_unknown(args, &args::names(spec.args))
+                args::reject_unknown(args, &spec.accepted(self.profile))
                     .map_err(ArgError::from)
+                    .and_then(|()| fresh_is_a_boolean(args))
                     .and_then(|()| (spec.validate)(self, args))
             }
         };
@@ -86,10 +88,19 @@ impl Tools {
             .guard
             .admit(who, &validated.tool, &validated.params, cost)
             .await?;
+        // The research cache's key: the admitted caller's, for a tool whose answers are
+        // kept (a caller refused the tool never gets this far, so never gets a hit).
+        let cache_key = match (registry::find(&validated.tool), &validated.params) {
+            (Some(spec), Value::Object(args)) if spec.cached => {
+                self.cache.key(pass.caller(), &validated.tool, args)
+            }
+            _ => None,
+        };
         Ok(Admitted(Box::new(AdmittedCall {
             call: validated.call,
             tool: validated.tool,
             pass,
+            cache_key,
             _slot: slot,
         })))
     }
@@ -147,14 +158,54 @@ impl Tools {
             Some(id) => !Box::pin(self.run_owners.visible(id, &caller)).await,
             None => false,
         };
-        // Budgets, before any upstream request: a call that would start billable work
-        // holds its estimate (spend/mod.rs), or is refused here.
         let billing = Billing {
             caller: &caller,
             own: admitted.pass.budget(),
             front_end: admitted.pass.front_end(),
             tool,
         };
+        // The research cache, before budgets: a hit costs nothing, so it is served even
+        // when no budget has room; an identical call in flight is waited for instead of
+        // paid for twice (a call that asked not to wait runs on its own).
+        let mut lead = None;
+        if let Some(key) = admitted.cache_key.as_ref().filter(|_| !hidden) {
+            let scope = key.scope;
+            let mut hit = Box::pin(self.cache.get(key)).await;
+            if hit.is_none() && admitted.waits() {
+                match self.cache.fly(key) {
+                    Flight::Lead(leading) => lead = Some(leading),
+                    Flight::Follow(follow) => {
+                        let landed = tokio::select! {
+                            landed = follow.answer() => landed,
+                            () = ctx.cancel.cancelled() => {
+                                let task = ctx.task_id.get().map(String::as_str);
+                                self.guard.abandoned(admitted.pass, &[], task);
+                                return None;
+                            }
+                        };
+                        hit = landed.map(|answer| Hit::now((*answer).clone()));
+                    }
+                }
+            }
+            match hit {
+                Some(hit) => {
+                    let (output, facts, outcome) =
+                        Box::pin(self.served(&billing, hit, scope, ctx)).await;
+                    let mut shown = output.clone();
+                    let truncated = Box::pin(self.guard.budget(&mut shown, &caller)).await;
+                    admitted.pass.finish(&output, &facts, truncated);
+                    return Some(Done {
+                        output: shown,
+                        full: output,
+                        outcome,
+                        panicked: false,
+                    });
+                }
+                None => crate::telemetry::cache_miss(tool),
+            }
+        }
+        // Budgets, before any upstream request: a call that would start billable work
+        // holds its estimate (spend/mod.rs), or is refused here.
         let hold = match call.budget_estimate().filter(|_| !hidden) {
             None => None,
             Some(estimate) => match Box::pin(self.spend.reserve(&billing, estimate)).await {
@@ -252,9 +303,15 @@ impl Tools {
             }
         };
         facts.task_id = ctx.task_id.get().cloned();
+        // Only a complete answer is kept, as the tool gave it (before the cost line and
+        // any budget warning, which are this call's).
+        let kept = lead
+            .as_ref()
+            .filter(|_| !panicked && complete(&output, &typed))
+            .map(|_| output.clone());
         let metered = meter.take();
         let running = unsettled(&ctx.run_ids.snapshot(), &metered);
-        let warning = Box::pin(self.spend.settle(
+        let settled = Box::pin(self.spend.settle(
             &billing,
             hold,
             metered,
@@ -263,7 +320,19 @@ impl Tools {
             running.as_deref(),
         ))
         .await;
-        if let Some(warning) = warning.filter(|_| !output.is_error) {
+        if let (Some(lead), Some(key)) = (lead, admitted.cache_key.as_ref()) {
+            let answer = kept.map(|kept| {
+                crate::cache::answer(&kept, run_of(&typed), settled.cost.map_or(0, |c| c.total))
+            });
+            if let Some(answer) = &answer {
+                Box::pin(self.cache.put(key, answer)).await;
+            }
+            lead.land(answer);
+        }
+        if self.profile().tells_cost() {
+            tell_cost(&mut output, settled.cost, &typed);
+        }
+        if let Some(warning) = settled.warning.filter(|_| !output.is_error) {
             output.text.push_str("\n\n");
             output.text.push_str(&warning);
         }
@@ -276,6 +345,67 @@ impl Tools {
             outcome: typed,
             panicked,
         })
+    }
+}
+
+/// What a billable call cost, in its `structuredContent` (`cost`) and one line of text
+/// after the result (after a spotlighted answer's closing delimiter, as a budget warning
+/// is). A cancelled run's cost is not known yet when the call ends, and says so.
+fn tell_cost(output: &mut ToolOutput, cost: Option<Cost>, outcome: &Outcome) {
+    let cancelled = matches!(outcome, Outcome::Research(research::ResearchOutcome::Finished { run, .. }) if run.status() == Some("cancelled"));
+    let (value, line) = match cost {
+        _ if cancelled && cost.is_none_or(|c| c.estimated) => (
+            serde_json::json!({"total": null, "currency": "USD", "estimated": false, "known": false}),
+            "Cost: not known yet (a cancelled run is billed for what it did).".to_owned(),
+        ),
+        Some(cost) => (cost.as_json(), cost.line()),
+        None => return,
+    };
+    // The App's view of a research answer is its structuredContent there: it says the
+    // cost too.
+    for shown in [output.structured.as_mut(), output.view.as_mut()] {
+        if let Some(Value::Object(fields)) = shown {
+            fields.insert("cost".to_owned(), value.clone());
+        }
+    }
+    // An error's text stays the error: its cost is in the structured result and the
+    // ledger.
+    if !output.is_error {
+        output.text.push_str("\n\n");
+        output.text.push_str(&line);
+    }
+}
+
+/// An answer worth serving again: complete, not an error, not a hand-back.
+fn complete(output: &ToolOutput, outcome: &Outcome) -> bool {
+    use research::ResearchOutcome;
+    !output.is_error
+        && match outcome {
+            Outcome::Research(ResearchOutcome::Finished { run, .. }) => {
+                run.status() == Some("completed")
+            }
+            Outcome::Search(Ok(_)) => true,
+            Outcome::Report { report, .. } => report.is_some(),
+            _ => false,
+        }
+}
+
+/// The run behind a research outcome, kept with its answer so a hit renders as the run
+/// did for the CLI and the TUI.
+fn run_of(outcome: &Outcome) -> Option<(&str, &Value)> {
+    match outcome {
+        Outcome::Research(research::ResearchOutcome::Finished { id, run }) => {
+            Some((id.as_str(), run.raw()))
+        }
+        _ => None,
+    }
+}
+
+/// `fresh` (where a profile takes it) is a boolean.
+fn fresh_is_a_boolean(args: &Args) -> Result<(), ArgError> {
+    match args::optional(args, "fresh") {
+        Some(v) if !v.is_boolean() => Err(ArgError::of("fresh", "must be a boolean.")),
+        _ => Ok(()),
     }
 }
 
@@ -344,6 +474,8 @@ struct AdmittedCall {
     call: Call,
     tool: String,
     pass: Pass,
+    /// Where the research cache keeps this call's answer (`None`: not cached).
+    cache_key: Option<crate::cache::Key>,
     _slot: Option<Slot>,
 }
 
@@ -351,7 +483,13 @@ impl Admitted {
     /// False when the caller asked for its run back at once (`wait: false`): the
     /// hand-back is then the whole answer, even for a task.
     pub fn waits(&self) -> bool {
-        match &self.0.call {
+        self.0.waits()
+    }
+}
+
+impl AdmittedCall {
+    fn waits(&self) -> bool {
+        match &self.call {
             Call::Lifecycle(research::LifecycleCall::Agent(request)) => request.wait,
             Call::Create(call) => call.wait,
             _ => true,

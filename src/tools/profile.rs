@@ -47,4 +47,10 @@ impl Profile {
     pub fn own_words(self) -> bool {
         self == Profile::Own
     }
+
+    /// What a result cost (and, for an answer from the research cache, how old it is)
+    /// in `structuredContent` and one line of text; the peer's replies carry neither.
+    pub fn tells_cost(self) -> bool {
+        self == Profile::Own
+    }
 }

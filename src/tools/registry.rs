@@ -4,11 +4,16 @@
 //! schema and accepted names). A tool's name is written here only: its definition is
 //! built under it.
 
+use std::sync::Arc;
+
 use rmcp::model::Tool;
+use serde_json::Value;
 
 use super::args::{Arg, Args, Read};
 use super::research::LifecycleCall;
-use super::{Call, Tools, admin, ask, deep_research, fetch, finance, research, responses, search};
+use super::{
+    Call, Profile, Tools, admin, ask, deep_research, fetch, finance, research, responses, search,
+};
 use crate::call::ArgError;
 
 pub struct ToolSpec {
@@ -26,7 +31,14 @@ pub struct ToolSpec {
     /// Starts work that can outlast a tool call (an upstream run): such a tool may run as
     /// an MCP task.
     pub long_running: bool,
+    /// Its complete answers are kept by the research cache (`cache/`), and it takes
+    /// [`FRESH`] outside the reference peer's drop-in, whose schemas stay the peer's.
+    pub cached: bool,
 }
+
+/// The research cache's bypass, on every cached tool.
+pub const FRESH: Arg = Arg::new("fresh", super::args::Kind::Bool { default: false })
+    .about("Run anew instead of serving a recent answer to the same question from this server's cache (cached answers cost nothing).");
 
 pub const SPECS: [ToolSpec; 12] = [
     ToolSpec {
@@ -38,6 +50,7 @@ pub const SPECS: [ToolSpec; 12] = [
             research::ResearchRequest::from_args(args)
                 .map(|r| Call::Lifecycle(LifecycleCall::Agent(r)))
         },
+        cached: true,
         long_running: true,
     },
     ToolSpec {
@@ -51,6 +64,7 @@ pub const SPECS: [ToolSpec; 12] = [
             let wait_seconds = research::wait_seconds_from(&read)?;
             Ok(Call::Lifecycle(LifecycleCall::Result { id, wait_seconds }))
         },
+        cached: false,
         long_running: false,
     },
     ToolSpec {
@@ -62,6 +76,7 @@ pub const SPECS: [ToolSpec; 12] = [
             research::response_id_from(&Read::new(args, &research::CANCEL), "perplexity_agent")
                 .map(|id| Call::Lifecycle(LifecycleCall::Cancel { id }))
         },
+        cached: false,
         long_running: false,
     },
     ToolSpec {
@@ -70,6 +85,7 @@ pub const SPECS: [ToolSpec; 12] = [
         group: "ask",
         args: &ask::ASK,
         validate: |_, args| ask::validate(args).map(|r| Call::Lifecycle(LifecycleCall::Agent(r))),
+        cached: true,
         long_running: true,
     },
     ToolSpec {
@@ -78,6 +94,7 @@ pub const SPECS: [ToolSpec; 12] = [
         group: "search",
         args: &search::SEARCH,
         validate: |_, args| search::validate(args).map(Call::Search),
+        cached: true,
         long_running: false,
     },
     ToolSpec {
@@ -86,6 +103,7 @@ pub const SPECS: [ToolSpec; 12] = [
         group: "research",
         args: &deep_research::DEEP,
         validate: |_, args| deep_research::validate(args).map(Call::Deep),
+        cached: true,
         long_running: true,
     },
     ToolSpec {
@@ -100,6 +118,7 @@ pub const SPECS: [ToolSpec; 12] = [
                 .map(Call::Create)
                 .map_err(ArgError::from)
         },
+        cached: false,
         long_running: true,
     },
     ToolSpec {
@@ -108,6 +127,7 @@ pub const SPECS: [ToolSpec; 12] = [
         group: "responses",
         args: &responses::RETRIEVE,
         validate: |_, args| responses::validate_retrieve(args).map(Call::ReadResponse),
+        cached: false,
         long_running: false,
     },
     ToolSpec {
@@ -118,6 +138,7 @@ pub const SPECS: [ToolSpec; 12] = [
         validate: |_, args| {
             finance::validate(args).map(|r| Call::Lifecycle(LifecycleCall::Agent(r)))
         },
+        cached: true,
         long_running: true,
     },
     ToolSpec {
@@ -126,6 +147,7 @@ pub const SPECS: [ToolSpec; 12] = [
         group: "fetch",
         args: &fetch::FETCH,
         validate: |_, args| fetch::validate(args).map(Call::Fetch),
+        cached: false,
         long_running: false,
     },
     ToolSpec {
@@ -136,6 +158,7 @@ pub const SPECS: [ToolSpec; 12] = [
         validate: |_, args| {
             admin::validate_retrieve(args).map(|(key, offset)| Call::Retrieve { key, offset })
         },
+        cached: false,
         long_running: false,
     },
     ToolSpec {
@@ -144,6 +167,7 @@ pub const SPECS: [ToolSpec; 12] = [
         group: "admin",
         args: &admin::METRICS,
         validate: |_, _| Ok(Call::Metrics),
+        cached: false,
         long_running: false,
     },
 ];
@@ -153,13 +177,43 @@ pub fn find(name: &str) -> Option<&'static ToolSpec> {
 }
 
 /// In registry order, the definitions of the tools `offered` keeps: the others are never built (start-up
-/// pays only for what it lists).
-pub fn definitions_of(wait: u64, offered: impl Fn(&str) -> bool) -> Vec<(&'static str, Tool)> {
+/// pays only for what it lists). A cached tool lists [`FRESH`] where `profile` takes it.
+pub fn definitions_of(
+    wait: u64,
+    profile: Profile,
+    offered: impl Fn(&str) -> bool,
+) -> Vec<(&'static str, Tool)> {
     SPECS
         .iter()
         .filter(|spec| offered(spec.name))
-        .map(|spec| (spec.name, (spec.define)(spec.name, wait)))
+        .map(|spec| {
+            let mut tool = (spec.define)(spec.name, wait);
+            if spec.takes_fresh(profile) {
+                let mut schema = (*tool.input_schema).clone();
+                if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+                    properties.insert(FRESH.name.to_owned(), FRESH.property(wait));
+                }
+                tool.input_schema = Arc::new(schema);
+            }
+            (spec.name, tool)
+        })
         .collect()
+}
+
+impl ToolSpec {
+    /// Whether calls under `profile` may pass [`FRESH`].
+    pub fn takes_fresh(&self, profile: Profile) -> bool {
+        self.cached && profile.tells_cost()
+    }
+
+    /// The argument names a call under `profile` may pass (any other is refused first).
+    pub fn accepted(&self, profile: Profile) -> Vec<&'static str> {
+        let mut names = super::args::names(self.args);
+        if self.takes_fresh(profile) {
+            names.push(FRESH.name);
+        }
+        names
+    }
 }
 
 #[cfg(test)]

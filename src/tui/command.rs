@@ -9,6 +9,8 @@ pub const MIN_TASK_INTERVAL: Duration = Duration::from_secs(5);
 pub enum Command {
     /// Plain text: a question, with the open tabs as context.
     Ask(String),
+    /// `/fresh <q>`: the same, run anew even when the research cache holds an answer.
+    Fresh(String),
     /// `/ask <q>`: a question about the current tab.
     AskTab(String),
     /// `/search <q>`: the Search API's results only, as the CLI's `search`.
@@ -58,7 +60,7 @@ pub const HELP_ROWS: &[(&str, &str)] = &[
     ),
     ("/untask <id>", "stop a watch"),
     ("/help /quit", "this list; leave"),
-    ("<question>", "ask with the tabs as context"),
+    ("<question>", "ask, tabs as context; /fresh"),
     ("Tab Shift-Tab", "switch panes"),
     ("Up Down PgUp PgDn", "scroll, or pick a tab"),
     ("Ctrl-Y Ctrl-C", "copy the answer or URL; quit"),
@@ -104,6 +106,7 @@ pub fn parse(line: &str) -> Result<Command, String> {
         "search" => need("a query").map(Command::Search),
         "open" => need("a URL").map(Command::Open),
         "ask" => need("a question").map(Command::AskTab),
+        "fresh" => need("a question").map(Command::Fresh),
         "research" => need("a question").map(Command::Research),
         "result" => need("a research run id, e.g. /result resp_abc123").and_then(|id| {
             // Checked here, so a mistyped id is said at once and nothing is sent.

@@ -247,12 +247,16 @@ impl Worker {
         match command {
             Command::Ask(q) => {
                 let context = context_of(app.tabs.iter().collect());
-                self.call_ask(q, context);
+                self.call_ask(q, context, false);
+            }
+            Command::Fresh(q) => {
+                let context = context_of(app.tabs.iter().collect());
+                self.call_ask(q, context, true);
             }
             Command::AskTab(q) => match app.current_tab() {
                 Some(tab) => {
                     let context = context_of(vec![tab]);
-                    self.call_ask(q, context);
+                    self.call_ask(q, context, false);
                 }
                 None => self.note(
                     Kind::Error,
@@ -267,7 +271,7 @@ impl Worker {
                     );
                 } else {
                     let context = context_of(app.tabs.iter().collect());
-                    self.call_ask("Summarise these pages: what each says, where they agree and where they differ.".to_owned(), context);
+                    self.call_ask("Summarise these pages: what each says, where they agree and where they differ.".to_owned(), context, false);
                 }
             }
             // The Search API's results only, as the CLI's `search`: the same word costs
@@ -440,7 +444,9 @@ impl Worker {
         let _ = self.tx.send(Update::Entry(Entry::new(kind, text)));
     }
 
-    fn call_ask(&self, question: String, context: String) {
+    /// Asks `question` with `context`; `fresh` runs anew even when the research cache
+    /// holds an answer to it.
+    fn call_ask(&self, question: String, context: String, fresh: bool) {
         let query = if context.is_empty() {
             question.clone()
         } else {
@@ -449,7 +455,10 @@ impl Worker {
             )
         };
         self.spawn_call(move |tools, tx| async move {
-            let args = json!({"query": cap_chars(&query, 16_000)});
+            let mut args = json!({"query": cap_chars(&query, 16_000)});
+            if fresh {
+                args["fresh"] = json!(true);
+            }
             let out = tools.call_showing("perplexity_ask", args, &tx).await;
             let entry = answer_entry(&out);
             let record = Record::of("question", question, &out, entry.text.clone());
@@ -689,12 +698,31 @@ pub fn answer_entry(called: &Called) -> Entry {
     match answer_of(called) {
         Some((text, sources, flags)) => {
             let cited = numbered(&sources);
-            Entry::new(Kind::Answer, text + &render::sources_block(&sources))
-                .flagged(flags)
-                .citing(cited)
+            let cost = cost_of(called)
+                .map(|c| format!("\n\n{c}"))
+                .unwrap_or_default();
+            Entry::new(
+                Kind::Answer,
+                text + &render::sources_block(&sources) + &cost,
+            )
+            .flagged(flags)
+            .citing(cited)
         }
         None => said(called),
     }
+}
+
+/// What the call cost, as the tool's last line says it (a hit of the research cache is
+/// told how to ask again: `/fresh`).
+fn cost_of(called: &Called) -> Option<String> {
+    let done = called.as_ref().ok()?;
+    let (_, line) = done.full.text.rsplit_once("\n\nCost: ")?;
+    (!line.contains('\n')).then(|| {
+        format!(
+            "Cost: {}",
+            line.replace("Call again with fresh: true", "Ask with /fresh")
+        )
+    })
 }
 
 /// A finished answer: its text (with the incomplete note when Perplexity marked it so),

@@ -436,6 +436,73 @@ describe("fixture mode", () => {
     await shot(h.page, "finance", false);
   });
 
+  test("cost and cache age; Run again fresh calls the tool again with fresh: true", async (t) => {
+    // The fresh call answers after a moment with a running result (estimated cost), which
+    // the App then polls to its answer like any other run.
+    let release;
+    const held = new Promise((r) => {
+      release = r;
+    });
+    const polls = scripted();
+    const h = await openHost(t, async (params) => {
+      if (params.name !== "perplexity_ask") return polls(params);
+      await held;
+      const running = await fixture("running");
+      running.structuredContent.cost = { total: 0.0123, currency: "USD", estimated: true };
+      return running;
+    });
+    const input = { query: "solar", preset: "fast" };
+    await h.mount({ toolName: "perplexity_ask", toolInput: input, toolResult: await fixture("cached") });
+    const cost = h.app.locator('[data-part="cost"]');
+    await cost.waitFor();
+    assert.equal(await cost.textContent(), "Cost: 0.00 USD");
+    assert.equal(await h.app.locator('[data-part="cache"]').textContent(), "From this server's cache, made 4 min ago");
+    await shot(h.page, "cached", false);
+    assert.equal(h.rec.calls.length, 0);
+
+    await h.app.getByRole("button", { name: "Run again fresh" }).click();
+    await h.app.getByText("Running again\u2026").waitFor();
+    assert.equal(await h.app.getByRole("button", { name: "Run again fresh" }).count(), 0, "offered twice");
+    const calls = (x) => x.rec.calls.map((c) => ({ name: c.name, arguments: c.arguments }));
+    assert.deepEqual(calls(h), [{ name: "perplexity_ask", arguments: { ...input, fresh: true } }]);
+    release();
+    await h.app.locator('[data-part="progress"]').waitFor();
+    assert.equal(await cost.textContent(), "Cost: about 0.0123 USD");
+    assert.equal(await h.app.locator('[data-part="cache"]').count(), 0, "a fresh run shown as cached");
+    await h.app.locator('[data-status="completed"]').waitFor();
+    assert.match(await bodyText(h), /finished while shown/);
+    const polled = calls(h).slice(1);
+    assert.ok(polled.length >= 1, "the fresh run was not polled");
+    for (const p of polled) assert.deepEqual(p, { name: "perplexity_agent_result", arguments: { response_id: "resp_fixtureRUNNING00000000001", wait_seconds: 0 } });
+
+    // A cancelled run's cost is not known yet; without a cache hit there is nothing to rerun.
+    const cancelled = await fixture("cancel");
+    cancelled.structuredContent.cost = { total: null, currency: "USD", estimated: false, known: false };
+    await h.mount({ toolName: "perplexity_agent", toolInput: input, toolResult: cancelled });
+    await h.app.locator('[data-status="cancelled"]').waitFor();
+    assert.equal(await cost.textContent(), "Cost: not known yet");
+    assert.equal(await h.app.getByRole("button", { name: "Run again fresh" }).count(), 0);
+
+    // Search results and reports say what they cost too; a failed fresh call says so and
+    // offers the button again; no tool name from the host: no button.
+    const h2 = await openHost(t, async () => ({ content: [{ type: "text", text: SENTINEL }], isError: true }));
+    const search = await fixture("search");
+    search.structuredContent.cost = { total: 0.005, currency: "USD", estimated: true };
+    search.structuredContent.cache = { hit: true, created_at: 1767225600, age_seconds: 7300 };
+    await h2.mount({ toolName: "perplexity_search", toolInput: { query: "solar" }, toolResult: search });
+    await h2.app.locator('[data-view="search"]').waitFor();
+    assert.equal(await h2.app.locator('[data-part="cost"]').textContent(), "Cost: about 0.005 USD");
+    assert.equal(await h2.app.locator('[data-part="cache"]').textContent(), "From this server's cache, made 2 h ago");
+    await h2.app.getByRole("button", { name: "Run again fresh" }).click();
+    await h2.app.getByText("Could not run it again.").waitFor();
+    assert.deepEqual(calls(h2), [{ name: "perplexity_search", arguments: { query: "solar", fresh: true } }]);
+    assert.equal(await h2.app.getByRole("button", { name: "Run again fresh" }).count(), 1);
+    assert.ok(!(await bodyText(h2)).includes(SENTINEL));
+    await h2.mount({ toolInput: { query: "solar" }, toolResult: search });
+    await h2.app.locator('[data-part="cache"]').waitFor();
+    assert.equal(await h2.app.getByRole("button", { name: "Run again fresh" }).count(), 0, "offered without a tool name");
+  });
+
   test("host theme and style variables apply; unknown shapes show Nothing to show", async (t) => {
     const h = await openHost(t, scripted());
     await h.mount({
@@ -643,6 +710,32 @@ describe("server mode", () => {
     }, `${base}/csp-probe`);
     assert.match(outcome, /^blocked/);
     assert.equal(probeHits, before);
+  });
+
+  test("a cached answer shows its cost and age; Run again fresh runs anew", async (t) => {
+    const args = { query: "cache me", preset: "fast" };
+    await fake.reset({ duration_ms: 100, sources: SOURCES, answer: "The first answer [3]." });
+    const first = await server.callTool("perplexity_ask", args);
+    assert.equal(first.structuredContent.cache, undefined, "the first call was a cache hit");
+    await fake.reset({ duration_ms: 100, sources: SOURCES, answer: "The fresh answer [7]." });
+    const { h, result } = await callAndMount(t, "perplexity_ask", args);
+    const sc = result.structuredContent;
+    assert.equal(sc.cache && sc.cache.hit, true, `not served from the cache: ${JSON.stringify(sc).slice(0, 400)}`);
+    assert.deepEqual(sc.cost, { total: 0, currency: "USD", estimated: false });
+    assert.deepEqual(await fake.requests(), [], "a cache hit reached the upstream");
+    await h.app.locator('[data-part="cache"]').waitFor();
+    assert.match(await h.app.locator('[data-part="cache"]').textContent(), /^From this server's cache, made \d+ s ago$/);
+    assert.equal(await h.app.locator('[data-part="cost"]').textContent(), "Cost: 0.00 USD");
+    assert.match(await bodyText(h), /The first answer/);
+
+    await h.app.getByRole("button", { name: "Run again fresh" }).click();
+    await h.app.getByText("The fresh answer").waitFor({ timeout: 30_000 });
+    assert.equal(await h.app.locator('[data-part="cache"]').count(), 0, "the fresh answer is shown as cached");
+    assert.deepEqual(h.rec.calls[0] && { name: h.rec.calls[0].name, arguments: h.rec.calls[0].arguments }, {
+      name: "perplexity_ask",
+      arguments: { ...args, fresh: true },
+    });
+    assert.ok((await fake.requests()).some((r) => r.method === "POST"), "the fresh run never reached the upstream");
   });
 
   test("search results as cards; finance_search as a table", async (t) => {

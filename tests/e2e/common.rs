@@ -30,6 +30,9 @@ pub fn env_for(fake: &FakePerplexity) -> Vec<(String, String)> {
         ("PERPLEXITY_RATE_PER_MINUTE".into(), "1000000".into()),
         // Every tool: the suites test them all; the default profile has its own tests.
         ("PERPLEXITY_TOOLS".into(), "all".into()),
+        // The research cache has its own tests (cache.rs); the others ask one question
+        // again and again and mean a new run each time.
+        ("PERPLEXITY_CACHE".into(), "off".into()),
     ]
 }
 
@@ -341,6 +344,11 @@ pub fn tool_text(response: &Value) -> (String, bool) {
 pub fn unwrap_spotlight(text: &str) -> String {
     let text = match text.split_once('\n') {
         Some((first, rest)) if first.starts_with("Possible prompt injection in ") => rest,
+        _ => text,
+    };
+    // What the call cost follows the wrapper, on a line of its own.
+    let text = match text.rsplit_once("\n\nCost: ") {
+        Some((wrapped, cost)) if !cost.contains('\n') => wrapped,
         _ => text,
     };
     let first = text.lines().next().unwrap();

@@ -632,7 +632,7 @@ fn collect_a_finished_run_and_validate_ids_before_any_request() {
     ));
     assert_eq!(
         tool_text(&r).0,
-        "Unknown argument(s): api_key, domain. Accepted: domains, preset, query, recency, wait."
+        "Unknown argument(s): api_key, domain. Accepted: domains, fresh, preset, query, recency, wait."
     );
     assert!(
         fake.requests().is_empty(),

@@ -9,6 +9,7 @@
 mod app;
 /// `perplexity_ask`: the fast-preset answer, its bounds and rendering.
 mod ask;
+mod cache;
 /// The command line as a person runs it: stdout, stderr, exit codes, the tool bounds.
 mod cli;
 /// The Perplexity client's rules seen through the tools: retries, deadlines, caps.

@@ -1222,3 +1222,41 @@ fn without_a_budget_the_teams_spend_still_adds_up_in_every_replica() {
         || today() == Some(0.015),
     );
 }
+
+/// The research cache is the team's: an answer kept through one replica is served
+/// through another, with no second run.
+#[test]
+fn an_answer_kept_through_one_replica_is_served_through_another() {
+    let test = "an_answer_kept_through_one_replica_is_served_through_another";
+    if !have("redis-server", test) {
+        return;
+    }
+    let port = free_port();
+    let _redis = redis(port, None);
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50, "cost": 0.02}));
+    let a = replica(&fake, port, &[("PERPLEXITY_CACHE", "caller")]);
+    let b = replica(&fake, port, &[("PERPLEXITY_CACHE", "caller")]);
+    for r in [&a, &b] {
+        wait_until("the replica to be ready", Duration::from_secs(10), || {
+            ready(r.client) == 200
+        });
+    }
+    let ask = |h: &Http, id: i64| {
+        let reply = h
+            .modern(&modern_call(
+                id,
+                "perplexity_ask",
+                json!({"query": "shared"}),
+            ))
+            .json();
+        tool_text(&reply)
+    };
+    let (first, is_error) = ask(&a, 1);
+    assert!(!is_error && first.ends_with("Cost: 0.02 USD"), "{first}");
+    let (second, is_error) = ask(&b, 2);
+    assert!(
+        !is_error && second.contains("answered from this server's cache"),
+        "{second}"
+    );
+    assert_eq!(agent_creates(&fake).len(), 1);
+}

@@ -106,7 +106,7 @@ PY
 # The default profile: what a client launching the bare binary sees.
 NAMES='[t["name"] for t in r["result"]["tools"]] == ["perplexity_agent", "perplexity_agent_result", "perplexity_agent_cancel", "perplexity_search", "fetch_url", "retrieve"]'
 SI='r["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "perplexity-agent"'
-BOGUS='Unknown argument(s): bogus. Accepted: domains, preset, query, recency, wait.'
+BOGUS='Unknown argument(s): bogus. Accepted: domains, fresh, preset, query, recency, wait.'
 MALFORMED='Malformed response_id. Expected the identifier returned by perplexity_agent.'
 TEXT='r["result"]["content"][0]["text"]'
 SPOT='re.fullmatch(r"<untrusted-web-content-([0-9a-f]{16})>\n[^\n]+\n[^\n]*UNTRUSTED DATA[^\n]*\n\nFake answer\.\n\nSources:\n\[1\] Example One \u2014 https://example\.org/one\n\[2\] Example Two \u2014 https://example\.org/two\n</untrusted-web-content-\1>", '"$TEXT"') is not None'

@@ -36,7 +36,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 HTTP_TOKEN = "interop-http-token-" + os.urandom(16).hex()
 
 MODES = [("legacy", "2025-11-25"), ("auto", "2026-07-28"), ("2026-07-28", "2026-07-28")]
-BOGUS_TEXT = "Unknown argument(s): bogus. Accepted: domains, preset, query, recency, wait."
+BOGUS_TEXT = "Unknown argument(s): bogus. Accepted: domains, fresh, preset, query, recency, wait."
 MALFORMED_TEXT = "Malformed response_id. Expected the identifier returned by perplexity_agent."
 ANSWER = "Interop answer from the fake."
 SOURCES = [

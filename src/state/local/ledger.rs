@@ -27,6 +27,10 @@ pub struct LedgerRow {
     pub currency: String,
     /// Not reported by the API: priced by us (prices.rs).
     pub estimated: bool,
+    /// A call the research cache answered: `total_micros` is 0 and `saved_micros` what
+    /// the answer had cost.
+    pub cache_hit: bool,
+    pub saved_micros: i64,
 }
 
 /// The counts a request reported (each absent when it did not say).
@@ -57,8 +61,10 @@ impl Store {
                 let mut insert = tx.prepare_cached(
                     "INSERT INTO ledger (request, at_ms, caller, caller_name, front_end, tool,
                          task_id, model, input_tokens, output_tokens, reasoning_tokens,
-                         citation_tokens, search_queries, costs, total_micros, currency, estimated)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                         citation_tokens, search_queries, costs, total_micros, currency, estimated,
+                         cache_hit, saved_micros)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                         ?18, ?19)
                      ON CONFLICT(request) DO NOTHING",
                 )?;
                 for r in rows {
@@ -80,6 +86,8 @@ impl Store {
                         r.total_micros,
                         r.currency,
                         r.estimated,
+                        r.cache_hit,
+                        r.saved_micros,
                     ])?;
                     new.push(n == 1);
                 }
@@ -130,7 +138,8 @@ impl Store {
             let mut stmt = conn.prepare(
                 "SELECT request, at_ms, caller, caller_name, front_end, tool, task_id, model,
                      input_tokens, output_tokens, reasoning_tokens, citation_tokens,
-                     search_queries, costs, total_micros, currency, estimated
+                     search_queries, costs, total_micros, currency, estimated, cache_hit,
+                     saved_micros
                  FROM ledger WHERE at_ms >= ?1 ORDER BY at_ms, seq",
             )?;
             stmt.query_map(params![since_ms], |r| {
@@ -154,6 +163,8 @@ impl Store {
                     total_micros: r.get(14)?,
                     currency: r.get(15)?,
                     estimated: r.get(16)?,
+                    cache_hit: r.get(17)?,
+                    saved_micros: r.get(18)?,
                 })
             })?
             .collect()
