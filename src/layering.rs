@@ -28,14 +28,17 @@ const FLOORS: &[(&str, &[&str])] = &[
     // (Redis).
     ("state", &["call", "files", "random", "telemetry"]),
     // The controls every call passes.
-    ("guard", &["call", "files", "random", "state", "telemetry"]),
+    (
+        "guard",
+        &["call", "files", "random", "state", "telemetry", "text"],
+    ),
     // What calls cost: the ledger (in the local store) and the budgets.
     (
         "spend",
         &["call", "perplexity", "random", "state", "telemetry"],
     ),
     // Answers served again instead of paid for again (kept through the state door).
-    ("cache", &["call", "state"]),
+    ("cache", &["call", "state", "text"]),
     // Egress.
     ("fetch", &["net", "text"]),
     ("perplexity", &["net", "random", "telemetry", "text"]),

@@ -11,6 +11,30 @@ pub fn py_strip(s: &str) -> &str {
     s.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
 }
 
+/// A copy of `value` with every object's keys in sorted order and every string passed
+/// through `string`: one form for values that must compare or hash alike whatever order
+/// their keys came in.
+pub fn sorted_json(
+    value: &serde_json::Value,
+    string: &impl Fn(&str) -> String,
+) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted_json(&map[k], string)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| sorted_json(v, string)).collect()),
+        Value::String(s) => Value::String(string(s)),
+        other => other.clone(),
+    }
+}
+
 /// A JSON number written as an integer literal (no fraction, no exponent), as its
 /// value: `Some(i128)`, saturating for literals beyond the i128 range. Needs
 /// serde_json's `arbitrary_precision`, which keeps numbers as written (ids beyond 64

@@ -278,20 +278,9 @@ fn key_of(scope: &str, tool: &str, args: &Map<String, Value>) -> String {
 /// The arguments in one form: keys sorted at every level, strings with their whitespace
 /// runs made one space and trimmed (`"  What is  x?"` asks what `"What is x?"` asks).
 fn canonical(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), canonical(&map[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-        Value::String(s) => Value::String(s.split_whitespace().collect::<Vec<_>>().join(" ")),
-        other => other.clone(),
-    }
+    crate::text::sorted_json(value, &|s| {
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    })
 }
 
 pub fn now_ms() -> i64 {

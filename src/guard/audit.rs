@@ -173,19 +173,7 @@ fn render(event: &str, ts: &str, fields: Map<String, Value>, secrets: &[String])
 
 /// A copy with every object's keys in sorted order.
 pub fn sorted(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), sorted(&map[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-        other => other.clone(),
-    }
+    crate::text::sorted_json(value, &str::to_owned)
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -91,8 +91,9 @@ pub const fn response_id(about: &'static str) -> Arg {
         .about(about)
 }
 
-pub const RESULT: [Arg; 2] = [
-    response_id("The response_id returned by perplexity_agent."),
+/// How long a collector waits (`about` in its tool's words): 0 checks once; the schema's
+/// maximum is the wait budget, and a larger value is clamped, not refused.
+pub const fn wait_seconds(about: &'static str) -> Arg {
     Arg::new(
         "wait_seconds",
         Kind::Int {
@@ -101,7 +102,14 @@ pub const RESULT: [Arg; 2] = [
             default: Some(0),
         },
     )
-    .about("Seconds to wait for the run to finish; 0 checks once. A larger value is silently CLAMPED to this server's wait budget ({wait}s here; raise it with PERPLEXITY_AGENT_WAIT_SECONDS), never rejected."),
+    .about(about)
+}
+
+pub const RESULT: [Arg; 2] = [
+    response_id("The response_id returned by perplexity_agent."),
+    wait_seconds(
+        "Seconds to wait for the run to finish; 0 checks once. A larger value is silently CLAMPED to this server's wait budget ({wait}s here; raise it with PERPLEXITY_AGENT_WAIT_SECONDS), never rejected.",
+    ),
 ];
 
 pub const CANCEL: [Arg; 1] = [response_id("The response_id returned by perplexity_agent.")];

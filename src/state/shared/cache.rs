@@ -16,17 +16,8 @@ impl Shared {
         ttl: Duration,
     ) -> Result<(), BackendError> {
         let record = self.key("cache", 1, key);
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .hset_multiple(
-                &record,
-                &[("body", body), ("created_ms", &created_ms.to_string())],
-            )
-            .ignore()
-            .pexpire(&record, ttl.as_millis() as i64)
-            .ignore();
-        let mut conn = self.conn.clone();
-        self.run(async move { pipe.query_async::<()>(&mut conn).await })
+        let created = created_ms.to_string();
+        self.put_fields(record, &[("body", body), ("created_ms", &created)], ttl)
             .await
     }
 

@@ -282,6 +282,25 @@ impl Shared {
         result
     }
 
+    /// A hash of `fields` at `record` that expires after `ttl`, written in one round trip
+    /// (`MULTI`), so it is never there without its expiry.
+    async fn put_fields(
+        &self,
+        record: String,
+        fields: &[(&str, &str)],
+        ttl: Duration,
+    ) -> Result<(), BackendError> {
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .hset_multiple(&record, fields)
+            .ignore()
+            .pexpire(&record, ttl.as_millis() as i64)
+            .ignore();
+        let mut conn = self.conn.clone();
+        self.run(async move { pipe.query_async::<()>(&mut conn).await })
+            .await
+    }
+
     /// One `GET`: the string at `key`, if any.
     async fn get(&self, key: String) -> Result<Option<String>, BackendError> {
         let mut conn = self.conn.clone();

@@ -16,14 +16,7 @@ impl Shared {
         ttl: Duration,
     ) -> Result<(), BackendError> {
         let record = self.key("offload", 1, key);
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .hset_multiple(&record, &[("owner", owner), ("text", text)])
-            .ignore()
-            .pexpire(&record, ttl.as_millis() as i64)
-            .ignore();
-        let mut conn = self.conn.clone();
-        self.run(async move { pipe.query_async::<()>(&mut conn).await })
+        self.put_fields(record, &[("owner", owner), ("text", text)], ttl)
             .await
     }
 

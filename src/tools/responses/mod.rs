@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::args::{Arg, Args, Kind, Max, Read, input_schema};
+use super::args::{Arg, Args, Read, input_schema};
 use super::research::{ResearchOutcome, collect, response_id, response_id_from, wait_seconds_from};
 use super::{CallContext, schema_object, starts_a_run};
 use crate::call::ToolOutput;
@@ -35,15 +35,9 @@ use snapshots::Snapshots;
 
 pub const RETRIEVE: [Arg; 2] = [
     response_id("The response_id returned by responses_create."),
-    Arg::new(
-        "wait_seconds",
-        Kind::Int {
-            min: 0,
-            max: Max::WaitBudget,
-            default: Some(0),
-        },
-    )
-    .about("Seconds to wait for a run that is still going; 0 checks once. A larger value is clamped to this server's wait budget ({wait}s here)."),
+    super::research::wait_seconds(
+        "Seconds to wait for a run that is still going; 0 checks once. A larger value is clamped to this server's wait budget ({wait}s here).",
+    ),
 ];
 
 /// What became of the local snapshot, for the caller.
