@@ -530,7 +530,9 @@ def loadgen_cpu_children() -> float:
 def run_burst(a, kind: str, fake: Fake, tmp: str) -> dict:
     """Fresh server; idle RSS; `a.burst` calls in flight at once; RSS while they wait."""
     fake.scenario({"duration_ms": a.burst_duration_ms})
-    srv = Server(kind, a, fake, tmp, "burst")
+    # The burst's calls are identical: with the research cache on they would make one run
+    # and wait for it, where this measures a thousand calls each waiting on its own run.
+    srv = Server(kind, a, fake, tmp, "burst", extra={"PERPLEXITY_CACHE": "off"})
     out: dict = {"argv": srv.argv, "env": srv.env_shown}
     try:
         time.sleep(1.0)
