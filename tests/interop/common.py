@@ -146,6 +146,9 @@ def server_env(fake: FakeUpstream, extra: dict) -> dict:
         "PERPLEXITY_RATE_PER_MINUTE": "1000000",
         # Every tool: the suites call them all (the default profile lists six).
         "PERPLEXITY_TOOLS": "all",
+        # The research cache is tested in tests/e2e/cache.rs: these suites ask one question
+        # again and again and mean a new run each time.
+        "PERPLEXITY_CACHE": "off",
         **extra,
     })
 

@@ -239,6 +239,8 @@ function serverEnv(fake, extra) {
     PERPLEXITY_RATE_BURST: "100000",
     // Every tool: the checks call perplexity_ask too (the default profile lists six).
     PERPLEXITY_TOOLS: "all",
+    // The research cache has its own tests (tests/e2e/cache.rs): here each call means a run.
+    PERPLEXITY_CACHE: "off",
     PERPLEXITY_RATE_PER_MINUTE: "1000000",
     ...extra,
   });

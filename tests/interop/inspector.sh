@@ -109,7 +109,7 @@ SI='r["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "perpl
 BOGUS='Unknown argument(s): bogus. Accepted: domains, fresh, preset, query, recency, wait.'
 MALFORMED='Malformed response_id. Expected the identifier returned by perplexity_agent.'
 TEXT='r["result"]["content"][0]["text"]'
-SPOT='re.fullmatch(r"<untrusted-web-content-([0-9a-f]{16})>\n[^\n]+\n[^\n]*UNTRUSTED DATA[^\n]*\n\nFake answer\.\n\nSources:\n\[1\] Example One \u2014 https://example\.org/one\n\[2\] Example Two \u2014 https://example\.org/two\n</untrusted-web-content-\1>", '"$TEXT"') is not None'
+SPOT='re.fullmatch(r"<untrusted-web-content-([0-9a-f]{16})>\n[^\n]+\n[^\n]*UNTRUSTED DATA[^\n]*\n\nFake answer\.\n\nSources:\n\[1\] Example One \u2014 https://example\.org/one\n\[2\] Example Two \u2014 https://example\.org/two\n</untrusted-web-content-\1>(\n\nCost: [^\n]+)?", '"$TEXT"') is not None'
 
 run_check "legacy tools/list: three tools, unshaped" 0 "$NAMES and '_meta' not in r['result'] and 'resultType' not in r['result']" \
   -- --protocol-era legacy "$BIN" --method tools/list
@@ -140,20 +140,20 @@ run_check "modern tools/call with a malformed response_id: isError, shaped" 5 \
   -- --protocol-era modern "$BIN" --method tools/call --tool-name perplexity_agent_result --tool-arg response_id=../etc/passwd
 run_check "modern live call against the fake: spotlighted answer with sources" 0 \
   "r['result']['isError'] is False and $SPOT and $SI" \
-  -- --protocol-era modern -e "PERPLEXITY_API_BASE=$BASE" -e "PERPLEXITY_API_KEY=$KEY" "$BIN" \
+  -- --protocol-era modern -e "PERPLEXITY_CACHE=off" -e "PERPLEXITY_API_BASE=$BASE" -e "PERPLEXITY_API_KEY=$KEY" "$BIN" \
      --method tools/call --tool-name perplexity_agent --tool-arg "query=What is MCP?"
 run_check "legacy live call against the fake: spotlighted answer with sources" 0 \
   "r['result']['isError'] is False and $SPOT" \
-  -- --protocol-era legacy -e "PERPLEXITY_API_BASE=$BASE" -e "PERPLEXITY_API_KEY=$KEY" "$BIN" \
+  -- --protocol-era legacy -e "PERPLEXITY_CACHE=off" -e "PERPLEXITY_API_BASE=$BASE" -e "PERPLEXITY_API_KEY=$KEY" "$BIN" \
      --method tools/call --tool-name perplexity_agent --tool-arg "query=What is MCP?"
 run_check "legacy call without a key: isError naming PERPLEXITY_API_KEY" 5 \
   "r['result']['isError'] is True and $TEXT.startswith('PERPLEXITY_API_KEY is not set.')" \
-  -- --protocol-era legacy -e "PERPLEXITY_API_BASE=$BASE" "$BIN" \
+  -- --protocol-era legacy -e "PERPLEXITY_CACHE=off" -e "PERPLEXITY_API_BASE=$BASE" "$BIN" \
      --method tools/call --tool-name perplexity_agent --tool-arg "query=What is MCP?"
 
 # --- over Streamable HTTP: our binary as `serve --http`, the token as a header ------------
 HTTP_TOKEN="inspector-http-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-PERPLEXITY_HTTP_AUTH_TOKEN="$HTTP_TOKEN" PERPLEXITY_API_BASE="$BASE" PERPLEXITY_API_KEY="$KEY" \
+PERPLEXITY_CACHE=off PERPLEXITY_HTTP_AUTH_TOKEN="$HTTP_TOKEN" PERPLEXITY_API_BASE="$BASE" PERPLEXITY_API_KEY="$KEY" \
   "$BIN" serve --http --bind 127.0.0.1:0 2>"$TMP/http.err" &
 HTTP_PID=$!
 cleanup() { kill "$FAKE_PID" "$HTTP_PID" 2>/dev/null; wait "$FAKE_PID" "$HTTP_PID" 2>/dev/null; rm -rf "$TMP"; }

@@ -52,7 +52,7 @@ SPOT_RE = re.compile(
     r"\A<untrusted-web-content-(?P<n>[0-9a-f]{16})>\n"
     r"(?P<l1>[^\n]+)\n(?P<l2>[^\n]+)\n\n"
     r"(?P<body>.*)\n"
-    r"</untrusted-web-content-(?P=n)>\Z",
+    r"</untrusted-web-content-(?P=n)>(?:\n\nCost: [^\n]+)?\Z",
     re.S,
 )
 RID_RE = re.compile(r'perplexity_agent_result\(response_id="(resp_[A-Za-z0-9]+)"\)')
