@@ -523,6 +523,8 @@ class Driver:
             "PERPLEXITY_RATE_PER_MINUTE": "1000000",
             "PERPLEXITY_RATE_BURST": "100000",
             "PERPLEXITY_TOOLS": "all",
+            # Each call here must reach the fake: the research cache would answer repeats.
+            "PERPLEXITY_CACHE": "off",
             "PERPLEXITY_MAX_OUTPUT_CHARS": "1000",
             "PERPLEXITY_MAX_RETRIES": "1",
             "PERPLEXITY_ALLOWED_CONNECTORS": CONNECTOR_ID,
