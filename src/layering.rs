@@ -38,7 +38,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         &["call", "perplexity", "random", "state", "telemetry"],
     ),
     // Answers served again instead of paid for again (kept through the state door).
-    ("cache", &["call", "state", "text"]),
+    ("cache", &["call", "state", "telemetry", "text"]),
     // Egress.
     ("fetch", &["net", "text"]),
     ("perplexity", &["net", "random", "telemetry", "text"]),

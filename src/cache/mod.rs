@@ -23,6 +23,7 @@ mod flight;
 pub use flight::{Flight, Flights};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -98,6 +99,10 @@ pub struct Cache {
     config: CacheConfig,
     state: Arc<State>,
     flights: Flights,
+    /// Since start: calls answered, calls not, and what the answers had cost (`server_metrics`).
+    hits: AtomicU64,
+    misses: AtomicU64,
+    saved: AtomicI64,
 }
 
 /// An answer served from the cache.
@@ -157,6 +162,9 @@ impl Cache {
             config,
             state,
             flights: Flights::default(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            saved: AtomicI64::new(0),
         }
     }
 
@@ -216,6 +224,29 @@ impl Cache {
         if let Err(e) = self.state.keep_cached(&key.hash, &cached, key.ttl).await {
             tracing::warn!("an answer could not be kept in the research cache ({e})");
         }
+    }
+
+    /// A call of `tool` answered from the cache; `saved`: what its answer had cost.
+    pub fn hit(&self, tool: &str, saved: i64) {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        self.saved.fetch_add(saved.max(0), Ordering::Relaxed);
+        crate::telemetry::cache_hit(tool, saved);
+    }
+
+    /// A call of `tool` the cache could have answered and did not.
+    pub fn miss(&self, tool: &str) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        crate::telemetry::cache_miss(tool);
+    }
+
+    /// `server_metrics`' `cache`: the scope and this process's counts since it started.
+    pub fn counters(&self) -> Value {
+        json!({
+            "scope": self.config.scope.as_str(),
+            "hits": self.hits.load(Ordering::Relaxed),
+            "misses": self.misses.load(Ordering::Relaxed),
+            "saved": self.saved.load(Ordering::Relaxed) as f64 / 1_000_000.0,
+        })
     }
 
     /// Joins the run in flight for `key`, or becomes it.

@@ -393,7 +393,6 @@ impl Spend {
                 }
             }
         }
-        crate::telemetry::cache_hit(who.tool, saved);
     }
 
     /// The warning a result carries once one of `who`'s budgets is 80 % spent.

@@ -81,7 +81,7 @@ pub fn metrics_definition(name: &'static str) -> rmcp::model::Tool {
         "required":["calls","errors","validation_rejections","rate_limit_rejections","abandoned","latency_ms"]});
     Tool::new(
         name,
-        "Counters of this server since it started: calls, errors, validation and rate-limit rejections and abandoned calls per tool, latency percentiles (ms), upstream retries, whether the circuit breaker is pausing Perplexity requests, calls in flight, uptime, and spend today and this month (your own; every caller's for the server's operator). Use it to diagnose slowness or refusals; it costs no Perplexity request.",
+        "Counters of this server since it started: calls, errors, validation and rate-limit rejections and abandoned calls per tool, latency percentiles (ms), upstream retries, whether the circuit breaker is pausing Perplexity requests, calls in flight, uptime, spend today and this month (your own; every caller's for the server's operator) and the research cache's hits. Use it to diagnose slowness or refusals; it costs no Perplexity request.",
         input_schema(&METRICS, 0),
     )
     .with_title("Server Metrics")
@@ -108,7 +108,12 @@ pub fn metrics_definition(name: &'static str) -> rmcp::model::Tool {
                     "caller":{"type":"string"},
                     "today":{"type":"number"},
                     "this_month":{"type":"number"}},
-                    "required":["caller","today","this_month"]}}}}},
+                    "required":["caller","today","this_month"]}}}},
+            "cache":{"type":"object","properties":{
+                "scope":{"type":"string","enum":["off","caller","team"]},
+                "hits":{"type":"integer","minimum":0},
+                "misses":{"type":"integer","minimum":0},
+                "saved":{"type":"number"}}}},
         "required":["uptime_seconds","calls_in_flight","upstream_retries","upstream_circuit_open","tools"]})))
     .with_annotations(
         ToolAnnotations::new()
@@ -121,9 +126,12 @@ pub fn metrics_definition(name: &'static str) -> rmcp::model::Tool {
 
 /// The snapshot as a result: structured content, and the same JSON as text. `spend` is
 /// left out when the ledger cannot be read (the counters still answer).
-pub fn render(mut snapshot: Value, spend: Option<Value>) -> ToolOutput {
-    if let (Some(spend), Some(map)) = (spend, snapshot.as_object_mut()) {
-        map.insert("spend".to_owned(), spend);
+pub fn render(mut snapshot: Value, spend: Option<Value>, cache: Value) -> ToolOutput {
+    if let Some(map) = snapshot.as_object_mut() {
+        if let Some(spend) = spend {
+            map.insert("spend".to_owned(), spend);
+        }
+        map.insert("cache".to_owned(), cache);
     }
     ToolOutput {
         text: snapshot.to_string(),

@@ -400,6 +400,7 @@ impl Call {
                         circuit_open: tools.client.circuit_open(),
                     }),
                     Box::pin(tools.spend.summary(caller)).await.ok(),
+                    tools.cache.counters(),
                 );
                 ((output, CallFacts::default()), Outcome::Output)
             }

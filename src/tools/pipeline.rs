@@ -201,7 +201,7 @@ impl Tools {
                         panicked: false,
                     });
                 }
-                None => crate::telemetry::cache_miss(tool),
+                None => self.cache.miss(tool),
             }
         }
         // Budgets, before any upstream request: a call that would start billable work

@@ -25,6 +25,7 @@ impl Tools {
         self.spend
             .record_hit(billing, saved, task_id.as_deref())
             .await;
+        self.cache.hit(billing.tool, saved);
         let mut output = hit.output();
         let run = hit.run();
         if self.profile.tells_cost() {

@@ -62,6 +62,14 @@ fn a_repeated_question_is_one_run_and_the_repeat_is_a_free_hit() {
         "{refused}"
     );
 
+    // server_metrics counts it.
+    let metrics = s.request(&call(6, "server_metrics", json!({})));
+    let counted = &structured(&metrics)["cache"];
+    assert_eq!(counted["scope"], "caller", "{metrics}");
+    assert_eq!(
+        (counted["hits"].as_u64(), counted["saved"].as_f64()),
+        (Some(1), Some(0.0123))
+    );
     // The ledger has the hit at cost 0 and what it saved.
     drop(s);
     let (out, err, code) = run_cli(&["usage", "--json", "--by", "tool"], &env);
