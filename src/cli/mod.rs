@@ -447,8 +447,8 @@ async fn ask(args: AskArgs, tools: &Tools, guard: &Guard) -> Ended {
         &params,
         Some(timeout),
         Some(progress),
-        |outcome, _| match outcome {
-            Outcome::Research(outcome) => Some(output::outcome(&outcome, style, timeout)),
+        |outcome, full| match outcome {
+            Outcome::Research(outcome) => Some(output::outcome(&outcome, style, timeout, &full)),
             _ => None,
         },
     )
@@ -705,8 +705,8 @@ async fn result(args: ResultArgs, tools: &Tools) -> Ended {
         &params,
         Some(MAX_WAIT_SECONDS),
         Some(progress),
-        |outcome, _| match outcome {
-            Outcome::Research(outcome) => Some(output::outcome(&outcome, style, wait)),
+        |outcome, full| match outcome {
+            Outcome::Research(outcome) => Some(output::outcome(&outcome, style, wait, &full)),
             _ => None,
         },
     )

@@ -26,6 +26,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 use serde_json::{Value, json};
 
+use crate::call::ToolOutput;
 use crate::guard::spotlight::spotlight;
 use crate::perplexity::ApiError;
 use crate::perplexity::agent::CancelOutcome;
@@ -283,7 +284,7 @@ pub fn cost(full_text: &str) {
 
 /// An answer the research cache served without its typed form (a search, a report): its
 /// text (or, with `--json`, its structured result) as the tool gave it, and the cost line.
-pub fn served(output: &crate::call::ToolOutput, json: bool) {
+pub fn served(output: &ToolOutput, json: bool) {
     let text = match output.text.rsplit_once("\n\nCost: ") {
         Some((answer, line)) if !line.contains('\n') => answer,
         _ => output.text.as_str(),
@@ -410,8 +411,9 @@ fn collect_lines(id: &str) {
     note!("Stop it with:    perplexity-agent cancel {id}");
 }
 
-/// Prints an outcome and returns the exit code. `waited` is the wait in seconds.
-pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> Ended {
+/// Prints an outcome and returns the exit code. `waited` is the wait in seconds; `said`
+/// is the tool's own result, whose `cost` (and a hit's `cache`) a JSON document carries.
+pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64, said: &ToolOutput) -> Ended {
     match outcome {
         ResearchOutcome::Finished { id, run } => {
             let status = run.status().unwrap_or("unknown");
@@ -434,6 +436,12 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64) -> Ended {
                             doc["answer"] = Value::String(spotlight(
                                 doc["answer"].as_str().unwrap_or_default(),
                             ));
+                        }
+                        let shown = said.structured.as_ref().or(said.view.as_ref());
+                        for key in ["cost", "cache"] {
+                            if let Some(v) = shown.and_then(|s| s.get(key)) {
+                                doc[key] = v.clone();
+                            }
                         }
                         say!("{doc}");
                     } else {

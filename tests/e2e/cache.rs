@@ -269,9 +269,20 @@ fn the_cli_says_the_cost_on_stderr_and_asks_fresh_with_a_flag() {
     assert_eq!((code, again), (0, out), "the same answer on stdout");
     assert!(err.contains(HIT) && err.contains("--fresh"), "{err}");
     assert_eq!(agent_creates(&fake).len(), 1);
-    let (_, err, code) = run_cli(&["ask", "--fresh", "What is x?"], &env);
+    let (out, err, code) = run_cli(&["ask", "--fresh", "--json", "What is x?"], &env);
     assert!(code == 0 && !err.contains(HIT), "{err}");
     assert_eq!(agent_creates(&fake).len(), 2);
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        doc["cost"],
+        json!({"total": 0.0123, "currency": "USD", "estimated": false})
+    );
+    let (out, _, _) = run_cli(&["ask", "--json", "What is x?"], &env);
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (&doc["cost"]["total"], &doc["cache"]["hit"]),
+        (&json!(0), &json!(true))
+    );
     // A search served again prints as the tool gave it.
     let (first, _, _) = run_cli(&["search", "mcp"], &env);
     let (second, err, code) = run_cli(&["search", "mcp"], &env);
