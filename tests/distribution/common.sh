@@ -13,6 +13,9 @@
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../../packaging" && pwd)/lib.sh"
 DIST_HERE="$PACK_REPO/tests/distribution"  # used by the tests that source this
 export DIST_HERE
+# The packages are tested here, not the research cache: with it on, an answer kept in this
+# user's store by one run of these tests would answer the next (tests/e2e/cache.rs tests it).
+export PERPLEXITY_CACHE=off
 T="$(mktemp -d "${TMPDIR:-/tmp}/pa-dist.XXXXXX")"
 _passed=0
 _failed=0
