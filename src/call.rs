@@ -263,6 +263,9 @@ pub struct ToolOutput {
     pub view: Option<Value>,
 }
 
+/// What precedes the line of a result's text that says what the call cost.
+const COST_LINE: &str = "\n\nCost: ";
+
 impl ToolOutput {
     pub fn ok(text: impl Into<String>) -> Self {
         ToolOutput {
@@ -281,6 +284,32 @@ impl ToolOutput {
             structured: None,
             not_found: false,
             view: None,
+        }
+    }
+
+    /// Sets `key` where clients read a result as data: its `structuredContent`, and the
+    /// MCP App's view (a research answer's structured content there).
+    pub fn mark(&mut self, key: &str, value: &Value) {
+        for shown in [self.structured.as_mut(), self.view.as_mut()] {
+            if let Some(Value::Object(fields)) = shown {
+                fields.insert(key.to_owned(), value.clone());
+            }
+        }
+    }
+
+    /// Ends the text with what the call cost: `Cost: {said}` on a line of its own, after
+    /// the answer (a spotlighted answer's closing delimiter stays before it).
+    pub fn push_cost_line(&mut self, said: &str) {
+        self.text.push_str(COST_LINE);
+        self.text.push_str(said);
+    }
+
+    /// `text` without its cost line, and what that line says after `Cost: ` (front ends
+    /// for people put it elsewhere).
+    pub fn split_cost(text: &str) -> (&str, Option<&str>) {
+        match text.rsplit_once(COST_LINE) {
+            Some((answer, said)) if !said.contains('\n') => (answer, Some(said)),
+            _ => (text, None),
         }
     }
 

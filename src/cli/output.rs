@@ -273,25 +273,18 @@ impl CliProgress {
 /// What a call cost (the last `Cost: …` line of its tool result), on stderr: the answer
 /// on stdout stays the answer. A hit of the research cache is told to a person as a flag.
 pub fn cost(full_text: &str) {
-    if let Some((_, line)) = full_text
-        .rsplit_once("\n\nCost: ")
-        .filter(|(_, line)| !line.contains('\n'))
-    {
-        let line = line.replace("fresh: true", "--fresh");
-        note!("{PREFIX} cost: {line}");
+    if let (_, Some(said)) = ToolOutput::split_cost(full_text) {
+        let said = said.replace("fresh: true", "--fresh");
+        note!("{PREFIX} cost: {said}");
     }
 }
 
 /// An answer the research cache served without its typed form (a search, a report): its
 /// text (or, with `--json`, its structured result) as the tool gave it, and the cost line.
 pub fn served(output: &ToolOutput, json: bool) {
-    let text = match output.text.rsplit_once("\n\nCost: ") {
-        Some((answer, line)) if !line.contains('\n') => answer,
-        _ => output.text.as_str(),
-    };
     match (&output.structured, json) {
         (Some(structured), true) => document(structured),
-        _ => lines(text),
+        _ => lines(ToolOutput::split_cost(&output.text).0),
     }
     cost(&output.text);
 }

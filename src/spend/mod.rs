@@ -100,10 +100,10 @@ impl Cost {
         json!({"total": money::as_f64(self.total), "currency": CURRENCY, "estimated": self.estimated})
     }
 
-    /// `Cost: 0.0123 USD` (`about …` when estimated).
-    pub fn line(&self) -> String {
+    /// `0.0123 USD` (`about …` when estimated), as a cost line says it.
+    pub fn said(&self) -> String {
         let about = if self.estimated { "about " } else { "" };
-        format!("Cost: {about}{} {CURRENCY}", money::format(self.total))
+        format!("{about}{} {CURRENCY}", money::format(self.total))
     }
 }
 
@@ -358,22 +358,15 @@ impl Spend {
     /// held or added to any budget.
     pub async fn record_hit(&self, who: &Billing<'_>, saved: Micros, task_id: Option<&str>) {
         let row = LedgerRow {
-            // Unique: a hit is not a request that could be reported twice.
-            request: format!("cache:{}", crate::random::secure_hex::<12>()),
             total_micros: 0,
             estimated: false,
-            tokens: Tokens::default(),
             cache_hit: true,
             saved_micros: saved.max(0),
-            ..row(
+            // Unique: a hit is not a request that could be reported twice.
+            ..base_row(
                 who,
-                Metered {
-                    key: String::new(),
-                    kind: MeteredKind::Search,
-                    model: None,
-                    usage: None,
-                },
-                0,
+                format!("cache:{}", crate::random::secure_hex::<12>()),
+                None,
                 task_id,
             )
         };
@@ -675,16 +668,22 @@ fn describe(caller: &Caller) -> String {
     }
 }
 
-fn row(who: &Billing<'_>, m: Metered, per_run: Micros, task_id: Option<&str>) -> LedgerRow {
-    let base = LedgerRow {
-        request: m.key,
+/// A row of `who`'s for `request`, priced as one search request until its kind says more.
+fn base_row(
+    who: &Billing<'_>,
+    request: String,
+    model: Option<String>,
+    task_id: Option<&str>,
+) -> LedgerRow {
+    LedgerRow {
+        request,
         at_ms: now_ms(),
         caller: who.caller.key().to_owned(),
         caller_name: who.caller.name().to_owned(),
         front_end: who.front_end.as_str().to_owned(),
         tool: who.tool.to_owned(),
         task_id: task_id.map(str::to_owned),
-        model: m.model.clone(),
+        model,
         tokens: Tokens::default(),
         costs: None,
         total_micros: prices::SEARCH_REQUEST,
@@ -692,7 +691,11 @@ fn row(who: &Billing<'_>, m: Metered, per_run: Micros, task_id: Option<&str>) ->
         estimated: true,
         cache_hit: false,
         saved_micros: 0,
-    };
+    }
+}
+
+fn row(who: &Billing<'_>, m: Metered, per_run: Micros, task_id: Option<&str>) -> LedgerRow {
+    let base = base_row(who, m.key, m.model.clone(), task_id);
     match m.kind {
         MeteredKind::Search => LedgerRow {
             tokens: Tokens {

@@ -353,26 +353,19 @@ impl Tools {
 /// is). A cancelled run's cost is not known yet when the call ends, and says so.
 fn tell_cost(output: &mut ToolOutput, cost: Option<Cost>, outcome: &Outcome) {
     let cancelled = matches!(outcome, Outcome::Research(research::ResearchOutcome::Finished { run, .. }) if run.status() == Some("cancelled"));
-    let (value, line) = match cost {
+    let (value, said) = match cost {
         _ if cancelled && cost.is_none_or(|c| c.estimated) => (
             serde_json::json!({"total": null, "currency": "USD", "estimated": false, "known": false}),
-            "Cost: not known yet (a cancelled run is billed for what it did).".to_owned(),
+            "not known yet (a cancelled run is billed for what it did).".to_owned(),
         ),
-        Some(cost) => (cost.as_json(), cost.line()),
+        Some(cost) => (cost.as_json(), cost.said()),
         None => return,
     };
-    // The App's view of a research answer is its structuredContent there: it says the
-    // cost too.
-    for shown in [output.structured.as_mut(), output.view.as_mut()] {
-        if let Some(Value::Object(fields)) = shown {
-            fields.insert("cost".to_owned(), value.clone());
-        }
-    }
+    output.mark("cost", &value);
     // An error's text stays the error: its cost is in the structured result and the
     // ledger.
     if !output.is_error {
-        output.text.push_str("\n\n");
-        output.text.push_str(&line);
+        output.push_cost_line(&said);
     }
 }
 

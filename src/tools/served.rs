@@ -3,7 +3,7 @@
 //! audited with the cache's scope. Under the reference peer's drop-in the reply is the
 //! answer exactly as it was first given.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::calls::{CallContext, Outcome};
 use super::{Tools, research};
@@ -29,15 +29,12 @@ impl Tools {
         let mut output = hit.output();
         let run = hit.run();
         if self.profile.tells_cost() {
-            let cost = json!({"total": 0, "currency": "USD", "estimated": false});
-            for shown in [output.structured.as_mut(), output.view.as_mut()] {
-                if let Some(Value::Object(fields)) = shown {
-                    fields.insert("cache".to_owned(), hit.marker());
-                    fields.insert("cost".to_owned(), cost.clone());
-                }
-            }
-            output.text.push_str("\n\n");
-            output.text.push_str(&line(&hit, saved));
+            output.mark("cache", &hit.marker());
+            output.mark(
+                "cost",
+                &json!({"total": 0, "currency": "USD", "estimated": false}),
+            );
+            output.push_cost_line(&said(&hit, saved));
         }
         let facts = CallFacts {
             run_id: run.as_ref().map(|(id, _)| id.clone()),
@@ -56,8 +53,8 @@ impl Tools {
     }
 }
 
-/// `Cost: 0 USD (answered from this server's cache, made 4 min ago; …)`.
-fn line(hit: &Hit, saved: i64) -> String {
+/// `0 USD (answered from this server's cache: the answer was made 4 min ago, …)`.
+fn said(hit: &Hit, saved: i64) -> String {
     let age = hit.age_seconds();
     let made = match age {
         0..60 => format!("{age} s ago"),
@@ -69,6 +66,6 @@ fn line(hit: &Hit, saved: i64) -> String {
         _ => format!(", when it cost {} USD", crate::spend::money::format(saved)),
     };
     format!(
-        "Cost: 0 USD (answered from this server's cache: the answer was made {made}{cost}). Call again with fresh: true for a new run."
+        "0 USD (answered from this server's cache: the answer was made {made}{cost}). Call again with fresh: true for a new run."
     )
 }

@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use super::app::{App, Entry, Kind, PageTab, TaskInfo, Update};
 use super::command::{Command, TaskKind};
-use crate::call::FrontEnd;
+use crate::call::{FrontEnd, ToolOutput};
 use crate::config::DEFAULT_CLI_TIMEOUT_SECONDS;
 use crate::drain::{CREATE_ANSWER_GRACE, PROMISES_WITHIN};
 use crate::perplexity::search::SearchHit;
@@ -716,13 +716,11 @@ pub fn answer_entry(called: &Called) -> Entry {
 /// told how to ask again: `/fresh`).
 fn cost_of(called: &Called) -> Option<String> {
     let done = called.as_ref().ok()?;
-    let (_, line) = done.full.text.rsplit_once("\n\nCost: ")?;
-    (!line.contains('\n')).then(|| {
-        format!(
-            "Cost: {}",
-            line.replace("Call again with fresh: true", "Ask with /fresh")
-        )
-    })
+    let said = ToolOutput::split_cost(&done.full.text).1?;
+    Some(format!(
+        "Cost: {}",
+        said.replace("Call again with fresh: true", "Ask with /fresh")
+    ))
 }
 
 /// A finished answer: its text (with the incomplete note when Perplexity marked it so),

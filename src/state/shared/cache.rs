@@ -24,17 +24,8 @@ impl Shared {
     /// The answer kept under `key` and when it was made.
     pub async fn cached(&self, key: &str) -> Result<Option<(String, i64)>, BackendError> {
         let record = self.key("cache", 1, key);
-        let mut conn = self.conn.clone();
-        let (body, created): (Option<String>, Option<i64>) = self
-            .run(async move {
-                redis::cmd("HMGET")
-                    .arg(record)
-                    .arg("body")
-                    .arg("created_ms")
-                    .query_async(&mut conn)
-                    .await
-            })
-            .await?;
+        let (body, created): (Option<String>, Option<i64>) =
+            self.get_fields(record, &["body", "created_ms"]).await?;
         Ok(body.zip(created))
     }
 }

@@ -301,6 +301,23 @@ impl Shared {
             .await
     }
 
+    /// The `fields` of the hash at `record` (`HMGET`: each `None` when absent).
+    async fn get_fields<T: redis::FromRedisValue + Send + 'static>(
+        &self,
+        record: String,
+        fields: &'static [&'static str],
+    ) -> Result<T, BackendError> {
+        let mut conn = self.conn.clone();
+        self.run(async move {
+            redis::cmd("HMGET")
+                .arg(record)
+                .arg(fields)
+                .query_async(&mut conn)
+                .await
+        })
+        .await
+    }
+
     /// One `GET`: the string at `key`, if any.
     async fn get(&self, key: String) -> Result<Option<String>, BackendError> {
         let mut conn = self.conn.clone();

@@ -23,17 +23,8 @@ impl Shared {
     /// The full text kept under `key`, if it is `owner`'s.
     pub async fn offload(&self, key: &str, owner: &str) -> Result<Option<String>, BackendError> {
         let record = self.key("offload", 1, key);
-        let mut conn = self.conn.clone();
-        let (kept_for, text): (Option<String>, Option<String>) = self
-            .run(async move {
-                redis::cmd("HMGET")
-                    .arg(record)
-                    .arg("owner")
-                    .arg("text")
-                    .query_async(&mut conn)
-                    .await
-            })
-            .await?;
+        let (kept_for, text): (Option<String>, Option<String>) =
+            self.get_fields(record, &["owner", "text"]).await?;
         Ok(text.filter(|_| kept_for.as_deref() == Some(owner)))
     }
 }
