@@ -259,7 +259,7 @@ pub struct ToolOutput {
     /// Not part of the tool result; `resources/read` turns it into -32602.
     pub not_found: bool,
     /// What the MCP App shows (`mcp::app`): the `structuredContent` of clients that host
-    /// it, for tools that have none of their own; no one else sees it.
+    /// it, in place of a research result's receipt; no one else sees it.
     pub view: Option<Value>,
 }
 
@@ -326,13 +326,11 @@ impl ToolOutput {
     }
 
     /// [`ToolOutput::to_json`] for a client that hosts the MCP App (`apps`): the App's
-    /// view is the `structuredContent` of a tool that has none of its own.
+    /// view is the `structuredContent` of a research result (it carries every key of the
+    /// result's own receipt, and the answer the App shows).
     pub fn to_json_for(&self, apps: bool) -> Value {
         let mut result = self.to_json();
-        if apps
-            && self.structured.is_none()
-            && let Some(view) = &self.view
-        {
+        if apps && let Some(view) = &self.view {
             result["structuredContent"] = view.clone();
         }
         result

@@ -303,9 +303,22 @@ export function researchView(sc, state, ui) {
       : null,
     answerBlock(sc.answer, byId, ui) ||
       (status === "completed" || status === "incomplete" ? h("p", { class: "muted" }, "No answer text.") : null),
+    unresolvedNote(sc.unresolved),
     financeBlock(sc.finance),
     sourceList(sources, ui, true),
     responseIdRow(responseId, ui.copy),
+  );
+}
+
+/** The server's word on `[N]` markers that name no returned source (`unresolved`). */
+function unresolvedNote(unresolved) {
+  const marks = Array.isArray(unresolved) ? unresolved.filter(Number.isInteger).map((n) => `[${n}]`) : [];
+  if (marks.length === 0) return null;
+  const one = marks.length === 1;
+  return h(
+    "p",
+    { class: "muted", "data-part": "unresolved" },
+    `Unresolved citation${one ? "" : "s"}: ${marks.join(", ")} name${one ? "s" : ""} no source Perplexity returned.`,
   );
 }
 

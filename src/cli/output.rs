@@ -405,14 +405,15 @@ fn collect_lines(id: &str) {
 }
 
 /// Prints an outcome and returns the exit code. `waited` is the wait in seconds; `said`
-/// is the tool's own result, whose `cost` (and a hit's `cache`) a JSON document carries.
+/// is the tool's own result, whose `cost` (and a hit's `cache`), `citations` and
+/// `unresolved` a JSON document carries.
 pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64, said: &ToolOutput) -> Ended {
     match outcome {
         ResearchOutcome::Finished { id, run } => {
             let status = run.status().unwrap_or("unknown");
             match status {
                 "completed" | "incomplete" => {
-                    let body = render::answer_body(run);
+                    let body = render::answer_body(run, render::Listing::ByPage);
                     let body = if style.spotlight {
                         spotlight(&body)
                     } else {
@@ -431,7 +432,7 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64, said: &Tool
                             ));
                         }
                         let shown = said.structured.as_ref().or(said.view.as_ref());
-                        for key in ["cost", "cache"] {
+                        for key in ["cost", "cache", "citations", "unresolved"] {
                             if let Some(v) = shown.and_then(|s| s.get(key)) {
                                 doc[key] = v.clone();
                             }
@@ -442,6 +443,9 @@ pub fn outcome(outcome: &ResearchOutcome, style: Style, waited: u64, said: &Tool
                             note!("{}", render::INCOMPLETE_NOTE);
                         }
                         say!("{body}");
+                        if let Some(unresolved) = render::resolved(run).note() {
+                            note!("{unresolved}");
+                        }
                     }
                     Ok(Exit::Success)
                 }

@@ -287,7 +287,7 @@ impl Call {
         match self {
             Call::Lifecycle(call) => {
                 let (mut output, facts, outcome) =
-                    research::run(&tools.client, wait, call, ctx).await;
+                    research::run(&tools.client, wait, call, ctx, tools.profile).await;
                 if tools.profile.own_words()
                     && let Outcome::Research(research) = &outcome
                     && let Some(text) = research::still_running_own_words(research, wait)

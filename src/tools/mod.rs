@@ -9,6 +9,7 @@ pub mod args;
 pub mod ask;
 mod calls;
 pub mod catalogue;
+pub mod citations;
 pub mod deep_research;
 pub mod fetch;
 pub mod finance;

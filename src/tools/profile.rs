@@ -5,6 +5,7 @@
 //! "is it the reference?" — so the differences are all listed here.
 
 use super::ToolSelection;
+use super::render::Listing;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
@@ -52,5 +53,21 @@ impl Profile {
     /// in `structuredContent` and one line of text; the peer's replies carry neither.
     pub fn tells_cost(self) -> bool {
         self == Profile::Own
+    }
+
+    /// An answer's `[n]` markers checked against its sources: `citations` and
+    /// `unresolved` in a small `structuredContent` of the research tools, and one line of
+    /// text when a marker points at no source. The peer's research tools return text only.
+    pub fn resolves_citations(self) -> bool {
+        self == Profile::Own
+    }
+
+    /// Sources once per page with every number that names it; the peer lists them one
+    /// line per number, as returned.
+    pub fn listing(self) -> Listing {
+        match self {
+            Profile::Own => Listing::ByPage,
+            Profile::Reference => Listing::AsReturned,
+        }
     }
 }

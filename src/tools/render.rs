@@ -7,6 +7,9 @@ use crate::perplexity::error::MAX_ERROR_MESSAGE_CHARS;
 use crate::perplexity::wait::{WaitError, WaitErrorKind};
 use crate::text::{cap_chars, cap_keep_ends};
 
+use super::citations;
+pub use super::citations::ShownSource;
+
 pub const MAX_ANSWER_CHARS: usize = 60_000;
 pub const MAX_TITLE_CHARS: usize = 300;
 pub const MAX_URL_CHARS: usize = 2_000;
@@ -20,14 +23,6 @@ pub const NO_ANSWER_TEXT: &str = "(Perplexity returned no answer text.)";
 pub const INCOMPLETE_NOTE: &str =
     "NOTE: Perplexity marked this run INCOMPLETE; the answer below may be partial.";
 pub const CANCELLED_TEXT: &str = "The research run was cancelled.";
-
-/// A source as shown: the number the answer's `[N]` markers use, title and URL, bounded.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ShownSource {
-    pub number: u64,
-    pub title: String,
-    pub url: String,
-}
 
 /// The run's answer text (bounded), or `None` when it has none.
 pub fn answer_text(run: &RunSnapshot) -> Option<String> {
@@ -48,16 +43,36 @@ pub fn sources(run: &RunSnapshot) -> Vec<ShownSource> {
         .collect()
 }
 
+/// How an answer's sources are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// One line per number, as Perplexity returned them (the reference peer's texts).
+    AsReturned,
+    /// One line per page (canonical URL) with every number that names it.
+    ByPage,
+}
+
 /// ```text
 /// <answer text, or "(Perplexity returned no answer text.)">
 ///
 /// Sources:
 /// [1] <title> — <url>
 /// ```
-pub fn answer_body(run: &RunSnapshot) -> String {
+pub fn answer_body(run: &RunSnapshot, listing: Listing) -> String {
     let (mut body, sources) = answer_parts(run);
-    body.push_str(&sources_block(&sources));
+    match listing {
+        Listing::AsReturned => body.push_str(&sources_block(&sources)),
+        Listing::ByPage => body.push_str(&citations::pages_block(&citations::pages(&sources))),
+    }
     body
+}
+
+/// What the answer's `[n]` markers point at, against the sources as listed.
+pub fn resolved(run: &RunSnapshot) -> citations::Resolved {
+    citations::resolve(
+        &answer_text(run).unwrap_or_default(),
+        &citations::pages(&sources(run)),
+    )
 }
 
 /// [`answer_body`] in its two parts: the text (the answer, finance and other data) and
@@ -225,11 +240,11 @@ mod tests {
             {"type":"search_results","results":[{"url":"https://a.org","title":"A"},{"url":"https://b.org"}]},
             {"type":"message","content":[{"type":"output_text","text":"Answer."}]}]}));
         assert_eq!(
-            answer_body(&run),
+            answer_body(&run, Listing::AsReturned),
             "Answer.\n\nSources:\n[1] A \u{2014} https://a.org\n[2] https://b.org \u{2014} https://b.org"
         );
         let empty = RunSnapshot::new(json!({"status":"completed","output":[]}));
-        assert_eq!(answer_body(&empty), NO_ANSWER_TEXT);
+        assert_eq!(answer_body(&empty, Listing::ByPage), NO_ANSWER_TEXT);
     }
 
     #[test]

@@ -10,9 +10,9 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::args::{Arg, Args, Kind, Max, REQUIRED_TEXT, Read, input_schema, names_of};
-use super::render;
+use super::render::{self, Listing};
 use super::starts_a_run;
-use super::{CallContext, Outcome};
+use super::{CallContext, Outcome, Profile};
 use crate::call::ToolOutput;
 use crate::call::{ArgError, CallFacts};
 use crate::guard::injection;
@@ -483,17 +483,55 @@ pub async fn cancel(
 /// What collecting a run Perplexity does not have answers (`owners.rs` gives it for a
 /// run the caller may not name).
 pub fn render_missing(id: &str, missing: ApiError) -> ToolOutput {
-    render_outcome(&ResearchOutcome::Failed(
-        crate::perplexity::wait::WaitError::api(missing, Some(id)),
-    ))
+    // A failure to reach a run has no receipt under any profile, so this reads the same
+    // as Perplexity's own 404 for every caller.
+    render_outcome(
+        &ResearchOutcome::Failed(crate::perplexity::wait::WaitError::api(missing, Some(id))),
+        Profile::Own,
+    )
 }
 
-/// The MCP rendering of an outcome: answers spotlighted, failures as `isError`; and
-/// what the MCP App shows of it.
-pub fn render_outcome(outcome: &ResearchOutcome) -> ToolOutput {
-    ToolOutput {
+/// The MCP rendering of an outcome: answers spotlighted, failures as `isError`; what the
+/// MCP App shows of it; and, where the profile resolves citations, a receipt.
+pub fn render_outcome(outcome: &ResearchOutcome, profile: Profile) -> ToolOutput {
+    let mut output = ToolOutput {
         view: Some(view_of(outcome)),
-        ..texts_of(outcome)
+        ..texts_of(outcome, profile.listing())
+    };
+    if profile.resolves_citations() {
+        receipt(&mut output, outcome);
+    }
+    output
+}
+
+/// The research tools' `structuredContent`: the run, its status, and what the answer's
+/// markers point at (the answer itself stays in the spotlighted text, where a model reads
+/// it as untrusted). A marker that points nowhere is also said in one line after the
+/// answer. The App's view carries the same keys. A failure to reach a run has none.
+fn receipt(output: &mut ToolOutput, outcome: &ResearchOutcome) {
+    if matches!(outcome, ResearchOutcome::Failed(_)) {
+        return;
+    }
+    // The run and its status as the App's view has them (a queued run says so).
+    let view = output.view.as_ref();
+    let field = |key| view.and_then(|v| v.get(key)).cloned();
+    output.structured = Some(serde_json::json!({
+        "response_id": field("response_id"),
+        "status": field("status"),
+    }));
+    let ResearchOutcome::Finished { run, .. } = outcome else {
+        return;
+    };
+    if !matches!(run.status(), Some("completed" | "incomplete")) {
+        return;
+    }
+    let resolved = render::resolved(run);
+    let (citations, unresolved) = resolved.as_json();
+    output.mark("citations", &citations);
+    output.mark("unresolved", &unresolved);
+    if let Some(note) = resolved.note() {
+        output.text.push_str("\n\n");
+        output.text.push_str(&note);
     }
 }
 
@@ -560,14 +598,14 @@ fn view_of(outcome: &ResearchOutcome) -> Value {
     view
 }
 
-fn texts_of(outcome: &ResearchOutcome) -> ToolOutput {
+fn texts_of(outcome: &ResearchOutcome, listing: Listing) -> ToolOutput {
     match outcome {
         ResearchOutcome::Finished { id, run } => match run.status() {
-            Some("completed") => ToolOutput::ok(spotlight(&render::answer_body(run))),
+            Some("completed") => ToolOutput::ok(spotlight(&render::answer_body(run, listing))),
             Some("incomplete") => ToolOutput::ok(spotlight(&format!(
                 "{}\n\n{}",
                 render::INCOMPLETE_NOTE,
-                render::answer_body(run)
+                render::answer_body(run, listing)
             ))),
             Some("failed") => ToolOutput::error(render::with_id(render::failed_text(run), id)),
             // A responses_create run with function tools, collected here by its id.
@@ -640,6 +678,7 @@ pub async fn run(
     wait: u64,
     call: &LifecycleCall,
     ctx: &CallContext,
+    profile: Profile,
 ) -> (ToolOutput, CallFacts, Outcome) {
     let outcome = match call {
         LifecycleCall::Agent(request) => {
@@ -675,7 +714,7 @@ pub async fn run(
         }
     };
     (
-        render_outcome(&outcome),
+        render_outcome(&outcome, profile),
         outcome.facts(),
         Outcome::Research(outcome),
     )

@@ -24,7 +24,7 @@ use crate::perplexity::wait::ProgressSink;
 use crate::state::local::StoreHandle;
 use crate::text::cap_chars;
 use crate::tools::research::{ResearchOutcome, render_outcome};
-use crate::tools::{CallContext, Done, Outcome, Tools, render};
+use crate::tools::{CallContext, Done, Outcome, Profile, Tools, citations, render};
 
 /// Characters of page text sent along as context with a question.
 const CONTEXT_CHARS: usize = 12_000;
@@ -698,12 +698,18 @@ pub fn answer_entry(called: &Called) -> Entry {
     match answer_of(called) {
         Some((text, sources, flags)) => {
             let cited = numbered(&sources);
+            let pages = citations::pages(&sources);
+            // A marker that points at no source is said, as the tools say it.
+            let unresolved = citations::resolve(&text, &pages)
+                .note()
+                .map(|n| format!("\n\n{n}"))
+                .unwrap_or_default();
             let cost = cost_of(called)
                 .map(|c| format!("\n\n{c}"))
                 .unwrap_or_default();
             Entry::new(
                 Kind::Answer,
-                text + &render::sources_block(&sources) + &cost,
+                text + &citations::pages_block(&pages) + &unresolved + &cost,
             )
             .flagged(flags)
             .citing(cited)
@@ -767,7 +773,7 @@ fn said(called: &Called) -> Entry {
         Ok(done) if missing_key(done) => Entry::new(Kind::Error, NO_KEY),
         Ok(done) => {
             let output = match &done.outcome {
-                Outcome::Research(outcome) => render_outcome(outcome),
+                Outcome::Research(outcome) => render_outcome(outcome, Profile::Own),
                 _ => done.full.clone(),
             };
             let kind = if output.is_error {

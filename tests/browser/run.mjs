@@ -258,6 +258,12 @@ describe("fixture mode", () => {
     const frame = await h.frame();
     assert.equal(frame.url(), "about:srcdoc", "a click navigated the App frame");
 
+    // Markers that name no returned source are said, as the server's text says them.
+    assert.equal(
+      await h.app.locator('[data-part="unresolved"]').textContent(),
+      "Unresolved citations: [1], [12] name no source Perplexity returned.",
+    );
+
     // The response id and its Copy button (clipboard or selection, whichever the frame allows).
     assert.equal(await h.app.locator('[data-part="response-id"]').textContent(), "resp_fixtureANSWER000000000001");
     await h.app.getByRole("button", { name: "Copy the response id" }).click();

@@ -1,8 +1,8 @@
 //! The MCP App (`io.modelcontextprotocol/ui`), black-box: offered only to a client that
 //! declares the extension — a 2025-11-25 `initialize` on stdio or in an HTTP session, a
 //! 2026-07-28 request's `_meta` — with the tools marked, the App listed and read, and
-//! research results carrying the App's view as `structuredContent`; everyone else sees
-//! exactly what it saw before; `PERPLEXITY_UI=off` and the lifecycle profile offer it to
+//! research results carrying the App's view as `structuredContent`; everyone else gets
+//! the result's own receipt in its place; `PERPLEXITY_UI=off` and the lifecycle profile offer it to
 //! no one. What belongs here: the negotiation and the wire; the App itself is tested in a
 //! real browser (`tests/browser/`).
 
@@ -56,6 +56,15 @@ fn answer_with_sources() -> Value {
                        {"title": "Pressure", "url": "https://c.example/p"}]})
 }
 
+/// A research result for a client without the App: its receipt (the run, its status,
+/// what its markers cite), never the App's view with the answer.
+fn assert_receipt(answer: &Value) {
+    let got = &answer["result"]["structuredContent"];
+    assert_eq!(got["status"], "completed", "{answer}");
+    assert!(got["view"].is_null() && got["answer"].is_null(), "{answer}");
+    assert_eq!(got["unresolved"], json!([]), "{answer}");
+}
+
 /// The App's read: the HTML, its type, a CSP that allows no domain.
 fn assert_app(read: &Value) {
     let content = &read["result"]["contents"][0];
@@ -69,7 +78,7 @@ fn assert_app(read: &Value) {
 }
 
 #[test]
-fn a_stdio_client_that_declares_the_app_gets_it_and_one_that_does_not_sees_nothing_new() {
+fn a_stdio_client_that_declares_the_app_gets_it_and_one_that_does_not_gets_none_of_it() {
     let fake = FakePerplexity::start_with(answer_with_sources());
     let env = env_for(&fake);
     let tools = [
@@ -123,7 +132,7 @@ fn a_stdio_client_that_declares_the_app_gets_it_and_one_that_does_not_sees_nothi
     s.close_stdin();
     s.wait_exit(std::time::Duration::from_secs(10));
 
-    // Not declared: no `_meta.ui`, no App, no structured content — as before.
+    // Not declared: no `_meta.ui`, no App; the result's own receipt, not the view.
     let mut plain = Server::start(&env);
     let init = plain.request(&initialize(1, json!({})));
     assert!(
@@ -137,7 +146,7 @@ fn a_stdio_client_that_declares_the_app_gets_it_and_one_that_does_not_sees_nothi
     let read = plain.request(&request(4, "resources/read", json!({"uri": URI})));
     assert_eq!(read["error"]["code"], -32602, "{read}");
     let answer = plain.request(&call(5, "perplexity_agent", json!({"query": "q"})));
-    assert!(answer["result"]["structuredContent"].is_null(), "{answer}");
+    assert_receipt(&answer);
     // The text is the same text (the spotlight's nonce aside).
     assert_eq!(
         unwrap_spotlight(&tool_text(&answer).0),
@@ -177,7 +186,7 @@ fn over_http_each_modern_request_and_each_legacy_session_decides_for_itself() {
     let plain = server
         .modern(&modern_call(5, "perplexity_ask", json!({"query": "q"})))
         .json();
-    assert!(plain["result"]["structuredContent"].is_null(), "{plain}");
+    assert_receipt(&plain);
 
     // 2025-11-25: a session whose initialize declared it, beside one whose did not.
     let with = session(&server, declaring());

@@ -351,6 +351,11 @@ pub fn unwrap_spotlight(text: &str) -> String {
         Some((wrapped, cost)) if !cost.contains('\n') => wrapped,
         _ => text,
     };
+    // So does the line naming citations that point at no source.
+    let text = match text.rsplit_once("\n\nUnresolved citation") {
+        Some((wrapped, note)) if !note.contains('\n') => wrapped,
+        _ => text,
+    };
     let first = text.lines().next().unwrap();
     let nonce = first
         .strip_prefix("<untrusted-web-content-")

@@ -41,24 +41,36 @@ fn a_completed_run_is_rendered_with_sources_and_spotlighted() {
         ],
         "search_batches": 2
     }));
-    let mut s = Server::start(&env_for(&fake));
-    let r = s.request(&call(
-        1,
-        "perplexity_agent",
-        json!({"query": "  What is MCP?  "}),
-    ));
-    assert_frame(Era::Legacy, "tools/call", &r);
-    let (text, is_error) = tool_text(&r);
-    assert!(!is_error, "{text}");
-    let body = unwrap_spotlight(&text);
-    assert_eq!(
-        body,
-        // Numbered by search_results id, as the answer text cites them; a page found
-        // again under another id stays citable under that id too.
-        "Part one. Part two.\n\nSources:\n[1] First \u{2014} https://one.example/a\n[2] Second \u{2014} https://two.example/b\n[3] https://three.example/no-title \u{2014} https://three.example/no-title\n[4] Dup \u{2014} https://one.example/a"
-    );
+    // Numbered by search_results id, as the answer text cites them; a page found again
+    // under another id stays citable under that id too: the reference peer's drop-in
+    // lists it once per id, our own profile once per page with both ids.
+    let mut lifecycle = env_for(&fake);
+    lifecycle.retain(|(k, _)| k != "PERPLEXITY_TOOLS");
+    lifecycle.push(("PERPLEXITY_TOOLS".into(), "lifecycle".into()));
+    for (env, sources) in [
+        (
+            lifecycle,
+            "[1] First \u{2014} https://one.example/a\n[2] Second \u{2014} https://two.example/b\n[3] https://three.example/no-title \u{2014} https://three.example/no-title\n[4] Dup \u{2014} https://one.example/a",
+        ),
+        (
+            env_for(&fake),
+            "[1][4] First \u{2014} https://one.example/a\n[2] Second \u{2014} https://two.example/b\n[3] https://three.example/no-title \u{2014} https://three.example/no-title",
+        ),
+    ] {
+        let mut s = Server::start(&env);
+        let r = s.request(&call(
+            1,
+            "perplexity_agent",
+            json!({"query": "  What is MCP?  "}),
+        ));
+        assert_frame(Era::Legacy, "tools/call", &r);
+        let (text, is_error) = tool_text(&r);
+        assert!(!is_error, "{text}");
+        let body = unwrap_spotlight(&text);
+        assert_eq!(body, format!("Part one. Part two.\n\nSources:\n{sources}"));
+    }
     let bodies = agent_creates(&fake);
-    assert_eq!(bodies.len(), 1, "exactly one create");
+    assert_eq!(bodies.len(), 2, "exactly one create per call");
     assert_eq!(
         bodies[0],
         json!({"input":"What is MCP?","preset":"medium","background":true,"stream":true})

@@ -10,6 +10,8 @@ mod app;
 /// `perplexity_ask`: the fast-preset answer, its bounds and rendering.
 mod ask;
 mod cache;
+/// Citations that resolve: markers checked against sources, one page listed once.
+mod citations;
 /// The command line as a person runs it: stdout, stderr, exit codes, the tool bounds.
 mod cli;
 /// The Perplexity client's rules seen through the tools: retries, deadlines, caps.
