@@ -92,10 +92,11 @@ fn the_workspace_answers_opens_pages_and_quits_cleanly() {
 fn the_workspace_numbers_sources_as_the_answer_cites_them() {
     let fake = FakePerplexity::start_with(json!({
         "duration_ms": 50,
-        "answer": "The launch slipped [7].",
+        "answer": "The launch slipped [7], twice [9].",
         "sources": [
             {"id": 3, "title": "Three", "url": "https://three.example/"},
             {"id": 7, "title": "Seven", "url": "https://seven.example/"},
+            {"id": 8, "title": "Seven again", "url": "https://SEVEN.example/#again"},
         ],
     }));
     let dir = Scratch::new("tui-cite");
@@ -107,9 +108,14 @@ fn the_workspace_numbers_sources_as_the_answer_cites_them() {
     let mut tui = Pty::spawn(&["tui"], &env);
     tui.wait_for("space default", Duration::from_secs(10));
     tui.typed("did the launch slip?\r");
-    tui.wait_for("[7] Seven", Duration::from_secs(15));
+    // One page under two numbers is listed once; a marker with no source is said.
+    tui.wait_for("[7][8] Seven", Duration::from_secs(15));
     let screen = tui.contents();
     assert!(screen.contains("[3] Three"), "{screen}");
+    assert!(
+        screen.contains("Unresolved citation: [9] names no source"),
+        "{screen}"
+    );
     assert!(
         !screen.contains("[1]") && !screen.contains("[2]"),
         "{screen}"
