@@ -7,7 +7,7 @@
 //!
 //! Touches: file descriptor 2 of the process (duplicated, replaced, put back).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
@@ -54,8 +54,8 @@ impl Capture {
         let spawned = std::thread::Builder::new()
             .name("tui-stderr".into())
             .spawn(move || {
-                for line in BufReader::new(reader).lines() {
-                    let Ok(line) = line else { break };
+                let mut reader = BufReader::new(reader);
+                while let Some(line) = next_line(&mut reader) {
                     // The workspace may be gone: the line is dropped with it.
                     let _ = tx.send(Update::Log(line));
                 }
@@ -75,6 +75,55 @@ impl Capture {
     }
 }
 
+/// The longest line kept whole; the rest of a longer one is read and dropped.
+const MAX_LINE_BYTES: usize = 4096;
+
+/// The next line written to the pipe (`None` at its end), at most [`MAX_LINE_BYTES`] of it
+/// with `…` where it was cut, invalid UTF-8 replaced. The reader must go on whatever is
+/// written: a line that stopped it would leave the pipe to fill and every later write to
+/// stderr (a log line, from any thread) blocked; one unbounded line would hold all of it
+/// in memory.
+fn next_line(reader: &mut impl BufRead) -> Option<String> {
+    let mut line = Vec::new();
+    let read = reader
+        .take(MAX_LINE_BYTES as u64)
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    if read == 0 {
+        return None;
+    }
+    let whole = line.last() == Some(&b'\n');
+    if whole {
+        line.pop();
+    } else if line.len() >= MAX_LINE_BYTES {
+        skip_to_end_of_line(reader);
+    }
+    let mut text = String::from_utf8_lossy(&line).into_owned();
+    if !whole && line.len() >= MAX_LINE_BYTES {
+        text.push('\u{2026}');
+    }
+    Some(text)
+}
+
+fn skip_to_end_of_line(reader: &mut impl BufRead) {
+    loop {
+        let Ok(buf) = reader.fill_buf() else { return };
+        if buf.is_empty() {
+            return;
+        }
+        match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return;
+            }
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    }
+}
+
 /// Gives stderr back to the terminal; does nothing when it is not captured (so it may be
 /// called on every way out, and from the panic hook).
 pub fn restore() {
@@ -87,5 +136,27 @@ pub fn restore() {
     unsafe {
         libc::dup2(saved, 2);
         libc::close(saved);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_bounded_and_any_bytes_keep_the_reader_going() {
+        let mut input = b"one\n\xff\xfe bad\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', MAX_LINE_BYTES * 3));
+        input.extend(b"\nlast");
+        let mut reader = BufReader::new(input.as_slice());
+        assert_eq!(next_line(&mut reader).as_deref(), Some("one"));
+        assert_eq!(
+            next_line(&mut reader).as_deref(),
+            Some("\u{fffd}\u{fffd} bad")
+        );
+        let long = next_line(&mut reader).unwrap_or_default();
+        assert_eq!(long.len(), MAX_LINE_BYTES + '\u{2026}'.len_utf8());
+        assert_eq!(next_line(&mut reader).as_deref(), Some("last"));
+        assert_eq!(next_line(&mut reader), None);
     }
 }
