@@ -77,6 +77,18 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+impl ConfigError {
+    fn new(variable: &'static str, problem: impl Into<String>) -> Self {
+        let problem = problem.into();
+        ConfigError { variable, problem }
+    }
+
+    /// For `map_err`: another module's words about a value of `variable`.
+    fn of(variable: &'static str) -> impl FnOnce(String) -> Self {
+        move |problem| ConfigError { variable, problem }
+    }
+}
+
 impl Config {
     /// Reads the process environment. `tools_flag` (from `--tools`) overrides `PERPLEXITY_TOOLS`.
     pub fn from_env(tools_flag: Option<&str>) -> Result<Config, ConfigError> {
@@ -112,17 +124,12 @@ impl Config {
         let tools_raw = tools_flag
             .map(str::to_owned)
             .or_else(|| env("PERPLEXITY_TOOLS"));
-        let tools =
-            ToolSelection::parse(tools_raw.as_deref().unwrap_or("default")).map_err(|problem| {
-                ConfigError {
-                    variable: if tools_flag.is_some() {
-                        "--tools"
-                    } else {
-                        "PERPLEXITY_TOOLS"
-                    },
-                    problem,
-                }
-            })?;
+        let variable = match tools_flag {
+            Some(_) => "--tools",
+            None => "PERPLEXITY_TOOLS",
+        };
+        let tools = ToolSelection::parse(tools_raw.as_deref().unwrap_or("default"))
+            .map_err(ConfigError::of(variable))?;
         let store = store_config(&env)?;
         let gateway = gateway_config(&env, store.as_ref())?;
         let cache = cache_config(&env, tools.is_lifecycle_group())?;
@@ -201,10 +208,7 @@ impl Config {
                         .as_deref()
                         .unwrap_or(""),
                 )
-                .map_err(|problem| ConfigError {
-                    variable: "PERPLEXITY_FETCH_ALLOW_PRIVATE",
-                    problem,
-                })?,
+                .map_err(ConfigError::of("PERPLEXITY_FETCH_ALLOW_PRIVATE"))?,
                 timeout: Duration::from_secs(bounded_int(
                     "PERPLEXITY_TIMEOUT",
                     env("PERPLEXITY_TIMEOUT").as_deref(),
@@ -229,24 +233,16 @@ impl Config {
             file_servers: match config_file(&env) {
                 None => Vec::new(),
                 Some(path) => crate::gateway::load_file(&path, &gateway, &|name: &str| env(name))
-                    .map_err(|problem| ConfigError {
-                    variable: "PERPLEXITY_CONFIG_PATH",
-                    problem,
-                })?,
+                    .map_err(ConfigError::of("PERPLEXITY_CONFIG_PATH"))?,
             },
             gateway,
             secret_key: match env(crate::gateway::SECRET_KEY_VARIABLE)
                 .filter(|k| !k.trim().is_empty())
             {
                 None => None,
-                Some(k) => {
-                    Some(
-                        crate::gateway::SecretKey::from_base64(&k).map_err(|e| ConfigError {
-                            variable: crate::gateway::SECRET_KEY_VARIABLE,
-                            problem: e.to_string(),
-                        })?,
-                    )
-                }
+                Some(k) => Some(crate::gateway::SecretKey::from_base64(&k).map_err(|e| {
+                    ConfigError::new(crate::gateway::SECRET_KEY_VARIABLE, e.to_string())
+                })?),
             },
             store,
         })
@@ -262,10 +258,7 @@ fn state_config(
         return Ok(None);
     };
     let url = url.trim().to_owned();
-    crate::state::check_url(&url).map_err(|problem| ConfigError {
-        variable: "PERPLEXITY_STATE_URL",
-        problem,
-    })?;
+    crate::state::check_url(&url).map_err(ConfigError::of("PERPLEXITY_STATE_URL"))?;
     let prefix = env("PERPLEXITY_STATE_PREFIX")
         .map(|p| p.trim().to_owned())
         .filter(|p| !p.is_empty())
@@ -312,11 +305,10 @@ fn replica_id(env: &impl Fn(&str) -> Option<String>) -> Result<String, ConfigErr
 /// A name that goes into keys and log records as it is: short, no spaces or controls.
 fn label(variable: &'static str, value: &str) -> Result<(), ConfigError> {
     if value.len() > 128 || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(ConfigError {
+        return Err(ConfigError::new(
             variable,
-            problem: "must be at most 128 characters, without spaces or control characters"
-                .to_owned(),
-        });
+            "must be at most 128 characters, without spaces or control characters",
+        ));
     }
     Ok(())
 }
@@ -344,17 +336,13 @@ fn spend_config(
             None => Ok(None),
             Some(v) => crate::spend::parse_amount(&v)
                 .map(Some)
-                .map_err(|problem| ConfigError { variable, problem }),
+                .map_err(ConfigError::of(variable)),
         }
     };
     let zone = match env("PERPLEXITY_BUDGET_TZ").filter(|v| !v.trim().is_empty()) {
         None => crate::spend::BudgetZone::default(),
-        Some(name) => {
-            crate::spend::BudgetZone::named(name.trim()).map_err(|problem| ConfigError {
-                variable: "PERPLEXITY_BUDGET_TZ",
-                problem,
-            })?
-        }
+        Some(name) => crate::spend::BudgetZone::named(name.trim())
+            .map_err(ConfigError::of("PERPLEXITY_BUDGET_TZ"))?,
     };
     Ok(crate::spend::SpendConfig {
         budget: crate::call::Budget {
@@ -379,12 +367,8 @@ fn cache_config(
     env: &impl Fn(&str) -> Option<String>,
     drop_in: bool,
 ) -> Result<crate::cache::CacheConfig, ConfigError> {
-    let scope = crate::cache::Scope::parse(env("PERPLEXITY_CACHE").as_deref(), drop_in).map_err(
-        |problem| ConfigError {
-            variable: "PERPLEXITY_CACHE",
-            problem,
-        },
-    )?;
+    let scope = crate::cache::Scope::parse(env("PERPLEXITY_CACHE").as_deref(), drop_in)
+        .map_err(ConfigError::of("PERPLEXITY_CACHE"))?;
     let ttl = bounded_int(
         "PERPLEXITY_CACHE_TTL_SECONDS",
         env("PERPLEXITY_CACHE_TTL_SECONDS").as_deref(),
@@ -770,10 +754,7 @@ fn gateway_config(
         Some(v) if v.is_empty() || ["on", "true", "1", "yes"].contains(&v.as_str()) => true,
         Some(v) if ["off", "false", "0", "no"].contains(&v.as_str()) => false,
         Some(_) => {
-            return Err(ConfigError {
-                variable: "PERPLEXITY_GATEWAY",
-                problem: "must be on or off".to_owned(),
-            });
+            return Err(ConfigError::new("PERPLEXITY_GATEWAY", "must be on or off"));
         }
     };
     let allowed_roots = list(env("PERPLEXITY_GATEWAY_ALLOWED_ROOTS").as_deref())
@@ -976,10 +957,7 @@ fn oauth_config(
     audience: Option<String>,
 ) -> Result<crate::identity::OAuthConfig, ConfigError> {
     let url = |variable: &'static str, raw: Option<String>| -> Result<Url, ConfigError> {
-        let raw = raw.ok_or_else(|| ConfigError {
-            variable,
-            problem: "is required with OAuth (PERPLEXITY_OAUTH_ISSUER and PERPLEXITY_OAUTH_AUDIENCE go together)".to_owned(),
-        })?;
+        let raw = raw.ok_or_else(|| ConfigError::new(variable, "is required with OAuth (PERPLEXITY_OAUTH_ISSUER and PERPLEXITY_OAUTH_AUDIENCE go together)"))?;
         let parsed = Url::parse(raw.trim()).ok().filter(|u| u.host().is_some());
         match parsed {
             Some(u)
@@ -1012,11 +990,10 @@ fn oauth_config(
     let subject_rate = match (present(&per_minute), present(&burst)) {
         (false, false) => None,
         (false, true) => {
-            return Err(ConfigError {
-                variable: "PERPLEXITY_OAUTH_RATE_BURST",
-                problem: "needs PERPLEXITY_OAUTH_RATE_PER_MINUTE (each subject's rate) beside it"
-                    .to_owned(),
-            });
+            return Err(ConfigError::new(
+                "PERPLEXITY_OAUTH_RATE_BURST",
+                "needs PERPLEXITY_OAUTH_RATE_PER_MINUTE (each subject's rate) beside it",
+            ));
         }
         (true, _) => {
             let max = u64::from(crate::identity::MAX_RATE);

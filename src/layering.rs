@@ -13,9 +13,12 @@ use std::path::Path;
 const FLOORS: &[(&str, &[&str])] = &[
     // The ground floor: imports nothing of ours.
     ("call", &[]),
+    // The wall clock, read in one place.
+    ("clock", &[]),
     ("dense", &[]),
-    // The stand-in upstream `demo` serves: no key, no egress, nothing of ours.
-    ("demo", &[]),
+    // The stand-in upstream `demo` serves: no key, no egress, nothing of ours but the
+    // clock.
+    ("demo", &["clock"]),
     ("drain", &[]),
     ("files", &[]),
     ("random", &[]),
@@ -26,7 +29,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("text", &[]),
     // Every piece of state behind one door: the local engine (SQLite), the shared one
     // (Redis).
-    ("state", &["call", "files", "random", "telemetry"]),
+    ("state", &["call", "clock", "files", "random", "telemetry"]),
     // The controls every call passes.
     (
         "guard",
@@ -35,10 +38,17 @@ const FLOORS: &[(&str, &[&str])] = &[
     // What calls cost: the ledger (in the local store) and the budgets.
     (
         "spend",
-        &["call", "perplexity", "random", "state", "telemetry"],
+        &[
+            "call",
+            "clock",
+            "perplexity",
+            "random",
+            "state",
+            "telemetry",
+        ],
     ),
     // Answers served again instead of paid for again (kept through the state door).
-    ("cache", &["call", "state", "telemetry", "text"]),
+    ("cache", &["call", "clock", "state", "telemetry", "text"]),
     // Egress.
     ("fetch", &["net", "text"]),
     ("perplexity", &["net", "random", "telemetry", "text"]),
@@ -70,7 +80,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     (
         "identity",
         &[
-            "call", "files", "guard", "net", "random", "spend", "text", "tools",
+            "call", "clock", "files", "guard", "net", "random", "spend", "text", "tools",
         ],
     ),
     // Reads the environment and hands each module its own config type.
@@ -95,6 +105,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         "mcp",
         &[
             "call",
+            "clock",
             "config",
             "dense",
             "drain",

@@ -5,7 +5,7 @@
 //! - ground: [`call`] (what front ends, guard and tools say about one call), [`drain`]
 //!   (what shutdown owes: promised side effects, stuck peers), [`files`] (private files
 //!   and directories, executables), [`random`]
-//!   (CSPRNG values), [`net`] (egress helpers), [`signals`] (SIGTERM/SIGINT → a token),
+//!   (CSPRNG values), [`clock`] (the wall clock, read in one place), [`net`] (egress helpers), [`signals`] (SIGTERM/SIGINT → a token),
 //!   [`text`] (untrusted-text helpers), [`demo`] (a stand-in for the Perplexity API on
 //!   loopback, for trying it without a key and for the tests).
 //! - [`guard`]: controls every call passes through (rate limit, audit, spotlighting,
@@ -35,6 +35,7 @@ pub mod app;
 pub mod cache;
 pub mod call;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod dense;

@@ -30,6 +30,7 @@ use serde_json::{Map, Value, json};
 use sha2::Digest;
 
 use crate::call::{Caller, ToolOutput};
+use crate::clock::now_ms;
 use crate::state::{Cached, State, StateError};
 
 /// `PERPLEXITY_CACHE_TTL_SECONDS` when unset.
@@ -312,12 +313,6 @@ fn canonical(value: &Value) -> Value {
     crate::text::sorted_json(value, &|s| {
         s.split_whitespace().collect::<Vec<_>>().join(" ")
     })
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

@@ -1,22 +1,11 @@
-//! Wall-clock helpers: Unix time now, and the two date formats the fake writes
+//! Wall-clock helpers: Unix time now in ms, and the two date formats the fake writes
 //! (`server_time` of `/search`, the HTTP-date of `Retry-After`).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
-/// Unix time now, in ms (0 if the clock is before 1970).
+/// Unix time now, in ms (0 if the clock is before 1970), as the fake's records keep it.
 pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// Unix time now, in (fractional) seconds.
-pub(crate) fn now_secs_f64() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    crate::clock::since_epoch().as_millis() as u64
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time in ms (UTC).

@@ -10,7 +10,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
-use super::clock::{imf_fixdate, now_secs_f64};
+use super::clock::imf_fixdate;
 use super::scenario::{boolean, ms, string, type_err, uint};
 
 /// Upper bound of `retry_after_secs` (about 31 years), so date arithmetic cannot
@@ -399,7 +399,7 @@ fn rate_limited(
     let mut r = json_body(&body);
     *r.status_mut() = status;
     // Whole seconds, rounded up, so that waiting until then is never too early.
-    let reset = (now_secs_f64() + secs).ceil() as u64;
+    let reset = (crate::clock::since_epoch().as_secs_f64() + secs).ceil() as u64;
     let h = r.headers_mut();
     h.insert("x-ratelimit-limit", HeaderValue::from_static("50"));
     h.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));

@@ -232,7 +232,7 @@ impl Verifier {
         }
         let (verified, exp) = self.verify_fully(token).await?;
         // Until `exp` (without the leeway a full check allows) or the TTL.
-        let left = exp.saturating_sub(unix_now());
+        let left = exp.saturating_sub(crate::clock::since_epoch().as_secs());
         let until = now + VERIFIED_TTL.min(Duration::from_secs(left));
         let mut cache = self.verified_cache();
         if cache.len() >= MAX_VERIFIED {
@@ -534,12 +534,6 @@ impl Verifier {
             "resource_name": "perplexity-agent",
         })
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// The claims read beside the ones jsonwebtoken validates.

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::call::{Budget, Caller, FrontEnd};
+use crate::clock::now_ms;
 use crate::perplexity::meter::{Metered, MeteredKind};
 use crate::state::local::{LedgerRow, StoreError, Tokens};
 use crate::state::{Admission, BudgetCheck, SpentNow, State, Window};
@@ -733,10 +734,4 @@ fn prune(pending: &mut HashMap<String, (Micros, Instant)>) {
             pending.remove(&run);
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

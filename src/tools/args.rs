@@ -149,6 +149,11 @@ impl Kind {
         }
     }
 
+    /// A finite number in `min..=max`.
+    pub const fn number(min: i64, max: f64) -> Kind {
+        Kind::Number { min, max }
+    }
+
     /// An array of `min..=max` strings, each an `item`.
     pub const fn list(item: &'static Kind, min: usize, max: usize) -> Kind {
         Kind::List { item, min, max }
@@ -291,14 +296,34 @@ pub const fn names_of<const N: usize>(table: &[Arg; N]) -> [&'static str; N] {
 
 /// A tool's arguments read through its table, one argument at a time, in the order the
 /// tool checks them; every refusal names the argument as the tool's schema does.
+///
+/// The `_at` and `_in` readers speak for nested shapes (`responses_create`'s items and
+/// tools, shown as written rather than by a table): each message carries the value's
+/// path — `'tools[2].filters.search_domain_filter' …` — so a caller fixing a deeply
+/// nested request knows exactly where. `_at` readers take their bounds as given, `_in`
+/// readers from the table.
 pub struct Read<'a> {
     args: &'a Args,
     table: &'static [Arg],
+    /// Where `args` sits in the arguments (empty at the top), for messages.
+    path: String,
 }
 
 impl<'a> Read<'a> {
     pub fn new(args: &'a Args, table: &'static [Arg]) -> Self {
-        Read { args, table }
+        let path = String::new();
+        Read { args, table, path }
+    }
+
+    /// The object at `path`, whose keys must all be in `accepted` (rejected on entry, at
+    /// every level, as at the top); read through the `_at` readers.
+    pub fn of(path: &str, value: &'a Value, accepted: &[&str]) -> Result<Self, String> {
+        let args = value
+            .as_object()
+            .ok_or_else(|| format!("'{path}' must be an object."))?;
+        reject_unknown(args, accepted).map_err(|e| format!("In '{path}': {e}"))?;
+        let (table, path): (&[Arg], _) = (&[], path.to_owned());
+        Ok(Read { args, table, path })
     }
 
     /// The declared argument; a name outside the table is a mistake in this crate,
@@ -533,196 +558,140 @@ pub fn optional<'a>(args: &'a Args, key: &str) -> Option<&'a Value> {
 /// The words of every missing or blank required string, as the reference peer says them.
 pub const REQUIRED_TEXT: &str = "is required and must be a non-empty string.";
 
-/// An object inside the arguments (or the arguments themselves), read with its path in
-/// every message — `'tools[2].filters.search_domain_filter' …` — so a caller fixing a
-/// deeply nested request knows exactly where. Unknown keys are rejected on entry, at
-/// every level, as at the top.
-pub struct Fields<'a> {
-    path: String,
-    map: &'a Args,
-}
-
-impl<'a> Fields<'a> {
-    /// `value` must be an object whose keys are all in `accepted`.
-    pub fn of(path: &str, value: &'a Value, accepted: &[&str]) -> Result<Self, String> {
-        let map = value
-            .as_object()
-            .ok_or_else(|| format!("'{path}' must be an object."))?;
-        reject_unknown(map, accepted).map_err(|e| format!("In '{path}': {e}"))?;
-        Ok(Fields {
-            path: path.to_owned(),
-            map,
-        })
-    }
-
-    /// The arguments themselves (their unknown keys were rejected already).
-    pub fn top(map: &'a Args) -> Self {
-        Fields {
-            path: String::new(),
-            map,
+/// The nested readers (see [`Read`]): their refusals are the message itself, the path
+/// quoted in it.
+impl<'a> Read<'a> {
+    /// The path of `key` (unquoted), for nested readers.
+    pub fn path_of(&self, key: &str) -> String {
+        match self.path.is_empty() {
+            true => key.to_owned(),
+            false => format!("{}.{key}", self.path),
         }
     }
 
     /// The quoted path of `key`, for messages.
     pub fn name(&self, key: &str) -> String {
-        if self.path.is_empty() {
-            format!("'{key}'")
-        } else {
-            format!("'{}.{key}'", self.path)
-        }
+        format!("'{}'", self.path_of(key))
     }
 
-    /// The path of `key` (unquoted), for nested readers.
-    pub fn path_of(&self, key: &str) -> String {
-        if self.path.is_empty() {
-            key.to_owned()
-        } else {
-            format!("{}.{key}", self.path)
-        }
-    }
-
-    /// The value; `null` counts as absent.
+    /// The value, whether or not a table declares it; `null` counts as absent.
     pub fn get(&self, key: &str) -> Option<&'a Value> {
-        optional(self.map, key)
-    }
-
-    /// A string of `min..=max` characters (Unicode scalar values), kept as given.
-    pub fn text(&self, key: &str, min: usize, max: usize) -> Result<Option<&'a str>, String> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        v.as_str()
-            .filter(|s| (min..=max).contains(&s.chars().count()))
-            .map(Some)
-            .ok_or_else(|| {
-                format!(
-                    "{} must be a string of {min} to {max} characters.",
-                    self.name(key)
-                )
-            })
-    }
-
-    /// A JSON integer (not a float, not a boolean) in `min..=max`.
-    pub fn int(&self, key: &str, min: i64, max: i64) -> Result<Option<i64>, String> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        crate::text::json_integer(v)
-            .filter(|n| (i128::from(min)..=i128::from(max)).contains(n))
-            .map(|n| Some(n as i64))
-            .ok_or_else(|| format!("{} must be an integer from {min} to {max}.", self.name(key)))
-    }
-
-    /// A finite number in `min..=max`.
-    pub fn number(&self, key: &str, min: f64, max: f64) -> Result<Option<f64>, String> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        v.as_f64()
-            .filter(|n| n.is_finite() && (min..=max).contains(n))
-            .map(Some)
-            .ok_or_else(|| format!("{} must be a number from {min} to {max}.", self.name(key)))
-    }
-
-    pub fn boolean(&self, key: &str) -> Result<Option<bool>, String> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        v.as_bool()
-            .map(Some)
-            .ok_or_else(|| format!("{} must be a boolean.", self.name(key)))
-    }
-
-    /// One of `values`, exactly.
-    pub fn choice(&self, key: &str, values: &[&str]) -> Result<Option<&'a str>, String> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        v.as_str()
-            .filter(|s| values.contains(s))
-            .map(Some)
-            .ok_or_else(|| format!("{} must be one of: {}.", self.name(key), values.join(", ")))
-    }
-
-    /// An array of at most `max` entries (`min` at least).
-    pub fn list(&self, key: &str, min: usize, max: usize) -> Result<Option<&'a [Value]>, String> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        v.as_array()
-            .filter(|items| (min..=max).contains(&items.len()))
-            .map(|items| Some(items.as_slice()))
-            .ok_or_else(|| {
-                format!(
-                    "{} must be an array of {min} to {max} entries.",
-                    self.name(key)
-                )
-            })
-    }
-
-    /// How `table` declares `key`: the bounds the readers below take from it.
-    fn kind_in<'t>(table: &'t [Arg], key: &str) -> &'t Kind {
-        match table.iter().find(|a| a.name == key) {
-            Some(arg) => &arg.kind,
-            None => panic!("'{key}' is not declared in its table"),
-        }
-    }
-
-    /// A string `key` as `table` declares it (a [`Kind::Text`] by its bounds, a
-    /// [`Kind::Str`] by its rule, a [`Kind::Choice`] by its values), in this reader's
-    /// words: its path in every message.
-    pub fn text_in(&self, table: &[Arg], key: &str) -> Result<Option<&'a str>, String> {
-        match Self::kind_in(table, key) {
-            Kind::Text { min, max, .. } => self.text(key, *min, *max),
-            Kind::Choice { values, .. } => self.choice(key, values),
-            Kind::Str {
-                valid,
-                problem,
-                max,
-                ..
-            } => self
-                .get(key)
-                .map(|v| {
-                    v.as_str().filter(|s| valid(s)).ok_or_else(|| {
-                        let problem = problem.replace("{max}", &max.to_string());
-                        format!("{} {problem}", self.name(key))
-                    })
-                })
-                .transpose(),
-            _ => panic!("'{key}' is not a string"),
-        }
-    }
-
-    /// An integer (or, [`Kind::Number`], a number) `key` within `table`'s bounds.
-    pub fn int_in(&self, table: &[Arg], key: &str) -> Result<Option<i64>, String> {
-        match Self::kind_in(table, key) {
-            Kind::Int {
-                min,
-                max: Max::At(max),
-                ..
-            } => self.int(key, *min, *max),
-            _ => panic!("'{key}' is not a bounded integer"),
-        }
-    }
-
-    pub fn number_in(&self, table: &[Arg], key: &str) -> Result<Option<f64>, String> {
-        match Self::kind_in(table, key) {
-            Kind::Number { min, max } => self.number(key, *min as f64, *max),
-            _ => panic!("'{key}' is not a number"),
-        }
-    }
-
-    /// A list `key` of as many entries as `table` allows (each read by the caller).
-    pub fn list_in(&self, table: &[Arg], key: &str) -> Result<Option<&'a [Value]>, String> {
-        match Self::kind_in(table, key) {
-            Kind::List { min, max, .. } => self.list(key, *min, *max),
-            _ => panic!("'{key}' is not a list"),
-        }
+        optional(self.args, key)
     }
 
     /// `present` or a "required" error naming the key.
     pub fn required<T>(&self, key: &str, present: Option<T>) -> Result<T, String> {
         present.ok_or_else(|| format!("{} is required.", self.name(key)))
+    }
+
+    /// The value if present and `valid`, else `'path.key' problem`.
+    fn checked<T>(
+        &self,
+        key: &str,
+        problem: &str,
+        valid: impl FnOnce(&'a Value) -> Option<T>,
+    ) -> Result<Option<T>, String> {
+        self.get(key)
+            .map(|v| valid(v).ok_or_else(|| format!("{} {problem}", self.name(key))))
+            .transpose()
+    }
+
+    /// A string that `valid` accepts, kept as given; else `'path.key' problem`.
+    pub fn str_at(
+        &self,
+        key: &str,
+        valid: impl Fn(&str) -> bool,
+        problem: &str,
+    ) -> Result<Option<&'a str>, String> {
+        self.checked(key, problem, |v| v.as_str().filter(|s| valid(s)))
+    }
+
+    /// A string of `min..=max` characters (Unicode scalar values), kept as given.
+    pub fn text_at(&self, key: &str, min: usize, max: usize) -> Result<Option<&'a str>, String> {
+        let problem = format!("must be a string of {min} to {max} characters.");
+        let fits = |s: &&str| (min..=max).contains(&s.chars().count());
+        self.checked(key, &problem, |v| v.as_str().filter(fits))
+    }
+
+    /// A JSON integer (not a float, not a boolean) in `min..=max`.
+    pub fn int_at(&self, key: &str, min: i64, max: i64) -> Result<Option<i64>, String> {
+        let problem = format!("must be an integer from {min} to {max}.");
+        let within = |n: i128| i64::try_from(n).ok().filter(|n| (min..=max).contains(n));
+        self.checked(key, &problem, |v| json_integer(v).and_then(within))
+    }
+
+    /// A finite number in `min..=max`.
+    pub fn number_at(&self, key: &str, min: f64, max: f64) -> Result<Option<f64>, String> {
+        let problem = format!("must be a number from {min} to {max}.");
+        let within = |n: &f64| n.is_finite() && (min..=max).contains(n);
+        self.checked(key, &problem, |v| v.as_f64().filter(within))
+    }
+
+    pub fn bool_at(&self, key: &str) -> Result<Option<bool>, String> {
+        self.checked(key, "must be a boolean.", Value::as_bool)
+    }
+
+    /// One of `values`, exactly.
+    pub fn choice_at(&self, key: &str, values: &[&str]) -> Result<Option<&'a str>, String> {
+        let problem = format!("must be one of: {}.", values.join(", "));
+        self.checked(key, &problem, |v| v.as_str().filter(|s| values.contains(s)))
+    }
+
+    /// An array of `min..=max` entries (each read by the caller).
+    pub fn list_at(
+        &self,
+        key: &str,
+        min: usize,
+        max: usize,
+    ) -> Result<Option<&'a [Value]>, String> {
+        let problem = format!("must be an array of {min} to {max} entries.");
+        let fits = |items: &&Vec<Value>| (min..=max).contains(&items.len());
+        self.checked(key, &problem, |v| {
+            v.as_array().filter(fits).map(Vec::as_slice)
+        })
+    }
+
+    /// A string `key` as the table declares it (a [`Kind::Text`] by its bounds, a
+    /// [`Kind::Str`] by its rule, a [`Kind::Choice`] by its values).
+    pub fn text_in(&self, key: &str) -> Result<Option<&'a str>, String> {
+        match &self.arg(key).kind {
+            Kind::Text { min, max, .. } => self.text_at(key, *min, *max),
+            Kind::Choice { values, .. } => self.choice_at(key, values),
+            Kind::Str {
+                valid,
+                problem,
+                max,
+                ..
+            } => self.str_at(key, valid, &problem.replace("{max}", &max.to_string())),
+            _ => panic!("'{key}' is not a string"),
+        }
+    }
+
+    /// A bounded [`Kind::Int`] `key`.
+    pub fn int_in(&self, key: &str) -> Result<Option<i64>, String> {
+        match &self.arg(key).kind {
+            Kind::Int {
+                min,
+                max: Max::At(max),
+                ..
+            } => self.int_at(key, *min, *max),
+            _ => panic!("'{key}' is not a bounded integer"),
+        }
+    }
+
+    pub fn number_in(&self, key: &str) -> Result<Option<f64>, String> {
+        match &self.arg(key).kind {
+            Kind::Number { min, max } => self.number_at(key, *min as f64, *max),
+            _ => panic!("'{key}' is not a number"),
+        }
+    }
+
+    /// A [`Kind::List`] `key` of as many entries as the table allows.
+    pub fn list_in(&self, key: &str) -> Result<Option<&'a [Value]>, String> {
+        match &self.arg(key).kind {
+            Kind::List { min, max, .. } => self.list_at(key, *min, *max),
+            _ => panic!("'{key}' is not a list"),
+        }
     }
 }
 
@@ -748,28 +717,28 @@ mod tests {
     #[test]
     fn nested_fields_name_their_path() {
         let v = json!({"type": "web_search", "max_tokens": 5.0, "n": null, "x": {"y": 1}});
-        let f = Fields::of("tools[2]", &v, &["type", "max_tokens", "n", "x"]).unwrap();
+        let f = Read::of("tools[2]", &v, &["type", "max_tokens", "n", "x"]).unwrap();
         assert_eq!(
-            f.int("max_tokens", 1, 9).unwrap_err(),
+            f.int_at("max_tokens", 1, 9).unwrap_err(),
             "'tools[2].max_tokens' must be an integer from 1 to 9."
         );
-        assert_eq!(f.int("n", 1, 9).unwrap(), None);
+        assert_eq!(f.int_at("n", 1, 9).unwrap(), None);
         assert_eq!(
-            f.choice("type", &["fetch_url"]).unwrap_err(),
+            f.choice_at("type", &["fetch_url"]).unwrap_err(),
             "'tools[2].type' must be one of: fetch_url."
         );
         assert_eq!(
-            Fields::of("tools[2].x", &v["x"], &["z"]).err().unwrap(),
+            Read::of("tools[2].x", &v["x"], &["z"]).err().unwrap(),
             "In 'tools[2].x': Unknown argument(s): y. Accepted: z."
         );
         assert_eq!(
-            Fields::of("a", &json!([1]), &[]).err().unwrap(),
+            Read::of("a", &json!([1]), &[]).err().unwrap(),
             "'a' must be an object."
         );
-        let top = Fields::of("", &v, &["type", "max_tokens", "n", "x"]).unwrap();
+        let top = Read::of("", &v, &["type", "max_tokens", "n", "x"]).unwrap();
         assert_eq!(top.name("type"), "'type'");
         assert_eq!(
-            top.text("type", 1, 3).unwrap_err(),
+            top.text_at("type", 1, 3).unwrap_err(),
             "'type' must be a string of 1 to 3 characters."
         );
         assert_eq!(

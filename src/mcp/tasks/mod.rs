@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::era::{Era, request_meta, shape_modern};
 use super::protocol::{META_CLIENT_CAPABILITIES, RpcError, code};
 use crate::call::{Caller, FrontEnd, Refusal, Slots, ToolOutput};
+use crate::clock::now_ms;
 use crate::drain::CREATE_ANSWER_GRACE;
 use crate::guard::Charge;
 use crate::identity::Identity;
@@ -1146,12 +1147,6 @@ impl Binding {
             }
         });
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn rfc3339(ms: i64) -> String {

@@ -38,6 +38,7 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use serde_json::Value;
 
+use crate::clock::now_ms;
 use crate::random::secure_hex;
 
 /// Where and how much to keep.
@@ -418,12 +419,6 @@ fn classify(path: &Path, error: &rusqlite::Error) -> StoreError {
             code: "unexpected".to_owned(),
         },
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

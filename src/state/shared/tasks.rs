@@ -29,6 +29,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 
 use super::{BackendError, Shared};
+use crate::clock::now_ms;
 use crate::state::local::{TaskRecord, TaskUpdate};
 
 /// Task ids kept per caller for `tasks/list` (as the SQLite store keeps, in all).
@@ -450,10 +451,4 @@ fn parse(id: &str, mut f: HashMap<String, String>) -> Option<Adoptable> {
         issuer: f.remove("who_issuer"),
         operator: f.get("who_operator").is_some_and(|o| o == "1"),
     })
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::super::args::{Arg, Args, Fields, Kind};
+use super::super::args::{Arg, Args, Kind, Read};
 use crate::perplexity::agent::{FullRun, RECENCY_VALUES};
 
 pub const MAX_TEXT_CHARS: usize = 16_384;
@@ -64,77 +64,45 @@ const DATE_FILTERS: [&str; 4] = [
     "last_updated_before_filter",
 ];
 
-/// `responses_create`'s arguments. Their bounds are read from here (`Fields::*_in`),
+/// `responses_create`'s arguments. Their bounds are read from here (`Read::*_in`),
 /// in the nested reader's words; the nested shapes (input items, tools, the response
 /// format, the profile) are shown as written and read by their own readers below.
 pub const CREATE: [Arg; 20] = [
     Arg::new("input", Kind::Shown(input_shape)).required(),
     Arg::new("model", Kind::Shown(model_shape)),
-    Arg::new(
-        "models",
-        Kind::list(&Kind::Shown(model_id_shape), 1, MAX_MODELS),
-    )
-    .about("A fallback chain of model ids, tried in order; not with model."),
+    Arg::new("models", Kind::list(&Kind::Shown(model_id_shape), 1, MAX_MODELS))
+        .about("A fallback chain of model ids, tried in order; not with model."),
     Arg::new("preset", Kind::text(1, MAX_PRESET_CHARS))
         .about("A preset (fast, low, medium, high, xhigh, wide-research); medium when no model is named. A model or tools given here override the preset's."),
     Arg::new("instructions", Kind::text(1, MAX_TEXT_CHARS))
         .about("A system prompt; it replaces the preset's."),
     Arg::new("reasoning", Kind::Shown(reasoning_shape)),
     Arg::new("response_format", Kind::Shown(format_shape)),
-    Arg::new(
-        "tools",
-        Kind::list(&Kind::Shown(tool_shape), 0, MAX_TOOLS),
-    )
-    .about("Tools the agent may use. A preset brings its own; a tool listed here replaces the preset's tool of that type (so list web_search only to change its settings)."),
+    Arg::new("tools", Kind::list(&Kind::Shown(tool_shape), 0, MAX_TOOLS))
+        .about("Tools the agent may use. A preset brings its own; a tool listed here replaces the preset's tool of that type (so list web_search only to change its settings)."),
     Arg::new("max_steps", Kind::count(1, MAX_STEPS)),
     Arg::new("max_output_tokens", TOKENS),
     Arg::new(
         "previous_response_id",
-        Kind::Str {
-            min: 0,
-            max: 0,
-            pattern: "^[A-Za-z0-9_-]{1,256}$",
-            valid: |id| {
-                (1..=256).contains(&id.len())
-                    && id
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            },
-            problem: "must be a response id (1 to 256 letters, digits, _ or -) from an earlier responses_create.",
-        },
+        Kind::pattern("^[A-Za-z0-9_-]{1,256}$", |id| is_word(id, 256), "must be a response id (1 to 256 letters, digits, _ or -) from an earlier responses_create."),
     )
     .about("Continue from this completed response (e.g. with function_call_output items as input)."),
     Arg::new(
         "language_preference",
         Kind::pattern("^[a-z]{2}$", |c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_lowercase()), "must be a two-letter lowercase ISO 639-1 code, e.g. en."),
     ),
-    Arg::new(
-        "temperature",
-        Kind::Number {
-            min: 0,
-            max: MAX_TEMPERATURE,
-        },
-    )
-    .about("Sampling temperature; lower is more deterministic."),
-    Arg::new(
-        "top_p",
-        Kind::Number {
-            min: 0,
-            max: MAX_TOP_P,
-        },
-    )
-    .about("Nucleus sampling: the probability mass the model samples from."),
+    Arg::new("temperature", Kind::number(0, MAX_TEMPERATURE))
+        .about("Sampling temperature; lower is more deterministic."),
+    Arg::new("top_p", Kind::number(0, MAX_TOP_P))
+        .about("Nucleus sampling: the probability mass the model samples from."),
     Arg::new("profile", Kind::Shown(profile_shape)),
     Arg::new("store", Kind::Bool { default: true })
         .about("false: neither Perplexity nor this server keeps the response; it can then only be awaited within this call."),
     Arg::new("wait", Kind::Bool { default: true })
         .about("Wait for the answer. false: get the response_id at once, to collect with responses_retrieve."),
-    Arg::new(
-        "functions",
-        // Read entry by entry below, where the message names the whole list.
-        Kind::list(&GATEWAY_FUNCTION, 1, MAX_TOOLS),
-    )
-    .about("Gateway tools (mcp__<server>__<tool>) the operator lets the agent call, offered to it as functions."),
+    // Read entry by entry below, where the message names the whole list.
+    Arg::new("functions", Kind::list(&GATEWAY_FUNCTION, 1, MAX_TOOLS))
+        .about("Gateway tools (mcp__<server>__<tool>) the operator lets the agent call, offered to it as functions."),
     Arg::new("auto_execute_functions", Kind::Bool { default: false })
         .about("Run the agent's calls of 'functions' here and continue the run with their outputs until it answers."),
     Arg::new("max_function_rounds", Kind::int(1, 10, DEFAULT_FUNCTION_ROUNDS))
@@ -280,14 +248,14 @@ impl CreateCall {
 }
 
 pub fn validate(args: &Args) -> Result<CreateCall, String> {
-    let top = Fields::top(args);
+    let top = Read::new(args, &CREATE);
     let mut body = Map::new();
 
     let model = top
         .get("model")
         .map(|v| model_id(&top, "model", v))
         .transpose()?;
-    let models = match top.list_in(&CREATE, "models")? {
+    let models = match top.list_in("models")? {
         None => None,
         Some(list) => Some(
             list.iter()
@@ -299,11 +267,11 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
     if model.is_some() && models.is_some() {
         return Err("Give 'model' or 'models', not both.".to_owned());
     }
-    let preset = top.text_in(&CREATE, "preset")?;
+    let preset = top.text_in("preset")?;
     if preset.is_some_and(|p| p.trim().is_empty()) {
         return Err("'preset' must not be blank.".to_owned());
     }
-    let max_output_tokens = top.int_in(&CREATE, "max_output_tokens")?;
+    let max_output_tokens = top.int_in("max_output_tokens")?;
     let named: Vec<&str> = model
         .iter()
         .chain(models.iter().flatten())
@@ -329,13 +297,13 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
         }
         None => {}
     }
-    if let Some(instructions) = top.text_in(&CREATE, "instructions")? {
+    if let Some(instructions) = top.text_in("instructions")? {
         body.insert("instructions".into(), json!(instructions));
     }
     let input = top.required("input", top.get("input"))?;
     body.insert("input".into(), validate_input(input)?);
     let mut functions = Vec::new();
-    if let Some(tools) = top.list_in(&CREATE, "tools")? {
+    if let Some(tools) = top.list_in("tools")? {
         let tools = tools
             .iter()
             .enumerate()
@@ -345,15 +313,15 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
             body.insert("tools".into(), Value::Array(tools));
         }
     }
-    if let Some(steps) = top.int_in(&CREATE, "max_steps")? {
+    if let Some(steps) = top.int_in("max_steps")? {
         body.insert("max_steps".into(), json!(steps));
     }
     if let Some(tokens) = max_output_tokens {
         body.insert("max_output_tokens".into(), json!(tokens));
     }
     if let Some(v) = top.get("reasoning") {
-        let reasoning = Fields::of("reasoning", v, &["effort"])?;
-        if let Some(effort) = reasoning.choice("effort", &EFFORTS)? {
+        let reasoning = Read::of("reasoning", v, &["effort"])?;
+        if let Some(effort) = reasoning.choice_at("effort", &EFFORTS)? {
             body.insert("reasoning".into(), json!({"effort": effort}));
         }
     }
@@ -363,17 +331,17 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
         expects_json = json_answer;
         body.insert("response_format".into(), format);
     }
-    if let Some(code) = top.text_in(&CREATE, "language_preference")? {
+    if let Some(code) = top.text_in("language_preference")? {
         body.insert("language_preference".into(), json!(code));
     }
     for key in ["temperature", "top_p"] {
-        if let Some(n) = top.number_in(&CREATE, key)? {
+        if let Some(n) = top.number_in(key)? {
             body.insert(key.into(), json!(n));
         }
     }
     if let Some(v) = top.get("profile") {
-        let f = Fields::of("profile", v, &["type", "id", "version"])?;
-        f.required("type", f.choice("type", &["custom"])?)?;
+        let f = Read::of("profile", v, &["type", "id", "version"])?;
+        f.required("type", f.choice_at("type", &["custom"])?)?;
         let mut profile =
             json!({"type": "custom", "id": bounded_name(&f, "id", MAX_PROFILE_CHARS)?});
         if f.get("version").is_some() {
@@ -381,10 +349,10 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
         }
         body.insert("profile".into(), profile);
     }
-    if let Some(id) = top.text_in(&CREATE, "previous_response_id")? {
+    if let Some(id) = top.text_in("previous_response_id")? {
         body.insert("previous_response_id".into(), json!(id));
     }
-    let functions: Vec<String> = match top.list_in(&CREATE, "functions")? {
+    let functions: Vec<String> = match top.list_in("functions")? {
         None => Vec::new(),
         Some(list) => list
             .iter()
@@ -399,8 +367,8 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
             })
             .collect::<Result<_, _>>()?,
     };
-    let auto_execute = top.boolean("auto_execute_functions")?.unwrap_or(false);
-    let max_rounds = top.int_in(&CREATE, "max_function_rounds")?;
+    let auto_execute = top.bool_at("auto_execute_functions")?.unwrap_or(false);
+    let max_rounds = top.int_in("max_function_rounds")?;
     if auto_execute && functions.is_empty() {
         return Err(
             "'auto_execute_functions' needs 'functions': the gateway tools the agent may call."
@@ -419,8 +387,8 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
     if auto_execute && has_own_functions {
         return Err("With 'auto_execute_functions', function tools come only from 'functions' (gateway tools this server can run); your own function tools are client-driven: leave auto_execute_functions off.".to_owned());
     }
-    let store = top.boolean("store")?.unwrap_or(true);
-    let wait = top.boolean("wait")?.unwrap_or(true);
+    let store = top.bool_at("store")?.unwrap_or(true);
+    let wait = top.bool_at("wait")?.unwrap_or(true);
     if !store && !wait {
         return Err(
             "A run with 'store': false cannot be collected later: keep 'wait' true (the default)."
@@ -451,7 +419,7 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
 }
 
 /// A model id: `provider/model`, 1–128 of letters, digits and `. _ : / -`.
-fn model_id<'a>(top: &Fields<'_>, key: &str, v: &'a Value) -> Result<&'a str, String> {
+fn model_id<'a>(top: &Read<'_>, key: &str, v: &'a Value) -> Result<&'a str, String> {
     v.as_str()
         .filter(|m| {
             (1..=MAX_MODEL_CHARS).contains(&m.len())
@@ -491,16 +459,9 @@ pub fn is_connector_id(id: &str) -> bool {
 }
 
 /// [`is_account_name`] at `key`, required.
-fn bounded_name<'a>(f: &Fields<'a>, key: &str, max: usize) -> Result<&'a str, String> {
-    f.required(key, f.get(key))?
-        .as_str()
-        .filter(|n| is_account_name(n, max))
-        .ok_or_else(|| {
-            format!(
-                "{} must be 1 to {max} letters, digits and . _ : -.",
-                f.name(key)
-            )
-        })
+fn bounded_name<'a>(f: &Read<'a>, key: &str, max: usize) -> Result<&'a str, String> {
+    let problem = format!("must be 1 to {max} letters, digits and . _ : -.");
+    f.required(key, f.str_at(key, |n| is_account_name(n, max), &problem)?)
 }
 
 /// A string (one user turn) or a list of input items.
@@ -545,13 +506,13 @@ fn input_item(path: &str, item: &Value, image_data: &mut usize) -> Result<Value,
         &["message", "function_call", "function_call_output"],
     )? {
         "message" => {
-            let f = Fields::of(path, item, &["type", "role", "content"])?;
-            let role = f.required("role", f.choice("role", &ROLES)?)?;
+            let f = Read::of(path, item, &["type", "role", "content"])?;
+            let role = f.required("role", f.choice_at("role", &ROLES)?)?;
             let content = f.required("content", f.get("content"))?;
             let content = match content.as_str() {
-                Some(_) => json!(f.required("content", f.text("content", 1, MAX_TEXT_CHARS)?)?),
+                Some(_) => json!(f.required("content", f.text_at("content", 1, MAX_TEXT_CHARS)?)?),
                 None => {
-                    let parts = f.required("content", f.list("content", 1, MAX_PARTS)?)?;
+                    let parts = f.required("content", f.list_at("content", 1, MAX_PARTS)?)?;
                     let parts = parts
                         .iter()
                         .enumerate()
@@ -565,37 +526,37 @@ fn input_item(path: &str, item: &Value, image_data: &mut usize) -> Result<Value,
             Ok(json!({"type": "message", "role": role, "content": content}))
         }
         "function_call" => {
-            let f = Fields::of(
+            let f = Read::of(
                 path,
                 item,
                 &["type", "call_id", "name", "arguments", "thought_signature"],
             )?;
             let mut out = json!({
                 "type": "function_call",
-                "call_id": f.required("call_id", f.text("call_id", 1, MAX_CALL_ID_CHARS)?)?,
+                "call_id": f.required("call_id", f.text_at("call_id", 1, MAX_CALL_ID_CHARS)?)?,
                 "name": function_name(&f, "name")?,
-                "arguments": f.required("arguments", f.text("arguments", 0, MAX_TEXT_CHARS)?)?,
+                "arguments": f.required("arguments", f.text_at("arguments", 0, MAX_TEXT_CHARS)?)?,
             });
-            if let Some(sig) = f.text("thought_signature", 1, MAX_TEXT_CHARS)? {
+            if let Some(sig) = f.text_at("thought_signature", 1, MAX_TEXT_CHARS)? {
                 out["thought_signature"] = json!(sig);
             }
             Ok(out)
         }
         _ => {
-            let f = Fields::of(
+            let f = Read::of(
                 path,
                 item,
                 &["type", "call_id", "output", "name", "thought_signature"],
             )?;
             let mut out = json!({
                 "type": "function_call_output",
-                "call_id": f.required("call_id", f.text("call_id", 1, MAX_CALL_ID_CHARS)?)?,
-                "output": f.required("output", f.text("output", 0, MAX_TEXT_CHARS)?)?,
+                "call_id": f.required("call_id", f.text_at("call_id", 1, MAX_CALL_ID_CHARS)?)?,
+                "output": f.required("output", f.text_at("output", 0, MAX_TEXT_CHARS)?)?,
             });
             if f.get("name").is_some() {
                 out["name"] = json!(function_name(&f, "name")?);
             }
-            if let Some(sig) = f.text("thought_signature", 1, MAX_TEXT_CHARS)? {
+            if let Some(sig) = f.text_at("thought_signature", 1, MAX_TEXT_CHARS)? {
                 out["thought_signature"] = json!(sig);
             }
             Ok(out)
@@ -609,14 +570,14 @@ fn content_part(path: &str, part: &Value, image_data: &mut usize) -> Result<Valu
     }
     match item_type(path, part, &["input_text", "input_image"])? {
         "input_text" => {
-            let f = Fields::of(path, part, &["type", "text"])?;
-            let text = f.required("text", f.text("text", 1, MAX_TEXT_CHARS)?)?;
+            let f = Read::of(path, part, &["type", "text"])?;
+            let text = f.required("text", f.text_at("text", 1, MAX_TEXT_CHARS)?)?;
             Ok(json!({"type": "input_text", "text": text}))
         }
         _ => {
             // No `detail`: the API's image parts have none, and strict mode answers an
             // unknown field with 400, so a request carrying it would fail whole.
-            let f = Fields::of(path, part, &["type", "image_url"])?;
+            let f = Read::of(path, part, &["type", "image_url"])?;
             let url = f.required("image_url", f.get("image_url"))?;
             let url = image_url(&f.name("image_url"), url)?;
             if url.starts_with("data:") {
@@ -666,21 +627,20 @@ fn image_url<'a>(name: &str, v: &'a Value) -> Result<&'a str, String> {
     Ok(url)
 }
 
+/// `[A-Za-z0-9_-]{1,max}` (a missing one is refused in the same words).
+fn word_at<'a>(f: &Read<'a>, key: &str, max: usize) -> Result<&'a str, String> {
+    let problem = format!("must be 1 to {max} letters, digits, _ or -.");
+    let word = f.str_at(key, |n| is_word(n, max), &problem)?;
+    word.ok_or_else(|| format!("{} {problem}", f.name(key)))
+}
+
 /// `[A-Za-z0-9_-]{1,128}`.
-fn function_name<'a>(f: &Fields<'a>, key: &str) -> Result<&'a str, String> {
-    f.get(key)
-        .and_then(Value::as_str)
-        .filter(|n| is_word(n, MAX_FUNCTION_NAME_CHARS))
-        .ok_or_else(|| {
-            format!(
-                "{} must be 1 to {MAX_FUNCTION_NAME_CHARS} letters, digits, _ or -.",
-                f.name(key)
-            )
-        })
+fn function_name<'a>(f: &Read<'a>, key: &str) -> Result<&'a str, String> {
+    word_at(f, key, MAX_FUNCTION_NAME_CHARS)
 }
 
 /// A JSON Schema object, at most [`MAX_SCHEMA_CHARS`] serialized.
-fn schema(f: &Fields<'_>, key: &str) -> Result<Option<Value>, String> {
+fn schema(f: &Read<'_>, key: &str) -> Result<Option<Value>, String> {
     let Some(v) = f.get(key) else {
         return Ok(None);
     };
@@ -700,36 +660,25 @@ fn schema(f: &Fields<'_>, key: &str) -> Result<Option<Value>, String> {
 }
 
 fn validate_format(v: &Value) -> Result<(Value, bool), String> {
-    let f = Fields::of("response_format", v, &["type", "json_schema"])?;
-    let kind = f.required("type", f.choice("type", &FORMAT_TYPES)?)?;
+    let f = Read::of("response_format", v, &["type", "json_schema"])?;
+    let kind = f.required("type", f.choice_at("type", &FORMAT_TYPES)?)?;
     match (kind, f.get("json_schema")) {
         ("json_schema", None) => {
             Err("'response_format.json_schema' is required when the type is json_schema.".into())
         }
         ("json_schema", Some(js)) => {
-            let js = Fields::of(
+            let js = Read::of(
                 "response_format.json_schema",
                 js,
                 &["name", "schema", "description", "strict"],
             )?;
-            let name = function_name(&js, "name").map_err(|_| {
-                format!(
-                    "{} must be 1 to 64 letters, digits, _ or -.",
-                    js.name("name")
-                )
-            })?;
-            if name.len() > 64 {
-                return Err(format!(
-                    "{} must be 1 to 64 letters, digits, _ or -.",
-                    js.name("name")
-                ));
-            }
+            let name = word_at(&js, "name", 64)?;
             let mut out =
                 json!({"name": name, "schema": js.required("schema", schema(&js, "schema")?)?});
-            if let Some(d) = js.text("description", 0, MAX_DESCRIPTION_CHARS)? {
+            if let Some(d) = js.text_at("description", 0, MAX_DESCRIPTION_CHARS)? {
                 out["description"] = json!(d);
             }
-            if let Some(strict) = js.boolean("strict")? {
+            if let Some(strict) = js.bool_at("strict")? {
                 out["strict"] = json!(strict);
             }
             Ok((json!({"type": "json_schema", "json_schema": out}), true))
@@ -745,7 +694,7 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
     }
     match item_type(path, tool, &TOOL_TYPES)? {
         "web_search" => {
-            let f = Fields::of(
+            let f = Read::of(
                 path,
                 tool,
                 &[
@@ -764,10 +713,10 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
                     out["filters"] = Value::Object(filters);
                 }
             }
-            let size = f.choice("search_context_size", &CONTEXT_SIZES)?;
+            let size = f.choice_at("search_context_size", &CONTEXT_SIZES)?;
             let mut budgets = false;
             for key in ["max_tokens", "max_tokens_per_page"] {
-                if let Some(n) = f.int(key, 1, MAX_TOKENS)? {
+                if let Some(n) = f.int_at(key, 1, MAX_TOKENS)? {
                     out[key] = json!(n);
                     budgets = true;
                 }
@@ -788,21 +737,21 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
             Ok(out)
         }
         "fetch_url" => {
-            let f = Fields::of(path, tool, &["type", "max_urls"])?;
+            let f = Read::of(path, tool, &["type", "max_urls"])?;
             let mut out = json!({"type": "fetch_url"});
-            if let Some(n) = f.int("max_urls", 1, 10)? {
+            if let Some(n) = f.int_at("max_urls", 1, 10)? {
                 out["max_urls"] = json!(n);
             }
             Ok(out)
         }
         kind @ ("finance_search" | "people_search") => {
-            Fields::of(path, tool, &["type"])?;
+            Read::of(path, tool, &["type"])?;
             Ok(json!({ "type": kind }))
         }
         // Whether this server lets its callers use the connector is the operator's
         // call, checked after validation (`Tools::with_connectors_checked`).
         "connector" => {
-            let f = Fields::of(
+            let f = Read::of(
                 path,
                 tool,
                 &[
@@ -817,18 +766,11 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
                 "type": "connector",
                 "id": bounded_name(&f, "id", MAX_CONNECTOR_ID_CHARS)?,
             });
-            let label = f.required("server_label", f.get("server_label"))?;
-            let label = label
-                .as_str()
-                .filter(|l| is_word(l, MAX_LABEL_CHARS))
-                .ok_or_else(|| {
-                    format!(
-                        "{} must be 1 to {MAX_LABEL_CHARS} letters, digits, _ or -.",
-                        f.name("server_label")
-                    )
-                })?;
+            let problem = format!("must be 1 to {MAX_LABEL_CHARS} letters, digits, _ or -.");
+            let label = f.str_at("server_label", |l| is_word(l, MAX_LABEL_CHARS), &problem)?;
+            let label = f.required("server_label", label)?;
             out["server_label"] = json!(label);
-            if let Some(tools) = f.list("allowed_tools", 1, MAX_CONNECTOR_TOOLS)? {
+            if let Some(tools) = f.list_at("allowed_tools", 1, MAX_CONNECTOR_TOOLS)? {
                 let names = tools
                     .iter()
                     .map(|t| {
@@ -844,13 +786,13 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
                     .collect::<Result<Vec<_>, _>>()?;
                 out["allowed_tools"] = json!(names);
             }
-            if let Some(d) = f.text("server_description", 1, MAX_DESCRIPTION_CHARS)? {
+            if let Some(d) = f.text_at("server_description", 1, MAX_DESCRIPTION_CHARS)? {
                 out["server_description"] = json!(d);
             }
             Ok(out)
         }
         _ => {
-            let f = Fields::of(
+            let f = Read::of(
                 path,
                 tool,
                 &["type", "name", "description", "parameters", "strict"],
@@ -861,13 +803,13 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
             }
             functions.push(name.to_owned());
             let mut out = json!({"type": "function", "name": name});
-            if let Some(d) = f.text("description", 0, MAX_DESCRIPTION_CHARS)? {
+            if let Some(d) = f.text_at("description", 0, MAX_DESCRIPTION_CHARS)? {
                 out["description"] = json!(d);
             }
             if let Some(p) = schema(&f, "parameters")? {
                 out["parameters"] = p;
             }
-            out["strict"] = json!(f.boolean("strict")?.unwrap_or(true));
+            out["strict"] = json!(f.bool_at("strict")?.unwrap_or(true));
             Ok(out)
         }
     }
@@ -879,9 +821,9 @@ fn validate_filters(path: &str, v: &Value) -> Result<Map<String, Value>, String>
     // of the Agent API (the API would answer 400 "unknown field").
     let mut accepted = vec!["search_domain_filter", "search_recency_filter"];
     accepted.extend(DATE_FILTERS);
-    let f = Fields::of(path, v, &accepted)?;
+    let f = Read::of(path, v, &accepted)?;
     let mut out = Map::new();
-    if let Some(domains) = f.list("search_domain_filter", 0, 20)? {
+    if let Some(domains) = f.list_at("search_domain_filter", 0, 20)? {
         let mut list = Vec::new();
         for d in domains {
             let d = d
@@ -911,20 +853,12 @@ fn validate_filters(path: &str, v: &Value) -> Result<Map<String, Value>, String>
             out.insert("search_domain_filter".into(), json!(list));
         }
     }
-    if let Some(recency) = f.choice("search_recency_filter", &RECENCY_VALUES)? {
+    if let Some(recency) = f.choice_at("search_recency_filter", &RECENCY_VALUES)? {
         out.insert("search_recency_filter".into(), json!(recency));
     }
     for key in DATE_FILTERS {
-        if let Some(date) = f.get(key) {
-            let date = date
-                .as_str()
-                .filter(|d| super::super::search::valid_date(d))
-                .ok_or_else(|| {
-                    format!(
-                        "{} must be a real date written M/D/YYYY, e.g. 3/14/2026.",
-                        f.name(key)
-                    )
-                })?;
+        let problem = "must be a real date written M/D/YYYY, e.g. 3/14/2026.";
+        if let Some(date) = f.str_at(key, super::super::search::valid_date, problem)? {
             out.insert(key.into(), json!(date));
         }
     }
@@ -932,33 +866,26 @@ fn validate_filters(path: &str, v: &Value) -> Result<Map<String, Value>, String>
 }
 
 fn validate_location(path: &str, v: &Value) -> Result<Value, String> {
-    let f = Fields::of(
+    let f = Read::of(
         path,
         v,
         &["country", "city", "region", "latitude", "longitude"],
     )?;
     let mut out = Map::new();
-    if let Some(country) = f.get("country") {
-        let c = country
-            .as_str()
-            .filter(|c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()))
-            .ok_or_else(|| {
-                format!(
-                    "{} must be a two-letter uppercase ISO 3166 code, e.g. US.",
-                    f.name("country")
-                )
-            })?;
+    let iso = |c: &str| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase());
+    let problem = "must be a two-letter uppercase ISO 3166 code, e.g. US.";
+    if let Some(c) = f.str_at("country", iso, problem)? {
         out.insert("country".into(), json!(c));
     }
     for key in ["city", "region"] {
-        if let Some(text) = f.text(key, 1, 128)? {
+        if let Some(text) = f.text_at(key, 1, 128)? {
             out.insert(key.into(), json!(text));
         }
     }
-    if let Some(lat) = f.number("latitude", -90.0, 90.0)? {
+    if let Some(lat) = f.number_at("latitude", -90.0, 90.0)? {
         out.insert("latitude".into(), json!(lat));
     }
-    if let Some(lon) = f.number("longitude", -180.0, 180.0)? {
+    if let Some(lon) = f.number_at("longitude", -180.0, 180.0)? {
         out.insert("longitude".into(), json!(lon));
     }
     Ok(Value::Object(out))
