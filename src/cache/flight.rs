@@ -1,22 +1,42 @@
-//! One run for identical calls in flight: the first call for a key leads (it runs), and
-//! an identical call while it runs follows (it waits for the leader's answer instead of
-//! starting a second billed run). A follower that stops waiting only detaches. A leader
-//! that ends without an answer worth keeping (an error, a cancel, a hand-back) lets its
-//! followers go: each then runs on its own, as if it had come alone.
+//! One run for identical calls in flight (in this process): the first call for a key that
+//! waits for its answer leads (it runs), and an identical call while it runs follows
+//! instead of starting a second billed run.
+//!
+//! - A follower that waits is handed the leader's answer. A follower that asked for its
+//!   run back at once (`wait: false`) is handed the leader's run id, which the leader
+//!   publishes as soon as Perplexity names the run ([`Lead::publisher`]); it never leads.
+//! - Any waiter that stops waiting only detaches, the leader too: while followers remain,
+//!   a leader whose caller went away keeps its run for them ([`Lead::followed`],
+//!   [`Lead::deserted`]) and is still the one that settles and bills it. Once none
+//!   remains it ends as any abandoned call does: nothing here stops a run upstream.
+//! - A leader that ends without an answer worth keeping (an error, a cancelled run, a
+//!   hand-back at the wait budget, everyone gone) lets its followers go: each then runs on
+//!   its own, as if it had come alone.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::watch;
 
-/// What a leader ends with: `Some(answer)` for its followers, `None` to let them go.
-type Landing = Option<Option<Arc<Value>>>;
+/// What a flight has said so far.
+#[derive(Default)]
+struct Board {
+    /// The leader's run, once Perplexity has named it.
+    run: Option<String>,
+    /// How the leader ended: `Some(answer)` for its followers, `Some(None)` to let them go.
+    landing: Option<Option<Arc<Value>>>,
+}
 
-/// The runs in flight, by key. Entries go when their leader ends.
+/// The flights by key. The map holds no receiver, so a leader's receiver count is its
+/// followers; entries go when their leader ends.
+type ByKey = Arc<Mutex<HashMap<String, Weak<watch::Sender<Board>>>>>;
+
+/// The runs in flight, by key.
 #[derive(Default)]
 pub struct Flights {
-    by_key: Arc<Mutex<HashMap<String, watch::Receiver<Landing>>>>,
+    by_key: ByKey,
 }
 
 /// A call's place in a flight.
@@ -29,25 +49,36 @@ pub enum Flight {
 
 pub struct Lead {
     key: String,
-    sender: watch::Sender<Landing>,
-    by_key: Arc<Mutex<HashMap<String, watch::Receiver<Landing>>>>,
+    board: Arc<watch::Sender<Board>>,
+    by_key: ByKey,
 }
 
-pub struct Follow(watch::Receiver<Landing>);
+pub struct Follow(watch::Receiver<Board>);
+
+/// Tells a flight its leader's run id; does nothing once the flight has ended.
+pub struct Publisher(Weak<watch::Sender<Board>>);
 
 impl Flights {
+    /// Joins the flight in progress for `key`, or starts it.
     pub fn join(&self, key: &str) -> Flight {
         let mut by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(receiver) = by_key.get(key).filter(|r| r.borrow().is_none()) {
-            return Flight::Follow(Follow(receiver.clone()));
+        if let Some(board) = in_progress(&by_key, key) {
+            return Flight::Follow(Follow(board.subscribe()));
         }
-        let (sender, receiver) = watch::channel(None);
-        by_key.insert(key.to_owned(), receiver);
+        let board = Arc::new(watch::Sender::new(Board::default()));
+        by_key.insert(key.to_owned(), Arc::downgrade(&board));
         Flight::Lead(Lead {
             key: key.to_owned(),
-            sender,
+            board,
             by_key: self.by_key.clone(),
         })
+    }
+
+    /// Follows the flight in progress for `key`, if there is one; never starts one (a call
+    /// that does not wait for its answer cannot hand one on).
+    pub fn follow(&self, key: &str) -> Option<Follow> {
+        let by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+        in_progress(&by_key, key).map(|board| Follow(board.subscribe()))
     }
 
     /// Runs in flight (for tests and `server_metrics`).
@@ -60,29 +91,74 @@ impl Flights {
     }
 }
 
+/// The board of the flight for `key`, unless there is none or its leader has landed.
+fn in_progress(
+    by_key: &HashMap<String, Weak<watch::Sender<Board>>>,
+    key: &str,
+) -> Option<Arc<watch::Sender<Board>>> {
+    by_key
+        .get(key)
+        .and_then(Weak::upgrade)
+        .filter(|board| board.borrow().landing.is_none())
+}
+
 impl Lead {
     /// Hands the answer (or `None`: no answer worth sharing) to every follower.
     pub fn land(self, answer: Option<Value>) {
-        let _ = self.sender.send(Some(answer.map(Arc::new)));
+        self.board
+            .send_modify(|board| board.landing = Some(answer.map(Arc::new)));
+    }
+
+    /// Where the leader's run id goes once it is known. Weak: a handle left behind in the
+    /// call's context keeps no flight alive.
+    pub fn publisher(&self) -> Publisher {
+        Publisher(Arc::downgrade(&self.board))
+    }
+
+    /// Whether any call still follows this one (a wait that is handed the answer, or a
+    /// call that asked for the run back at once and waits for its id).
+    pub fn followed(&self) -> bool {
+        self.board.receiver_count() > 0
+    }
+
+    /// Returns once no call follows this one any more (at once if none does).
+    pub async fn deserted(&self) {
+        self.board.closed().await;
     }
 }
 
 impl Drop for Lead {
     fn drop(&mut self) {
         // A leader dropped without landing (cancelled, panicked) lets its followers go.
-        self.sender.send_if_modified(|landing| {
-            let unset = landing.is_none();
+        self.board.send_if_modified(|board| {
+            let unset = board.landing.is_none();
             if unset {
-                *landing = Some(None);
+                board.landing = Some(None);
             }
             unset
         });
         let mut by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
         if by_key
             .get(&self.key)
-            .is_some_and(|r| r.same_channel(&self.sender.subscribe()))
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.board)))
         {
             by_key.remove(&self.key);
+        }
+    }
+}
+
+impl Publisher {
+    /// The flight's run: the first id published stands (a call that starts several runs,
+    /// `deep_research`, is handed on by its first).
+    pub fn publish(&self, run_id: &str) {
+        if let Some(board) = self.0.upgrade() {
+            board.send_if_modified(|board| {
+                let unset = board.run.is_none();
+                if unset {
+                    board.run = Some(run_id.to_owned());
+                }
+                unset
+            });
         }
     }
 }
@@ -90,8 +166,26 @@ impl Drop for Lead {
 impl Follow {
     /// The leader's answer, or `None` when it ended without one.
     pub async fn answer(mut self) -> Option<Arc<Value>> {
-        let landed = self.0.wait_for(Option::is_some).await.ok()?;
-        landed.clone().flatten()
+        let landed = self
+            .0
+            .wait_for(|board| board.landing.is_some())
+            .await
+            .ok()?;
+        landed.landing.clone().flatten()
+    }
+
+    /// The leader's run id, waited for at most `grace`; `None` when the leader ended
+    /// without naming a run worth handing on, or did not name one in time.
+    pub async fn run_id(mut self, grace: Duration) -> Option<String> {
+        let seen = self
+            .0
+            .wait_for(|board| board.run.is_some() || board.landing.is_some());
+        let board = tokio::time::timeout(grace, seen).await.ok()?.ok()?;
+        match &board.landing {
+            // It ended with nothing to share (failed, let go): the caller runs its own.
+            Some(None) => None,
+            _ => board.run.clone(),
+        }
     }
 }
 
@@ -126,5 +220,62 @@ mod tests {
         drop(lead);
         assert_eq!(c.answer().await, None);
         assert!(matches!(flights.join("k"), Flight::Lead(_)));
+    }
+
+    #[tokio::test]
+    async fn a_call_that_does_not_wait_is_handed_the_leaders_run_and_never_leads() {
+        let flights = Flights::default();
+        assert!(
+            flights.follow("k").is_none(),
+            "no flight, nothing to follow"
+        );
+        assert!(flights.is_empty(), "and none started");
+        let Flight::Lead(lead) = flights.join("k") else {
+            panic!("leads")
+        };
+        let grace = Duration::from_secs(5);
+        let early = flights.follow("k").map(|f| tokio::spawn(f.run_id(grace)));
+        lead.publisher().publish("resp_1");
+        lead.publisher().publish("resp_2");
+        assert_eq!(early.unwrap().await.unwrap().as_deref(), Some("resp_1"));
+        let late = flights.follow("k").unwrap();
+        assert_eq!(late.run_id(grace).await.as_deref(), Some("resp_1"));
+
+        // Not named in time, or let go without an answer: the call runs on its own.
+        let Flight::Lead(other) = flights.join("j") else {
+            panic!("leads")
+        };
+        let waiting = flights.follow("j").unwrap();
+        assert_eq!(waiting.run_id(Duration::from_millis(20)).await, None);
+        let waiting = flights.follow("j").unwrap();
+        other.publisher().publish("resp_j");
+        drop(other);
+        assert_eq!(waiting.run_id(grace).await, None);
+        drop(lead);
+        assert!(flights.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_leader_knows_while_it_is_followed() {
+        let flights = Flights::default();
+        let Flight::Lead(lead) = flights.join("k") else {
+            panic!("leads")
+        };
+        assert!(!lead.followed());
+        lead.deserted().await;
+        let Flight::Follow(a) = flights.join("k") else {
+            panic!("follows")
+        };
+        let b = flights.follow("k").unwrap();
+        assert!(lead.followed());
+        drop(a);
+        assert!(lead.followed(), "one still follows");
+        let deserted = tokio::time::timeout(Duration::from_millis(20), lead.deserted()).await;
+        assert!(deserted.is_err());
+        drop(b);
+        tokio::time::timeout(Duration::from_secs(5), lead.deserted())
+            .await
+            .unwrap();
+        assert!(!lead.followed());
     }
 }

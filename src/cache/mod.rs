@@ -20,7 +20,7 @@
 
 mod flight;
 
-pub use flight::{Flight, Flights};
+pub use flight::{Flight, Flights, Follow, Lead};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -253,6 +253,12 @@ impl Cache {
     /// Joins the run in flight for `key`, or becomes it.
     pub fn fly(&self, key: &Key) -> Flight {
         self.flights.join(&key.hash)
+    }
+
+    /// Follows the run in flight for `key`, if any, without ever becoming it (for a call
+    /// that asked for its run back at once).
+    pub fn follow(&self, key: &Key) -> Option<Follow> {
+        self.flights.follow(&key.hash)
     }
 }
 

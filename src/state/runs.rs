@@ -1,5 +1,6 @@
-//! A research run's state: whose it is (its owner's caller key, the first binding stands)
-//! and the settled response kept for `responses_retrieve` and continuations.
+//! A research run's state: whose it is (its owner's caller key, the first binding stands,
+//! and the callers it was handed to in flight) and the settled response kept for
+//! `responses_retrieve` and continuations.
 
 use serde_json::Value;
 
@@ -28,6 +29,28 @@ impl State {
         )
         .await?
         .ok_or(StateError::NotFound)
+    }
+
+    /// Hands a run to one more caller key, beside the one it is bound to: an identical
+    /// call that joined the run in flight may then collect and stop it too.
+    pub async fn share_run(&self, run_id: &str, caller: &str) -> Result<(), StateError> {
+        let (run, key) = (run_id.to_owned(), caller.to_owned());
+        self.either(
+            |shared| shared.share_run(run_id, caller),
+            move |s| s.share_run(&run, &key),
+        )
+        .await
+    }
+
+    /// Whether a run was handed to `caller` ([`State::share_run`]); bound runs are
+    /// [`State::run_owner`]'s.
+    pub async fn run_shared_with(&self, run_id: &str, caller: &str) -> Result<bool, StateError> {
+        let (run, key) = (run_id.to_owned(), caller.to_owned());
+        self.either(
+            |shared| shared.run_shared_with(run_id, caller),
+            move |s| s.run_shared_with(&run, &key),
+        )
+        .await
     }
 
     /// Keeps a settled response, replacing an earlier one of the same run; the oldest

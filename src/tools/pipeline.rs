@@ -11,9 +11,10 @@ use futures_util::FutureExt;
 use serde_json::Value;
 
 use super::args::{self, Args};
-use super::calls::{CallContext, Job, Outcome};
+use super::calls::{CallContext, Job, Outcome, RunIds};
+use super::served::Cached;
 use super::{Call, Tools, registry, research};
-use crate::cache::{Flight, Hit};
+use crate::cache::{Flight, Hit, Lead};
 use crate::call::{ArgError, CallFacts, Refusal, Slot, Slots, ToolOutput};
 use crate::drain::CREATE_ANSWER_GRACE;
 use crate::guard::{Charge, Pass};
@@ -148,10 +149,6 @@ impl Tools {
         // output budget) are boxed: inline, the largest would size this future for the
         // whole call, and 1,000 waiting calls each pay for it while they wait.
         let caller = admitted.pass.caller().clone();
-        let _ = ctx
-            .run_ids
-            .owner
-            .set((caller.clone(), self.run_owners.clone()));
         // Isolation, before any upstream request: a run the caller did not start is
         // answered as one that never existed (owners.rs).
         let hidden = match call.named_run() {
@@ -166,7 +163,8 @@ impl Tools {
         };
         // The research cache, before budgets: a hit costs nothing, so it is served even
         // when no budget has room; an identical call in flight is waited for instead of
-        // paid for twice (a call that asked not to wait runs on its own).
+        // paid for twice, and one that asked for its run back at once (`wait: false`) is
+        // handed that run (it never leads: it would hand its followers no answer).
         let mut lead = None;
         if let Some(key) = admitted.cache_key.as_ref().filter(|_| !hidden) {
             let scope = key.scope;
@@ -187,23 +185,42 @@ impl Tools {
                     }
                 }
             }
-            match hit {
-                Some(hit) => {
-                    let (output, facts, outcome) =
-                        Box::pin(self.served(&billing, hit, scope, ctx)).await;
-                    let mut shown = output.clone();
-                    let truncated = Box::pin(self.guard.budget(&mut shown, &caller)).await;
-                    admitted.pass.finish(&output, &facts, truncated);
+            let follow = match hit {
+                None if !admitted.waits() => self.cache.follow(key),
+                _ => None,
+            };
+            // `hit` moves into the box, and what comes back is a box: no wait of this call
+            // holds either.
+            match Box::pin(self.consult_cache(&billing, hit, follow, scope, wait, ctx)).await {
+                Cached::Abandoned => {
+                    let task = ctx.task_id.get().map(String::as_str);
+                    self.guard.abandoned(admitted.pass, &[], task);
+                    return None;
+                }
+                Cached::Answered(done) => {
+                    admitted
+                        .pass
+                        .finish(&done.full, &done.facts, done.truncated);
                     return Some(Done {
-                        output: shown,
-                        full: output,
-                        outcome,
+                        output: done.shown,
+                        full: done.full,
+                        outcome: done.outcome,
                         panicked: false,
                     });
                 }
-                None => self.cache.miss(tool),
+                Cached::Missed => self.cache.miss(tool),
             }
         }
+        // Whom the runs this call creates are bound to; a leader's are also published to
+        // its flight, so an identical call that asked for its run back at once gets it.
+        let owners = match &lead {
+            Some(leading) => {
+                let publisher = leading.publisher();
+                Arc::new(self.run_owners.announcing(move |id| publisher.publish(id)))
+            }
+            None => self.run_owners.clone(),
+        };
+        let _ = ctx.run_ids.owner.set((caller.clone(), owners));
         // Budgets, before any upstream request: a call that would start billable work
         // holds its estimate (spend/mod.rs), or is refused here.
         let hold = match call.budget_estimate().filter(|_| !hidden) {
@@ -246,33 +263,28 @@ impl Tools {
             ),
             span,
         );
-        let ran = {
+        // A leader whose caller went away while identical calls wait for its run only
+        // detaches: the run goes on for them and this call still settles it (billed once,
+        // to the call that started it), unless they all go away too.
+        let ended = {
             tokio::pin!(run);
             let finished = tokio::select! {
                 ran = &mut run => Some(ran),
                 () = ctx.cancel.cancelled() => None,
             };
             match finished {
-                Some(ran) => Some(ran),
+                Some(ran) => Ended::Ran(ran),
+                // With `finished` already matched away; see `after_cancel`.
                 None => {
-                    if ctx.run_ids.awaiting_id() {
-                        let answered = async {
-                            tokio::select! {
-                                _ = &mut run => {}
-                                () = ctx.run_ids.id_known() => {}
-                            }
-                        };
-                        // Boxed, like the other one-off waits (see the top), and with
-                        // `finished` already matched away: neither sizes the waiting call.
-                        let _ = Box::pin(tokio::time::timeout(CREATE_ANSWER_GRACE, answered)).await;
-                    }
-                    None
+                    let followed = lead.as_ref().filter(|l| l.followed());
+                    after_cancel(run.as_mut(), followed, &ctx.run_ids).await
                 }
             }
         };
-        let ran = match ran {
-            Some(ran) => ran,
-            None => {
+        let (ran, detached) = match ended {
+            Ended::Ran(ran) => (ran, false),
+            Ended::ForOthers(ran) => (*ran, true),
+            Ended::Abandoned => {
                 let task = ctx.task_id.get().map(String::as_str);
                 let metered = meter.take();
                 let running = unsettled(&ctx.run_ids.snapshot(), &metered);
@@ -329,6 +341,13 @@ impl Tools {
             }
             lead.land(answer);
         }
+        if detached {
+            // Its caller went away: no reply, and the closing record says it was abandoned.
+            let task = ctx.task_id.get().map(String::as_str);
+            self.guard
+                .abandoned(admitted.pass, &ctx.run_ids.snapshot(), task);
+            return None;
+        }
         if self.profile().tells_cost() {
             tell_cost(&mut output, settled.cost, &typed);
         }
@@ -346,6 +365,47 @@ impl Tools {
             panicked,
         })
     }
+}
+
+/// What a call whose caller went away mid-run still waits for: while `followed`, the run
+/// itself, for the identical calls that wait for it, until they are all gone too; then,
+/// for a create still on the wire, its answer (the run's id, to log), at most
+/// [`CREATE_ANSWER_GRACE`]. Built here and boxed, like the other one-off waits of
+/// [`Tools::complete`], so no part of it sizes the waiting call; the run's result is
+/// boxed for the same reason (measured: a flag set in the waiting frame instead cost
+/// every waiting call about 480 bytes).
+fn after_cancel<'a, F: Future>(
+    mut run: std::pin::Pin<&'a mut F>,
+    followed: Option<&'a Lead>,
+    ids: &'a RunIds,
+) -> std::pin::Pin<Box<impl Future<Output = Ended<F::Output>> + 'a>> {
+    Box::pin(async move {
+        if let Some(leading) = followed {
+            tokio::select! {
+                ran = run.as_mut() => return Ended::ForOthers(Box::new(ran)),
+                () = leading.deserted() => {}
+            }
+        }
+        if ids.awaiting_id() {
+            let answered = async {
+                tokio::select! {
+                    _ = run.as_mut() => {}
+                    () = ids.id_known() => {}
+                }
+            };
+            let _ = tokio::time::timeout(CREATE_ANSWER_GRACE, answered).await;
+        }
+        Ended::Abandoned
+    })
+}
+
+/// How a call's run ended for the call.
+enum Ended<R> {
+    Ran(R),
+    /// After its caller went away, for the identical calls still waiting for it.
+    ForOthers(Box<R>),
+    /// Its caller went away, and nobody else waits for the run (any more).
+    Abandoned,
 }
 
 /// What a billable call cost, in its `structuredContent` (`cost`) and one line of text

@@ -1,19 +1,92 @@
 //! A call answered from the research cache (`cache/`): the answer as its run gave it,
 //! marked as a hit, at no cost — recorded in the ledger as a hit with what it saved and
 //! audited with the cache's scope. Under the reference peer's drop-in the reply is the
-//! answer exactly as it was first given.
+//! answer exactly as it was first given. A call that asked for its run back at once while
+//! an identical run was in flight is handed that run, as if it had started it.
 
 use serde_json::json;
 
 use super::calls::{CallContext, Outcome};
 use super::{Tools, research};
-use crate::cache::Hit;
+use crate::cache::{Follow, Hit};
 use crate::call::{CallFacts, ToolOutput};
+use crate::drain::CREATE_ANSWER_GRACE;
 use crate::perplexity::agent::RunSnapshot;
+use crate::perplexity::wait::RunIdSink;
 use crate::spend::Billing;
 
+/// What the research cache made of a call before it runs.
+pub(super) enum Cached {
+    /// Served (a hit, the answer of the run it waited for) or handed a run in flight.
+    /// Boxed: the frame that awaits this holds it no larger than a pointer.
+    Answered(Box<Answered>),
+    /// Nothing for it: the call runs.
+    Missed,
+    /// Its caller went away while it waited for a run's id.
+    Abandoned,
+}
+
+/// A call the cache answered: its result within the output budget (`shown`) and whole.
+pub(super) struct Answered {
+    pub shown: ToolOutput,
+    pub full: ToolOutput,
+    pub truncated: bool,
+    pub facts: CallFacts,
+    pub outcome: Outcome,
+}
+
 impl Tools {
-    pub(super) async fn served(
+    /// A call's `hit`, if any, served; else, for a call that asked for its run back at
+    /// once, the run of the identical call it `follow`s, once Perplexity names it (within
+    /// the grace a create's answer gets, else the call starts its own).
+    pub(super) async fn consult_cache(
+        &self,
+        billing: &Billing<'_>,
+        hit: Option<Hit>,
+        follow: Option<Follow>,
+        scope: &'static str,
+        wait: u64,
+        ctx: &CallContext,
+    ) -> Cached {
+        if let Some(hit) = hit {
+            let served = self.served(billing, hit, scope, ctx).await;
+            return self.answered(billing, served).await;
+        }
+        let Some(follow) = follow else {
+            return Cached::Missed;
+        };
+        let named = tokio::select! {
+            named = follow.run_id(CREATE_ANSWER_GRACE) => named,
+            () = ctx.cancel.cancelled() => return Cached::Abandoned,
+        };
+        // Shared before the caller hears of it: it may then collect and stop the run.
+        match named {
+            Some(id) if self.run_owners.share(&id, billing.caller).await => {
+                let handed = self.handed(billing, id, scope, wait, ctx).await;
+                self.answered(billing, handed).await
+            }
+            _ => Cached::Missed,
+        }
+    }
+
+    /// An answer cut to the caller's output budget, as every result is.
+    async fn answered(
+        &self,
+        billing: &Billing<'_>,
+        (full, facts, outcome): (ToolOutput, CallFacts, Outcome),
+    ) -> Cached {
+        let mut shown = full.clone();
+        let truncated = self.guard.budget(&mut shown, billing.caller).await;
+        Cached::Answered(Box::new(Answered {
+            shown,
+            full,
+            truncated,
+            facts,
+            outcome,
+        }))
+    }
+
+    async fn served(
         &self,
         billing: &Billing<'_>,
         hit: Hit,
@@ -50,6 +123,43 @@ impl Tools {
             None => Outcome::Served,
         };
         (output, facts, outcome)
+    }
+
+    /// A `wait: false` call handed the run an identical call has in flight: the hand-back
+    /// the tool gives for a run it just started (the caller collects it the same way), with
+    /// no run created and nothing billed — the run is billed to the call that started it.
+    /// Recorded as a hit that saved nothing yet (what the run costs is not known yet).
+    async fn handed(
+        &self,
+        billing: &Billing<'_>,
+        id: String,
+        scope: &'static str,
+        wait: u64,
+        ctx: &CallContext,
+    ) -> (ToolOutput, CallFacts, Outcome) {
+        let task_id = ctx.task_id.get().cloned();
+        self.spend.record_hit(billing, 0, task_id.as_deref()).await;
+        self.cache.hit(billing.tool, 0);
+        // Named like a run the call touched: a task, the CLI and an abandoned call say it.
+        ctx.run_ids.run_id(&id);
+        let outcome = research::ResearchOutcome::Running {
+            id: id.clone(),
+            progress: None,
+        };
+        // As `calls.rs` renders a lifecycle call's hand-back.
+        let mut output = research::render_outcome(&outcome, self.profile);
+        if self.profile.own_words()
+            && let Some(text) = research::still_running_own_words(&outcome, wait)
+        {
+            output.text = text;
+        }
+        let facts = CallFacts {
+            run_id: Some(id),
+            cache_hit: Some(scope),
+            task_id,
+            ..CallFacts::default()
+        };
+        (output, facts, Outcome::Research(outcome))
     }
 }
 

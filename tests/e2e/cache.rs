@@ -1,5 +1,6 @@
 //! The research cache (`PERPLEXITY_CACHE`): a repeated question is answered once and
-//! served again at no cost; what is never kept; one run for identical calls in flight;
+//! served again at no cost; what is never kept; one run for identical calls in flight
+//! (a call that does not wait is handed that run; a waiter that goes away only detaches);
 //! whose answers a caller may be served; a hit with a spent budget; the reference peer's
 //! drop-in. The cost on every result is checked on the way.
 
@@ -129,8 +130,252 @@ fn twenty_identical_calls_at_once_make_one_run() {
     assert_eq!(hits, 19);
 }
 
-/// A clients file of two clients with every tool and one with `search` only.
-fn three_clients(dir: &Scratch) -> std::path::PathBuf {
+/// A call that asks for its run back at once while an identical call's run is in flight
+/// is handed that run: its id, in the hand-back the tool gives for a run it started, and
+/// no second create. Under the team's cache the two are different callers, and the run
+/// becomes the other's too — nobody else's.
+#[test]
+fn a_call_that_does_not_wait_is_handed_the_run_in_flight_and_only_it_may_name_it() {
+    let (h, fake, dir) = team_with(
+        "team",
+        "cache-handed",
+        json!({"duration_ms": 3000, "cost": 0.02}),
+    );
+    let question = "What did the board decide?";
+    let client = h.client;
+    let carol = std::thread::spawn(move || {
+        post(
+            &client,
+            CAROL,
+            &modern_call(1, "perplexity_agent", json!({"query": question})),
+        )
+    });
+    wait_until("Carol's run to start", Duration::from_secs(5), || {
+        !fake.runs().is_empty()
+    });
+    let run = fake.runs()[0].id.clone();
+    let dave = post(
+        &h.client,
+        DAVE,
+        &modern_call(
+            2,
+            "perplexity_agent",
+            json!({"query": question, "wait": false}),
+        ),
+    );
+    let (handed, is_error) = tool_text(&dave);
+    assert!(
+        !is_error && handed.starts_with(&format!("Research run {run} is still running.")),
+        "{handed}"
+    );
+    assert!(
+        !handed.contains("Cost:") && !handed.contains(HIT),
+        "{handed}"
+    );
+    assert_eq!(agent_creates(&fake).len(), 1, "no second run");
+
+    // Frank made no such call: the run is one that never existed, and Perplexity is not
+    // asked.
+    let asked = || {
+        fake.requests()
+            .iter()
+            .filter(|r| r.path.contains(&run))
+            .count()
+    };
+    let before = asked();
+    for (id, tool, verb) in [
+        (3, "perplexity_agent_result", "collect"),
+        (4, "perplexity_agent_cancel", "cancel"),
+    ] {
+        let frank = post(
+            &h.client,
+            FRANK,
+            &modern_call(id, tool, json!({"response_id": run})),
+        );
+        let (text, is_error) = tool_text(&frank);
+        assert!(
+            is_error
+                && text.starts_with(&format!("No research run {run} exists"))
+                && text.ends_with(&format!("nothing to {verb}.")),
+            "{tool}: {text}"
+        );
+    }
+    assert_eq!(asked(), before, "refused without asking Perplexity");
+
+    let carol = carol.join().unwrap();
+    let (answer, is_error) = tool_text(&carol);
+    assert!(
+        !is_error && answer.contains("Fake answer.") && answer.ends_with("Cost: 0.02 USD"),
+        "{answer}"
+    );
+    // Dave collects it as his own, and may stop it (it has ended by now).
+    let collected = post(
+        &h.client,
+        DAVE,
+        &modern_call(5, "perplexity_agent_result", json!({"response_id": run})),
+    );
+    let (text, is_error) = tool_text(&collected);
+    assert!(!is_error && text.contains("Fake answer."), "{text}");
+    let cancelled = post(
+        &h.client,
+        DAVE,
+        &modern_call(6, "perplexity_agent_cancel", json!({"response_id": run})),
+    );
+    let (text, is_error) = tool_text(&cancelled);
+    assert!(
+        !is_error && text.starts_with(&format!("Run {run} is not running now")),
+        "{text}"
+    );
+    assert_eq!(agent_creates(&fake).len(), 1);
+
+    // Billed once, to Carol, who started it; Dave's call is a hit that cost nothing.
+    drop(h);
+    let env = cached(&fake, &dir, "team");
+    let (out, err, code) = run_cli(&["usage", "--json", "--by", "caller"], &env);
+    assert_eq!(code, 0, "{err}");
+    let usage: Value = serde_json::from_str(&out).unwrap();
+    let group = |name: &str| {
+        usage["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["caller"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {usage}"))
+    };
+    assert_eq!(
+        (&group("carol")["requests"], &group("carol")["cost"]),
+        (&json!(1), &json!(0.02)),
+        "{usage}"
+    );
+    assert_eq!(
+        (
+            &group("dave")["requests"],
+            &group("dave")["cost"],
+            &group("dave")["cache_hits"]
+        ),
+        (&json!(0), &json!(0.0), &json!(1)),
+        "{usage}"
+    );
+}
+
+/// `call`s of `perplexity_agent` with `query` as `ids` over stdio, the first once its run
+/// has started (so it leads) and the others just after (so they follow it).
+fn one_flight(s: &mut Server, fake: &FakePerplexity, ids: &[&str], query: &str) {
+    s.send(&call(ids[0], "perplexity_agent", json!({"query": query})));
+    wait_until("the leader's run to start", Duration::from_secs(5), || {
+        !fake.runs().is_empty()
+    });
+    for id in &ids[1..] {
+        s.send(&call(*id, "perplexity_agent", json!({"query": query})));
+    }
+    // The followers are accepted in order and join at once; give them that moment.
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+fn cancel(s: &mut Server, id: &str) {
+    s.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}));
+}
+
+fn upstream_cancels(fake: &FakePerplexity) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/cancel"))
+        .count()
+}
+
+/// The caller of the call leading a flight goes away: it only detaches. The run goes on
+/// and the calls waiting for it get its answer — one run, no cancel upstream, no reply to
+/// the caller that went away.
+#[test]
+fn a_leader_that_goes_away_only_detaches_while_others_wait() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 2000, "cost": 0.03}));
+    let dir = Scratch::new("cache-detach");
+    let mut s = Server::start(&cached(&fake, &dir, "caller"));
+    one_flight(&mut s, &fake, &["lead", "f1", "f2"], "the same");
+    cancel(&mut s, "lead");
+    let mut answered = Vec::new();
+    for _ in 0..2 {
+        let frame = s.recv();
+        let (text, is_error) = tool_text(&frame);
+        assert!(!is_error && text.contains("Fake answer."), "{text}");
+        assert!(
+            text.contains(HIT) && text.contains("when it cost 0.03 USD"),
+            "{text}"
+        );
+        answered.push(frame["id"].as_str().unwrap().to_owned());
+    }
+    answered.sort();
+    assert_eq!(answered, ["f1", "f2"]);
+    s.expect_silence(Duration::from_millis(500));
+    assert_eq!(agent_creates(&fake).len(), 1, "one run for all");
+    assert_eq!(upstream_cancels(&fake), 0, "the run was not stopped");
+    // The run is kept for the next identical call, and billed once, to the call that
+    // started it.
+    let (again, _) = ask(&mut s, 9, json!({"query": "the same"}));
+    assert!(again.contains(HIT), "{again}");
+    drop(s);
+    let (out, err, code) = run_cli(
+        &["usage", "--json", "--by", "tool"],
+        &cached(&fake, &dir, "caller"),
+    );
+    assert_eq!(code, 0, "{err}");
+    let usage: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (
+            &usage["total"]["requests"],
+            &usage["total"]["cost"],
+            &usage["total"]["cache_hits"]
+        ),
+        (&json!(1), &json!(0.03), &json!(3)),
+        "{usage}"
+    );
+}
+
+/// Every call of a flight goes away, the leader first: nobody is left waiting, and the
+/// run is left as any abandoned call leaves it (it goes on upstream, named on stderr once,
+/// to collect) — never a run per waiter, never a cancel per waiter.
+#[test]
+fn when_every_waiter_has_gone_the_run_is_left_once() {
+    // Longer than the waits below: a leader that kept waiting for its run would be seen.
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 15000}));
+    let dir = Scratch::new("cache-all-gone");
+    let mut s = Server::start(&cached(&fake, &dir, "caller"));
+    one_flight(&mut s, &fake, &["lead", "f1", "f2"], "the same");
+    let run = fake.runs()[0].id.clone();
+    for id in ["lead", "f1", "f2"] {
+        cancel(&mut s, id);
+    }
+    wait_until("the run named on stderr", Duration::from_secs(5), || {
+        s.stderr()
+            .contains(&format!("stopped waiting for research run {run}"))
+    });
+    s.expect_silence(Duration::from_millis(800));
+    assert_eq!(
+        s.stderr()
+            .matches(&format!("stopped waiting for research run {run}"))
+            .count(),
+        1,
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(
+        agent_creates(&fake).len(),
+        1,
+        "no waiter started a run of its own"
+    );
+    assert_eq!(upstream_cancels(&fake), 0);
+    // The server is fine afterwards, and the run can still be collected.
+    let r = s.request(&call(
+        "after",
+        "perplexity_agent_result",
+        json!({"response_id": run}),
+    ));
+    assert!(tool_text(&r).0.contains("is still running"), "{r}");
+}
+
+/// A clients file of three clients with every tool and one with `search` only.
+fn clients_file(dir: &Scratch) -> std::path::PathBuf {
     let line = |name: &str, token: &str, tools: &str| {
         let sha: String = <sha2::Sha256 as sha2::Digest>::digest(token.as_bytes())
             .iter()
@@ -145,6 +390,7 @@ fn three_clients(dir: &Scratch) -> std::path::PathBuf {
         line("carol", CAROL, ""),
         line("dave", DAVE, ""),
         line("erin", ERIN, "tools = \"search\"\n"),
+        line("frank", FRANK, ""),
     ]
     .concat();
     std::fs::write(&file, text).unwrap();
@@ -154,11 +400,17 @@ fn three_clients(dir: &Scratch) -> std::path::PathBuf {
 const CAROL: &str = "pa_cache-carol-0123456789abcdef0123456789abcdef";
 const DAVE: &str = "pa_cache-dave-0123456789abcdef0123456789abcdef01";
 const ERIN: &str = "pa_cache-erin-0123456789abcdef0123456789abcdef01";
+const FRANK: &str = "pa_cache-frank-0123456789abcdef0123456789abcdef0";
 
 fn team(scope: &str, name: &str) -> (Http, FakePerplexity, Scratch) {
-    let fake = FakePerplexity::start_with(json!({"duration_ms": 50, "cost": 0.02}));
+    team_with(scope, name, json!({"duration_ms": 50, "cost": 0.02}))
+}
+
+/// [`team`] with the fake upstream playing `scenario`.
+fn team_with(scope: &str, name: &str, scenario: Value) -> (Http, FakePerplexity, Scratch) {
+    let fake = FakePerplexity::start_with(scenario);
     let dir = Scratch::new(name);
-    let file = three_clients(&dir);
+    let file = clients_file(&dir);
     let mut env = cached(&fake, &dir, scope);
     env.push((
         "PERPLEXITY_HTTP_CLIENTS_FILE".into(),

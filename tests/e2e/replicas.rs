@@ -867,6 +867,20 @@ fn a_response_kept_through_one_replica_is_read_through_another_without_asking_pe
 /// `count` replicas sharing Redis and one clients file: `alice` (TOKEN_A) with only the
 /// server's bucket, `bot` (TOKEN_B) with its own: 5 calls, then one a minute.
 fn team_replicas(dir: &Scratch, fake: &FakePerplexity, redis_port: u16, count: usize) -> Vec<Http> {
+    team_replicas_with(dir, fake, redis_port, count, &[])
+}
+
+/// A third named client of [`team_replicas`], `carol`, with every tool.
+const TOKEN_C: &str = "pa_team-token-c-0123456789abcdef0123456789abcdef";
+
+/// [`team_replicas`] with `extra` variables (and `carol`, TOKEN_C, in the clients file).
+fn team_replicas_with(
+    dir: &Scratch,
+    fake: &FakePerplexity,
+    redis_port: u16,
+    count: usize,
+    extra: &[(&str, &str)],
+) -> Vec<Http> {
     use crate::team::{TOKEN_A, TOKEN_B};
     let sha = |token: &str| -> String {
         use sha2::Digest;
@@ -880,9 +894,11 @@ fn team_replicas(dir: &Scratch, fake: &FakePerplexity, redis_port: u16, count: u
         &file,
         format!(
             "[[client]]\nname = \"alice\"\ntoken_sha256 = \"{}\"\ncreated = \"2026-12-02T10:00:00Z\"\n\n\
-             [[client]]\nname = \"bot\"\ntoken_sha256 = \"{}\"\nrate_per_minute = 1\nrate_burst = 5\ncreated = \"2026-12-02T10:00:01Z\"\n",
+             [[client]]\nname = \"bot\"\ntoken_sha256 = \"{}\"\nrate_per_minute = 1\nrate_burst = 5\ncreated = \"2026-12-02T10:00:01Z\"\n\n\
+             [[client]]\nname = \"carol\"\ntoken_sha256 = \"{}\"\ncreated = \"2026-12-02T10:00:02Z\"\n",
             sha(TOKEN_A),
-            sha(TOKEN_B)
+            sha(TOKEN_B),
+            sha(TOKEN_C)
         ),
     )
     .unwrap();
@@ -897,6 +913,7 @@ fn team_replicas(dir: &Scratch, fake: &FakePerplexity, redis_port: u16, count: u
                 ("PERPLEXITY_RATE_PER_MINUTE".to_owned(), "6000".to_owned()),
                 ("PERPLEXITY_RATE_BURST".to_owned(), "100".to_owned()),
             ]);
+            env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
             Http::start(&env)
         })
         .collect()
@@ -1258,5 +1275,136 @@ fn an_answer_kept_through_one_replica_is_served_through_another() {
         !is_error && second.contains("answered from this server's cache"),
         "{second}"
     );
+    assert_eq!(agent_creates(&fake).len(), 1);
+}
+
+/// `redis-cli` against the Redis on `port`: its stdout.
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli runs");
+    assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The research cache fails open: a kept answer Redis can no longer read or write (its
+/// key overwritten with a plain string, so every cache operation on it is `WRONGTYPE`) is
+/// a miss — the call goes upstream and is answered — never a refusal.
+#[test]
+fn an_answer_redis_cannot_read_is_a_miss_not_a_refusal() {
+    let test = "an_answer_redis_cannot_read_is_a_miss_not_a_refusal";
+    if !have("redis-server", test) || !have("redis-cli", test) {
+        return;
+    }
+    let port = free_port();
+    let _redis = redis(port, None);
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 50, "cost": 0.02}));
+    let a = replica(&fake, port, &[("PERPLEXITY_CACHE", "caller")]);
+    wait_until("the replica to be ready", Duration::from_secs(10), || {
+        ready(a.client) == 200
+    });
+    let ask = |id: i64| {
+        let reply = a
+            .modern(&modern_call(id, "perplexity_ask", json!({"query": "kept"})))
+            .json();
+        tool_text(&reply)
+    };
+    let (first, is_error) = ask(1);
+    assert!(!is_error && first.ends_with("Cost: 0.02 USD"), "{first}");
+    let (hit, _) = ask(2);
+    assert!(hit.contains("answered from this server's cache"), "{hit}");
+    let kept = redis_cli(port, &["--scan", "--pattern", "*cache:v1:*"]);
+    let keys: Vec<&str> = kept.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(keys.len(), 1, "one answer kept: {kept}");
+    assert_eq!(
+        redis_cli(port, &["SET", keys[0], "not a hash"]).trim(),
+        "OK"
+    );
+
+    // Neither read nor kept again: each call goes upstream, and is answered.
+    for id in [3, 4] {
+        let (text, is_error) = ask(id);
+        assert!(
+            !is_error
+                && text.ends_with("Cost: 0.02 USD")
+                && !text.contains("from this server's cache"),
+            "{text}"
+        );
+    }
+    assert_eq!(agent_creates(&fake).len(), 3);
+    let log = a.server.stderr();
+    assert!(
+        log.contains("the research cache could not be read")
+            && log.contains("could not be kept in the research cache"),
+        "{log}"
+    );
+    assert_eq!(
+        redis_cli(port, &["TYPE", keys[0]]).trim(),
+        "string",
+        "still unreadable"
+    );
+}
+
+/// A `wait: false` call handed a run another caller has in flight (under the team's cache)
+/// may name that run through every replica, as its starter can: the hand-over is kept in
+/// Redis beside the run's owner. A caller outside the flight still finds no such run.
+#[test]
+fn a_run_handed_over_in_flight_is_its_callers_through_every_replica() {
+    let test = "a_run_handed_over_in_flight_is_its_callers_through_every_replica";
+    if !have("redis-server", test) {
+        return;
+    }
+    use crate::team::{TOKEN_A, TOKEN_B};
+    let dir = Scratch::new("replica-handed");
+    let redis_port = free_port();
+    let _redis = redis(redis_port, None);
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 3000, "answer": "Shared."}));
+    let replicas = team_replicas_with(&dir, &fake, redis_port, 2, &[("PERPLEXITY_CACHE", "team")]);
+    let (a, b) = (replicas[0].client, replicas[1].client);
+    let call = |client: Client, token: &str, id: i64, tool: &str, args: serde_json::Value| {
+        let headers = [
+            ("MCP-Protocol-Version", V_MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", tool),
+        ];
+        client
+            .post_as(token, &modern_call(id, tool, args), &headers)
+            .json()
+    };
+    let question = json!({"query": "the team's question"});
+    let asked = question.clone();
+    let alice =
+        std::thread::spawn(move || tool_text(&call(a, TOKEN_A, 1, "perplexity_agent", asked)));
+    wait_until("Alice's run to start", Duration::from_secs(5), || {
+        !fake.runs().is_empty()
+    });
+    let run = fake.runs()[0].id.clone();
+    let mut no_wait = question;
+    no_wait["wait"] = json!(false);
+    let (handed, is_error) = tool_text(&call(a, TOKEN_B, 2, "perplexity_agent", no_wait));
+    assert!(!is_error && handed.contains(&run), "{handed}");
+    assert_eq!(agent_creates(&fake).len(), 1);
+    // Through the other replica: the bot's to collect, never Carol's.
+    let theirs = |token: &str, id: i64| {
+        let reply = call(
+            b,
+            token,
+            id,
+            "perplexity_agent_result",
+            json!({"response_id": run, "wait_seconds": 10}),
+        );
+        tool_text(&reply)
+    };
+    let (text, is_error) = theirs(TOKEN_B, 3);
+    assert!(!is_error && text.contains("Shared."), "{text}");
+    let (text, is_error) = theirs(TOKEN_C, 4);
+    assert!(
+        is_error && text.starts_with(&format!("No research run {run} exists")),
+        "{text}"
+    );
+    let (answer, is_error) = alice.join().unwrap();
+    assert!(!is_error && answer.contains("Shared."), "{answer}");
     assert_eq!(agent_creates(&fake).len(), 1);
 }

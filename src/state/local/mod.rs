@@ -192,6 +192,34 @@ impl Store {
         })
     }
 
+    /// Hands a run to one more caller, beside the one bound to it, keeping the newest
+    /// [`MAX_RUN_OWNERS`] of these too.
+    pub fn share_run(&self, run_id: &str, caller: &str) -> Result<(), StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                "INSERT OR IGNORE INTO run_sharers (run_id, caller, created_ms) VALUES (?1, ?2, ?3)",
+                params![run_id, caller, now_ms()],
+            )?;
+            tx.execute(
+                "DELETE FROM run_sharers WHERE seq <= (SELECT MAX(seq) FROM run_sharers) - ?1",
+                params![MAX_RUN_OWNERS],
+            )?;
+            tx.commit()
+        })
+    }
+
+    /// Whether a run was handed to `caller` (not whether it is bound to it).
+    pub fn run_shared_with(&self, run_id: &str, caller: &str) -> Result<bool, StoreError> {
+        self.with(|conn| {
+            conn.query_row(
+                "SELECT EXISTS (SELECT 1 FROM run_sharers WHERE run_id = ?1 AND caller = ?2)",
+                params![run_id, caller],
+                |r| r.get(0),
+            )
+        })
+    }
+
     /// Stores a response, replacing an earlier snapshot of the same response; returns
     /// the new snapshot's id. Older snapshots beyond the retention are deleted in the
     /// same transaction.

@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-const MIGRATIONS: [&str; 7] = [
+const MIGRATIONS: [&str; 8] = [
     // 1: snapshots; spaces, tabs and history for the terminal workspace.
     "CREATE TABLE snapshots (
          seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -93,6 +93,14 @@ const MIGRATIONS: [&str; 7] = [
          expires_ms INTEGER NOT NULL);
      ALTER TABLE ledger ADD COLUMN cache_hit INTEGER NOT NULL DEFAULT 0;
      ALTER TABLE ledger ADD COLUMN saved_micros INTEGER NOT NULL DEFAULT 0;",
+    // 8: the other callers a research run was handed to (an identical call that joined
+    // it in flight under the team's cache), beside the one in run_owners that started it.
+    "CREATE TABLE run_sharers (
+         seq INTEGER PRIMARY KEY AUTOINCREMENT,
+         run_id TEXT NOT NULL,
+         caller TEXT NOT NULL,
+         created_ms INTEGER NOT NULL,
+         UNIQUE (run_id, caller));",
 ];
 
 /// Several processes may open one store at once (two MCP servers, the TUI): the version
