@@ -133,73 +133,47 @@ impl Config {
         let store = store_config(&env)?;
         let gateway = gateway_config(&env, store.as_ref())?;
         let cache = cache_config(&env, tools.is_lifecycle_group())?;
+        let int = |name, default, min, max| int_var(&env, name, default, min, max);
         Ok(Config {
             wait_seconds: wait_seconds_from(env("PERPLEXITY_AGENT_WAIT_SECONDS").as_deref()),
             tools,
             api: ApiConfig {
                 base: api_base_from(env("PERPLEXITY_API_BASE").as_deref())?,
-                attempt_timeout: Duration::from_secs(bounded_int(
+                attempt_timeout: Duration::from_secs(int(
                     "PERPLEXITY_TIMEOUT",
-                    env("PERPLEXITY_TIMEOUT").as_deref(),
                     DEFAULT_ATTEMPT_TIMEOUT.as_secs(),
                     1,
                     300,
                 )?),
-                max_response_bytes: bounded_int(
+                max_response_bytes: int(
                     "PERPLEXITY_MAX_RESPONSE_BYTES",
-                    env("PERPLEXITY_MAX_RESPONSE_BYTES").as_deref(),
                     DEFAULT_MAX_RESPONSE_BYTES,
                     1024,
                     1 << 30,
                 )?,
-                max_attempts: bounded_int(
+                max_attempts: int(
                     "PERPLEXITY_MAX_RETRIES",
-                    env("PERPLEXITY_MAX_RETRIES").as_deref(),
                     u64::from(DEFAULT_MAX_ATTEMPTS),
                     1,
                     10,
                 )? as u32,
                 proxy: proxy_from(env("PERPLEXITY_PROXY").as_deref())?,
-                circuit_cooldown: Duration::from_secs(bounded_int(
+                circuit_cooldown: Duration::from_secs(int(
                     "PERPLEXITY_CIRCUIT_COOLDOWN_SECONDS",
-                    env("PERPLEXITY_CIRCUIT_COOLDOWN_SECONDS").as_deref(),
                     DEFAULT_CIRCUIT_COOLDOWN.as_secs(),
                     1,
                     3600,
                 )?),
-                max_event_streams: bounded_int(
-                    "PERPLEXITY_MAX_EVENT_STREAMS",
-                    env("PERPLEXITY_MAX_EVENT_STREAMS").as_deref(),
-                    128,
-                    0,
-                    10_000,
-                )? as usize,
+                max_event_streams: int("PERPLEXITY_MAX_EVENT_STREAMS", 128, 0, 10_000)? as usize,
             },
             guard: GuardConfig {
-                rate_per_minute: bounded_int(
-                    "PERPLEXITY_RATE_PER_MINUTE",
-                    env("PERPLEXITY_RATE_PER_MINUTE").as_deref(),
-                    60,
-                    1,
-                    1_000_000,
-                )? as u32,
-                rate_burst: bounded_int(
-                    "PERPLEXITY_RATE_BURST",
-                    env("PERPLEXITY_RATE_BURST").as_deref(),
-                    10,
-                    1,
-                    100_000,
-                )? as u32,
+                rate_per_minute: int("PERPLEXITY_RATE_PER_MINUTE", 60, 1, 1_000_000)? as u32,
+                rate_burst: int("PERPLEXITY_RATE_BURST", 10, 1, 100_000)? as u32,
                 audit_log_path: env("PERPLEXITY_AUDIT_LOG_PATH")
                     .map(|p| p.trim().to_owned())
                     .filter(|p| !p.is_empty()),
-                max_output_chars: bounded_int(
-                    "PERPLEXITY_MAX_OUTPUT_CHARS",
-                    env("PERPLEXITY_MAX_OUTPUT_CHARS").as_deref(),
-                    100_000,
-                    1_000,
-                    10_000_000,
-                )? as usize,
+                max_output_chars: int("PERPLEXITY_MAX_OUTPUT_CHARS", 100_000, 1_000, 10_000_000)?
+                    as usize,
                 replica_id: replica_id(&env)?,
             },
             fetch: crate::fetch::FetchConfig {
@@ -209,20 +183,13 @@ impl Config {
                         .unwrap_or(""),
                 )
                 .map_err(ConfigError::of("PERPLEXITY_FETCH_ALLOW_PRIVATE"))?,
-                timeout: Duration::from_secs(bounded_int(
+                timeout: Duration::from_secs(int(
                     "PERPLEXITY_TIMEOUT",
-                    env("PERPLEXITY_TIMEOUT").as_deref(),
                     DEFAULT_ATTEMPT_TIMEOUT.as_secs(),
                     1,
                     300,
                 )?),
-                max_bytes: bounded_int(
-                    "PERPLEXITY_FETCH_MAX_BYTES",
-                    env("PERPLEXITY_FETCH_MAX_BYTES").as_deref(),
-                    5 * 1024 * 1024,
-                    1024,
-                    1 << 30,
-                )?,
+                max_bytes: int("PERPLEXITY_FETCH_MAX_BYTES", 5 * 1024 * 1024, 1024, 1 << 30)?,
                 max_chars: 80_000,
             },
             connectors: connectors_from(env("PERPLEXITY_ALLOWED_CONNECTORS").as_deref())?,
@@ -264,16 +231,16 @@ fn state_config(
         .filter(|p| !p.is_empty())
         .unwrap_or_else(|| crate::state::DEFAULT_PREFIX.to_owned());
     label("PERPLEXITY_STATE_PREFIX", &prefix)?;
-    let timeout = bounded_int(
+    let timeout = int_var(
+        env,
         "PERPLEXITY_STATE_TIMEOUT_MS",
-        env("PERPLEXITY_STATE_TIMEOUT_MS").as_deref(),
         crate::state::DEFAULT_TIMEOUT.as_millis() as u64,
         10,
         10_000,
     )?;
-    let lease = bounded_int(
+    let lease = int_var(
+        env,
         "PERPLEXITY_STATE_LEASE_MS",
-        env("PERPLEXITY_STATE_LEASE_MS").as_deref(),
         crate::state::DEFAULT_LEASE.as_millis() as u64,
         1_000,
         300_000,
@@ -350,9 +317,9 @@ fn spend_config(
             monthly: amount("PERPLEXITY_BUDGET_MONTHLY")?,
         },
         zone,
-        retention_days: bounded_int(
+        retention_days: int_var(
+            env,
             "PERPLEXITY_LEDGER_RETENTION_DAYS",
-            env("PERPLEXITY_LEDGER_RETENTION_DAYS").as_deref(),
             u64::from(crate::spend::DEFAULT_RETENTION_DAYS),
             1,
             36_500,
@@ -369,9 +336,9 @@ fn cache_config(
 ) -> Result<crate::cache::CacheConfig, ConfigError> {
     let scope = crate::cache::Scope::parse(env("PERPLEXITY_CACHE").as_deref(), drop_in)
         .map_err(ConfigError::of("PERPLEXITY_CACHE"))?;
-    let ttl = bounded_int(
+    let ttl = int_var(
+        env,
         "PERPLEXITY_CACHE_TTL_SECONDS",
-        env("PERPLEXITY_CACHE_TTL_SECONDS").as_deref(),
         crate::cache::DEFAULT_TTL.as_secs(),
         1,
         crate::cache::MAX_TTL_SECONDS,
@@ -539,8 +506,7 @@ pub const MIN_HTTP_TOKEN_CHARS: usize = 32;
 /// is read. One worker matches a one-process reference such as nginx's, and on a machine
 /// shared with other busy processes keeps the tail from waiting on the scheduler.
 pub fn http_workers(env: impl Fn(&str) -> Option<String>) -> Result<usize, ConfigError> {
-    const VAR: &str = "PERPLEXITY_HTTP_WORKERS";
-    Ok(bounded_int(VAR, env(VAR).as_deref(), 2, 1, 256)? as usize)
+    Ok(int_var(&env, "PERPLEXITY_HTTP_WORKERS", 2, 1, 256)? as usize)
 }
 
 impl HttpConfig {
@@ -581,35 +547,17 @@ impl HttpConfig {
                 }),
             })
             .collect::<Result<_, _>>()?;
+        let int = |name, default, min, max| int_var(&env, name, default, min, max);
         Ok(HttpConfig {
             bind,
             auth,
             allowed_hosts,
             allowed_origins,
-            max_in_flight: bounded_int(
-                "PERPLEXITY_HTTP_MAX_IN_FLIGHT",
-                env("PERPLEXITY_HTTP_MAX_IN_FLIGHT").as_deref(),
-                1024,
-                1,
-                65_536,
-            )? as usize,
-            drain: Duration::from_secs(bounded_int(
-                "PERPLEXITY_HTTP_DRAIN_SECONDS",
-                env("PERPLEXITY_HTTP_DRAIN_SECONDS").as_deref(),
-                10,
-                0,
-                600,
-            )?),
-            max_connections: bounded_int(
-                "PERPLEXITY_HTTP_MAX_CONNECTIONS",
-                env("PERPLEXITY_HTTP_MAX_CONNECTIONS").as_deref(),
-                2048,
-                2,
-                65_536,
-            )? as usize,
-            read_timeout: Duration::from_secs(bounded_int(
+            max_in_flight: int("PERPLEXITY_HTTP_MAX_IN_FLIGHT", 1024, 1, 65_536)? as usize,
+            drain: Duration::from_secs(int("PERPLEXITY_HTTP_DRAIN_SECONDS", 10, 0, 600)?),
+            max_connections: int("PERPLEXITY_HTTP_MAX_CONNECTIONS", 2048, 2, 65_536)? as usize,
+            read_timeout: Duration::from_secs(int(
                 "PERPLEXITY_HTTP_READ_TIMEOUT_SECONDS",
-                env("PERPLEXITY_HTTP_READ_TIMEOUT_SECONDS").as_deref(),
                 30,
                 1,
                 3600,
@@ -695,20 +643,9 @@ fn store_config(
                 .or_else(|| nonblank("HOME").map(|h| std::path::Path::new(&h).join(".local/share")))
                 .map(|base| base.join("perplexity-agent").join("store.sqlite"))
         });
-    let snapshot_retention = bounded_int(
-        "PERPLEXITY_SNAPSHOT_RETENTION",
-        env("PERPLEXITY_SNAPSHOT_RETENTION").as_deref(),
-        100,
-        1,
-        100_000,
-    )? as usize;
-    let max_tabs_per_space = bounded_int(
-        "PERPLEXITY_MAX_TABS_PER_SPACE",
-        env("PERPLEXITY_MAX_TABS_PER_SPACE").as_deref(),
-        50,
-        1,
-        10_000,
-    )? as usize;
+    let snapshot_retention =
+        int_var(env, "PERPLEXITY_SNAPSHOT_RETENTION", 100, 1, 100_000)? as usize;
+    let max_tabs_per_space = int_var(env, "PERPLEXITY_MAX_TABS_PER_SPACE", 50, 1, 10_000)? as usize;
     let max_history_per_space =
         match env("PERPLEXITY_MAX_HISTORY_PER_SPACE").filter(|v| !v.trim().is_empty()) {
             None => None,
@@ -746,9 +683,7 @@ fn gateway_config(
     env: &impl Fn(&str) -> Option<String>,
     store: Option<&crate::state::StoreConfig>,
 ) -> Result<crate::gateway::GatewayConfig, ConfigError> {
-    let int = |name: &'static str, default: u64, min: u64, max: u64| {
-        bounded_int(name, env(name).as_deref(), default, min, max)
-    };
+    let int = |name, default, min, max| int_var(env, name, default, min, max);
     let enabled = match env("PERPLEXITY_GATEWAY").map(|v| v.trim().to_ascii_lowercase()) {
         None => true,
         Some(v) if v.is_empty() || ["on", "true", "1", "yes"].contains(&v.as_str()) => true,
@@ -803,6 +738,17 @@ fn gateway_config(
             .map(str::to_owned)
             .collect(),
     })
+}
+
+/// `variable` of `env` as a whole number in `min..=max`; unset or blank is `default`.
+fn int_var(
+    env: &impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, ConfigError> {
+    bounded_int(variable, env(variable).as_deref(), default, min, max)
 }
 
 fn bounded_int(

@@ -105,11 +105,6 @@ fn in_v6(ip: Ipv6Addr, net: Ipv6Addr, prefix_len: u8) -> bool {
     ip.to_bits() & mask_v6(prefix_len) == net.to_bits()
 }
 
-/// True when `ip` may be fetched without the private-address override.
-pub fn is_public(ip: IpAddr) -> bool {
-    why_not_public(ip).is_none()
-}
-
 /// The class of address that makes `ip` non-public, as a short label for error messages;
 /// `None` when it is public. IPv4-mapped IPv6 (`::ffff:a.b.c.d`) is judged as IPv4; the
 /// other forms embedding IPv4 (`::a.b.c.d`, NAT64, 6to4, Teredo) are never public.
@@ -397,6 +392,11 @@ pub fn target_of(url: &Url) -> Result<Target, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// True when `ip` may be fetched without the private-address override.
+    fn is_public(ip: IpAddr) -> bool {
+        why_not_public(ip).is_none()
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

@@ -183,10 +183,6 @@ impl Gateway {
         &self.config
     }
 
-    pub fn is_active(&self) -> bool {
-        self.config.enabled && !self.servers.is_empty()
-    }
-
     /// Connects every server at once (each within the timeout) and learns its tools; a
     /// server that fails is reported on stderr and tried again by its next call.
     pub async fn start(self: &Arc<Self>) {
@@ -357,17 +353,6 @@ impl Gateway {
             // Downstream schemas are not written for strict mode.
             "strict": false,
         }))
-    }
-
-    /// Statuses of all enabled servers.
-    pub fn statuses(&self) -> Vec<(String, Status)> {
-        self.servers
-            .iter()
-            .map(|s| {
-                let status = s.status.lock().map(|st| st.clone()).unwrap_or_default();
-                (s.def.slug.clone(), status)
-            })
-            .collect()
     }
 
     /// Connects if needed (a dead connection is replaced), honouring the backoff.

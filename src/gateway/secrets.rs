@@ -142,14 +142,14 @@ pub fn open(
     Ok(SecretString::from(text.to_owned()))
 }
 
-/// True when the text is a sealed value (so it is never shown, only masked).
-pub fn is_sealed(text: &str) -> bool {
-    text.starts_with(PREFIX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// True when the text is a sealed value.
+    fn is_sealed(text: &str) -> bool {
+        text.starts_with(PREFIX)
+    }
 
     fn key(byte: u8) -> SecretKey {
         SecretKey::from_base64(&STANDARD.encode([byte; 32])).unwrap()

@@ -44,11 +44,6 @@ impl TokenBucket {
         }
     }
 
-    /// Takes one token, or says how long until one is available.
-    pub fn try_take(&self) -> Result<(), Duration> {
-        self.try_take_n(1)
-    }
-
     /// Takes `n` tokens at once (a call that makes `n` requests), or none. A cost above
     /// the bucket size is charged as a full bucket, so it stays possible.
     pub fn try_take_n(&self, n: u32) -> Result<(), Duration> {
@@ -103,22 +98,22 @@ mod tests {
         let clock = Frozen(Arc::new(Mutex::new(Instant::now())));
         let bucket = TokenBucket::new(60, 10, Box::new(clock.clone()));
         for _ in 0..10 {
-            assert!(bucket.try_take().is_ok());
+            assert!(bucket.try_take_n(1).is_ok());
         }
-        let wait = bucket.try_take().unwrap_err();
+        let wait = bucket.try_take_n(1).unwrap_err();
         assert!(wait <= Duration::from_secs(1) && wait > Duration::from_millis(900));
         assert_eq!(
             crate::call::Refusal::RateLimited { retry_after: wait }.message(),
             "Rate limit exceeded: try again in 1s."
         );
         *clock.0.lock().unwrap() += Duration::from_secs(1);
-        assert!(bucket.try_take().is_ok());
-        assert!(bucket.try_take().is_err());
+        assert!(bucket.try_take_n(1).is_ok());
+        assert!(bucket.try_take_n(1).is_err());
         // Refill never exceeds the burst.
         *clock.0.lock().unwrap() += Duration::from_secs(3600);
         for _ in 0..10 {
-            assert!(bucket.try_take().is_ok());
+            assert!(bucket.try_take_n(1).is_ok());
         }
-        assert!(bucket.try_take().is_err());
+        assert!(bucket.try_take_n(1).is_err());
     }
 }

@@ -407,6 +407,14 @@ impl Dispatcher {
         who: &Identity,
         apps: bool,
     ) -> Result<Handled, RpcError> {
+        // The task methods are answered by the task runner, as this job.
+        let job = |params| TaskJob {
+            id: request_id.clone(),
+            era,
+            method: method.name().to_owned(),
+            params,
+            who: who.clone(),
+        };
         let result = match method {
             Method::Initialize => {
                 let mut result = initialize(
@@ -482,32 +490,12 @@ impl Dispatcher {
                 if !tasks::declared(&params) {
                     return Err(tasks::not_declared());
                 }
-                return Ok(Handled::Task(TaskJob {
-                    id: request_id.clone(),
-                    era,
-                    method: method.name().to_owned(),
-                    params,
-                    who: who.clone(),
-                }));
+                return Ok(Handled::Task(job(params)));
             }
-            Method::SubscriptionsListen => {
-                return Ok(Handled::Listen(TaskJob {
-                    id: request_id.clone(),
-                    era,
-                    method: method.name().to_owned(),
-                    params,
-                    who: who.clone(),
-                }));
-            }
+            Method::SubscriptionsListen => return Ok(Handled::Listen(job(params))),
             // The 2025-11-25 core tasks.
             Method::TasksGet | Method::TasksCancel | Method::TasksResult | Method::TasksList => {
-                return Ok(Handled::Task(TaskJob {
-                    id: request_id.clone(),
-                    era,
-                    method: method.name().to_owned(),
-                    params,
-                    who: who.clone(),
-                }));
+                return Ok(Handled::Task(job(params)));
             }
             Method::ToolsCall => {
                 return self.tool_call(params, era, request_id, who).map(|job| {

@@ -11,24 +11,8 @@ use crate::call::{ArgError, ToolOutput};
 
 pub const METRICS: [Arg; 0] = [];
 pub const RETRIEVE: [Arg; 2] = [
-    Arg::new(
-        "retrieve_key",
-        Kind::Text {
-            min: 0,
-            max: 0,
-            pattern: "^[0-9a-f]{24}$",
-            default: None,
-        },
-    )
-    .required(),
-    Arg::new(
-        "offset",
-        Kind::Int {
-            min: 0,
-            max: Max::Unbounded,
-            default: Some(0),
-        },
-    ),
+    Arg::new("retrieve_key", Kind::text_like("^[0-9a-f]{24}$")).required(),
+    Arg::new("offset", Kind::zero_to(Max::Unbounded)),
 ];
 
 /// `retrieve` arguments: a well-formed key (checked before the cache is consulted) and

@@ -134,6 +134,43 @@ impl Kind {
         }
     }
 
+    /// A trimmed string of `min..=max` characters, `default` when absent.
+    pub const fn text_or(min: usize, max: usize, default: &'static str) -> Kind {
+        Kind::Text {
+            min,
+            max,
+            pattern: "",
+            default: Some(default),
+        }
+    }
+
+    /// A trimmed string, unbounded but for the schema's `pattern`.
+    pub const fn text_like(pattern: &'static str) -> Kind {
+        Kind::Text {
+            min: 0,
+            max: 0,
+            pattern,
+            default: None,
+        }
+    }
+
+    /// A string as given, `valid` or refused with `problem`; the schema shows its
+    /// `min..=max` characters.
+    pub const fn str(
+        min: usize,
+        max: usize,
+        valid: fn(&str) -> bool,
+        problem: &'static str,
+    ) -> Kind {
+        Kind::Str {
+            min,
+            max,
+            pattern: "",
+            valid,
+            problem,
+        }
+    }
+
     /// A string as given, `valid` or refused with `problem`; the schema shows `pattern`.
     pub const fn pattern(
         pattern: &'static str,
@@ -165,6 +202,15 @@ impl Kind {
             min,
             max: Max::At(max),
             default: Some(default),
+        }
+    }
+
+    /// A non-negative integer up to `max`, 0 when absent.
+    pub const fn zero_to(max: Max) -> Kind {
+        Kind::Int {
+            min: 0,
+            max,
+            default: Some(0),
         }
     }
 

@@ -7,42 +7,19 @@
 use serde_json::json;
 
 use super::args::{Arg, Args, Kind, Read, input_schema};
-use super::research::{DOMAINS, MAX_PRESET_CHARS, MAX_QUERY_CHARS, RECENCY, ResearchRequest};
+use super::research::{DOMAINS, MAX_PRESET_CHARS, RECENCY, ResearchRequest, query};
+use super::responses::request::MODEL_ID;
 use super::starts_a_run;
 use crate::call::ArgError;
 
 pub const DEFAULT_PRESET: &str = "fast";
-pub const MAX_MODEL_CHARS: usize = 128;
 
 pub const ASK: [Arg; 5] = [
-    Arg::new("query", Kind::text(1, MAX_QUERY_CHARS))
-        .required()
-        .about("The question."),
-    Arg::new(
-        "preset",
-        Kind::Text {
-            min: 1,
-            max: MAX_PRESET_CHARS,
-            pattern: "",
-            default: Some(DEFAULT_PRESET),
-        },
-    )
-    .about("Research depth (fast by default); not together with model."),
-    Arg::new(
-        "model",
-        Kind::Str {
-            min: 1,
-            max: MAX_MODEL_CHARS,
-            pattern: "^[A-Za-z0-9._:/-]+$",
-            valid: |m| {
-                (1..=MAX_MODEL_CHARS).contains(&m.len())
-                    && m.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
-            },
-            problem: "must be a model id of at most {max} characters (letters, digits and . _ : / -), e.g. openai/gpt-5.",
-        },
-    )
-    .about("A model id in provider/model form, such as openai/gpt-5.5 or perplexity/sonar (the catalogue: perplexity-agent models), instead of a preset."),
+    query("The question."),
+    Arg::new("preset", Kind::text_or(1, MAX_PRESET_CHARS, DEFAULT_PRESET))
+        .about("Research depth (fast by default); not together with model."),
+    Arg::new("model", MODEL_ID)
+        .about("A model id in provider/model form, such as openai/gpt-5.5 or perplexity/sonar (the catalogue: perplexity-agent models), instead of a preset."),
     Arg::new("recency", RECENCY).about("Use only sources published within this window."),
     Arg::new("domains", DOMAINS).about(
         "Limit sources to these domains; prefix a domain with '-' to exclude it instead.",

@@ -18,13 +18,7 @@ pub const MAX_URLS: usize = 10;
 pub const MAX_URL_CHARS: usize = 2048;
 
 /// A URL as given: its bounds are checked once `url` and `urls` are merged.
-const URL: Kind = Kind::Str {
-    min: 1,
-    max: MAX_URL_CHARS,
-    pattern: "",
-    valid: |_| true,
-    problem: "must be a string.",
-};
+const URL: Kind = Kind::str(1, MAX_URL_CHARS, |_| true, "must be a string.");
 
 pub const FETCH: [Arg; 3] = [
     Arg::new("url", URL),

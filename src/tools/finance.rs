@@ -9,7 +9,7 @@ use crate::call::ArgError;
 use serde_json::json;
 
 use super::args::{Arg, Args, Kind, Read, input_schema};
-use super::research::{MAX_QUERY_CHARS, ResearchRequest};
+use super::research::{ResearchRequest, query};
 use super::starts_a_run;
 
 pub const MAX_ENTRIES: usize = 20;
@@ -17,25 +17,21 @@ pub const MAX_ENTRY_CHARS: usize = 128;
 const PRESET: &str = "fast";
 
 /// Up to 20 entries of 1–128 characters (trimmed), each a single line.
-const ENTRIES: Kind = Kind::List {
-    item: &Kind::Str {
-        min: 1,
-        max: MAX_ENTRY_CHARS,
-        pattern: "",
-        valid: |s| {
-            let s = s.trim();
-            !s.is_empty() && s.chars().count() <= MAX_ENTRY_CHARS && !s.contains(['\n', '\r'])
-        },
-        problem: "must be one line of 1 to {max} characters.",
-    },
-    min: 0,
-    max: MAX_ENTRIES,
-};
+const ENTRIES: Kind = Kind::list(&ENTRY, 0, MAX_ENTRIES);
+const ENTRY: Kind = Kind::str(
+    1,
+    MAX_ENTRY_CHARS,
+    is_entry,
+    "must be one line of 1 to {max} characters.",
+);
+
+fn is_entry(s: &str) -> bool {
+    let s = s.trim();
+    !s.is_empty() && s.chars().count() <= MAX_ENTRY_CHARS && !s.contains(['\n', '\r'])
+}
 
 pub const FINANCE: [Arg; 3] = [
-    Arg::new("query", Kind::text(1, MAX_QUERY_CHARS))
-        .required()
-        .about("The financial question."),
+    query("The financial question."),
     Arg::new("tickers", ENTRIES).about("Ticker symbols to focus on, e.g. AAPL, MSFT."),
     Arg::new("categories", ENTRIES)
         .about("Kinds of data to focus on, e.g. earnings, price history, filings."),

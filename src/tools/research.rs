@@ -49,33 +49,19 @@ pub const RECENCY: Kind = Kind::Choice {
 
 /// `domains` of the Agent API tools: the peer's list, bounded (entries are kept as given;
 /// the blank ones are dropped later).
-pub const DOMAINS: Kind = Kind::List {
-    item: &Kind::Str {
-        min: 0,
-        max: MAX_DOMAIN_CHARS,
-        pattern: "",
-        valid: |d| d.chars().count() <= MAX_DOMAIN_CHARS,
-        problem: "must be at most {max} characters.",
-    },
-    min: 0,
-    max: MAX_DOMAINS,
-};
+pub const DOMAINS: Kind = Kind::list(&DOMAIN, 0, MAX_DOMAINS);
+const DOMAIN: Kind = Kind::str(
+    0,
+    MAX_DOMAIN_CHARS,
+    |d| d.chars().count() <= MAX_DOMAIN_CHARS,
+    "must be at most {max} characters.",
+);
 
 /// `perplexity_agent`'s arguments: the reference peer's schema and texts, with our bounds.
 pub const AGENT: [Arg; 5] = [
-    Arg::new("query", Kind::text(1, MAX_QUERY_CHARS))
-        .required()
-        .about("The question to research."),
-    Arg::new(
-        "preset",
-        Kind::Text {
-            min: 0,
-            max: MAX_PRESET_CHARS,
-            pattern: "",
-            default: Some(DEFAULT_PRESET),
-        },
-    )
-    .about("Research depth: fast, low, medium, high, xhigh or wide-research. Deeper presets take longer."),
+    query("The question to research."),
+    Arg::new("preset", Kind::text_or(0, MAX_PRESET_CHARS, DEFAULT_PRESET))
+        .about("Research depth: fast, low, medium, high, xhigh or wide-research. Deeper presets take longer."),
     Arg::new("recency", RECENCY).about("Use only sources published within this window."),
     Arg::new("domains", DOMAINS).about("Limit sources to these domains; prefix a domain with '-' to exclude it instead. An allowlist or a denylist, not both."),
     Arg::new("wait", Kind::Bool { default: true })
@@ -83,6 +69,13 @@ pub const AGENT: [Arg; 5] = [
 ];
 
 pub const AGENT_ARGS: [&str; 5] = names_of(&AGENT);
+
+/// The question of the Agent API tools (`about` in the tool's words).
+pub const fn query(about: &'static str) -> Arg {
+    Arg::new("query", Kind::text(1, MAX_QUERY_CHARS))
+        .required()
+        .about(about)
+}
 
 /// A run's id, as the lifecycle and responses tools take it (`about` names its issuer).
 pub const fn response_id(about: &'static str) -> Arg {
@@ -94,15 +87,7 @@ pub const fn response_id(about: &'static str) -> Arg {
 /// How long a collector waits (`about` in its tool's words): 0 checks once; the schema's
 /// maximum is the wait budget, and a larger value is clamped, not refused.
 pub const fn wait_seconds(about: &'static str) -> Arg {
-    Arg::new(
-        "wait_seconds",
-        Kind::Int {
-            min: 0,
-            max: Max::WaitBudget,
-            default: Some(0),
-        },
-    )
-    .about(about)
+    Arg::new("wait_seconds", Kind::zero_to(Max::WaitBudget)).about(about)
 }
 
 pub const RESULT: [Arg; 2] = [

@@ -34,62 +34,50 @@ const DATE: Kind = Kind::pattern(
     valid_date,
     "must be a real date written M/D/YYYY, e.g. 3/14/2026.",
 );
+const DOMAIN: Kind = Kind::str(
+    1,
+    MAX_DOMAIN_CHARS,
+    is_domain,
+    "must be a domain name (at most {max} characters), optionally prefixed with '-'.",
+);
+/// A language code, as `languages` and `responses_create`'s `language_preference` take it.
+pub const LANGUAGE: Kind = Kind::pattern(
+    "^[a-z]{2}$",
+    |l| l.len() == 2 && l.bytes().all(|b| b.is_ascii_lowercase()),
+    "must be a two-letter lowercase ISO 639-1 code, e.g. en.",
+);
+const COUNTRY: Kind = Kind::pattern(
+    "^[A-Z]{2}$",
+    |c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()),
+    "must be a two-letter uppercase ISO 3166 code, e.g. US.",
+);
+
+/// A domain, or a '-' and a domain to exclude.
+fn is_domain(d: &str) -> bool {
+    let bare = d.strip_prefix('-').unwrap_or(d);
+    !bare.is_empty() && d.chars().count() <= MAX_DOMAIN_CHARS && !bare.contains(char::is_whitespace)
+}
 
 /// Lean on purpose: every session pays this listing in context on every turn, so an
 /// argument says only what its name, enum and bounds do not (a lean tool list).
 pub const SEARCH: [Arg; 14] = [
     Arg::new("query", QUERY),
-    Arg::new(
-        "queries",
-        Kind::list(&QUERY, 1, MAX_QUERIES),
-    )
-    .about("Instead of query: rewordings of one question, merged into one list."),
-    Arg::new("max_results", Kind::int(1, MAX_PEOPLE_RESULTS, 10))
-        .about("Up to 20 (people: 50)."),
+    Arg::new("queries", Kind::list(&QUERY, 1, MAX_QUERIES))
+        .about("Instead of query: rewordings of one question, merged into one list."),
+    Arg::new("max_results", Kind::int(1, MAX_PEOPLE_RESULTS, 10)).about("Up to 20 (people: 50)."),
     Arg::new("search_type", Kind::choice(&SEARCH_TYPES, Some("web"))),
     Arg::new("search_mode", Kind::choice(&SEARCH_MODES, Some("web")))
         .about("academic: scholarly sources; sec: SEC filings."),
     Arg::new("recency", RECENCY),
-    Arg::new(
-        "domains",
-        Kind::List {
-            item: &Kind::Str {
-                min: 1,
-                max: MAX_DOMAIN_CHARS,
-                pattern: "",
-                valid: |d| {
-                    let bare = d.strip_prefix('-').unwrap_or(d);
-                    !bare.is_empty()
-                        && d.chars().count() <= MAX_DOMAIN_CHARS
-                        && !bare.contains(char::is_whitespace)
-                },
-                problem: "must be a domain name (at most {max} characters), optionally prefixed with '-'.",
-            },
-            min: 0,
-            max: MAX_DOMAINS,
-        },
-    )
-    .about("Allowlist, or a denylist with '-' before every entry."),
-    Arg::new(
-        "languages",
-        Kind::List {
-            item: &Kind::pattern("^[a-z]{2}$", |l| l.len() == 2 && l.bytes().all(|b| b.is_ascii_lowercase()), "must be a two-letter lowercase ISO 639-1 code, e.g. en."),
-            min: 0,
-            max: MAX_LANGUAGES,
-        },
-    )
-    .about("ISO 639-1 codes."),
-    Arg::new(
-        "country",
-        Kind::pattern("^[A-Z]{2}$", |c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()), "must be a two-letter uppercase ISO 3166 code, e.g. US."),
-    )
-    .about("ISO 3166 alpha-2; preferred, not exclusive."),
+    Arg::new("domains", Kind::list(&DOMAIN, 0, MAX_DOMAINS))
+        .about("Allowlist, or a denylist with '-' before every entry."),
+    Arg::new("languages", Kind::list(&LANGUAGE, 0, MAX_LANGUAGES)).about("ISO 639-1 codes."),
+    Arg::new("country", COUNTRY).about("ISO 3166 alpha-2; preferred, not exclusive."),
     Arg::new("published_after", DATE),
     Arg::new("published_before", DATE),
     Arg::new("updated_after", DATE),
     Arg::new("updated_before", DATE),
-    Arg::new("max_tokens_per_page", Kind::int(128, 4096, 1024))
-        .about("Text extracted per page."),
+    Arg::new("max_tokens_per_page", Kind::int(128, 4096, 1024)).about("Text extracted per page."),
 ];
 const DATE_ARGS: [(&str, &str); 4] = [
     ("published_after", "search_after_date_filter"),

@@ -64,32 +64,20 @@ impl Chain<'_> {
         loop {
             let waited =
                 create_and_wait(client, &body, deadline, ctx.progress(), &*ctx.run_ids).await;
-            let (id, run) = match waited {
-                Ok((id, Waited::Terminal(run))) => (id, run),
-                Ok((id, Waited::Running(p))) => {
-                    let outcome = ResearchOutcome::Running {
-                        id,
-                        progress: Some((p, started.elapsed().as_secs_f64())),
-                    };
-                    return with_ran(
-                        typed(
-                            render::outcome(&outcome, &Snapshot::Pending, shape),
-                            outcome,
-                        ),
-                        &ran,
-                        rounds,
-                    );
-                }
-                Err(e) => {
-                    let outcome = ResearchOutcome::Failed(e);
-                    return with_ran(
-                        typed(
-                            render::outcome(&outcome, &Snapshot::Pending, shape),
-                            outcome,
-                        ),
-                        &ran,
-                        rounds,
-                    );
+            let finished = match waited {
+                Ok((id, Waited::Terminal(run))) => Ok((id, run)),
+                Ok((id, Waited::Running(p))) => Err(ResearchOutcome::Running {
+                    id,
+                    progress: Some((p, started.elapsed().as_secs_f64())),
+                }),
+                Err(e) => Err(ResearchOutcome::Failed(e)),
+            };
+            // Still running, or failed: answered as it stands, with what ran before.
+            let (id, run) = match finished {
+                Ok(finished) => finished,
+                Err(outcome) => {
+                    let rendered = render::outcome(&outcome, &Snapshot::Pending, shape);
+                    return with_ran(typed(rendered, outcome), &ran, rounds);
                 }
             };
             let calls = run.function_calls();

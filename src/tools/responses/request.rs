@@ -6,6 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use super::super::args::{Arg, Args, Kind, Read};
+use super::super::search::LANGUAGE;
 use crate::perplexity::agent::{FullRun, RECENCY_VALUES};
 
 pub const MAX_TEXT_CHARS: usize = 16_384;
@@ -70,7 +71,7 @@ const DATE_FILTERS: [&str; 4] = [
 pub const CREATE: [Arg; 20] = [
     Arg::new("input", Kind::Shown(input_shape)).required(),
     Arg::new("model", Kind::Shown(model_shape)),
-    Arg::new("models", Kind::list(&Kind::Shown(model_id_shape), 1, MAX_MODELS))
+    Arg::new("models", Kind::list(&MODEL_ID, 1, MAX_MODELS))
         .about("A fallback chain of model ids, tried in order; not with model."),
     Arg::new("preset", Kind::text(1, MAX_PRESET_CHARS))
         .about("A preset (fast, low, medium, high, xhigh, wide-research); medium when no model is named. A model or tools given here override the preset's."),
@@ -87,10 +88,7 @@ pub const CREATE: [Arg; 20] = [
         Kind::pattern("^[A-Za-z0-9_-]{1,256}$", |id| is_word(id, 256), "must be a response id (1 to 256 letters, digits, _ or -) from an earlier responses_create."),
     )
     .about("Continue from this completed response (e.g. with function_call_output items as input)."),
-    Arg::new(
-        "language_preference",
-        Kind::pattern("^[a-z]{2}$", |c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_lowercase()), "must be a two-letter lowercase ISO 639-1 code, e.g. en."),
-    ),
+    Arg::new("language_preference", LANGUAGE),
     Arg::new("temperature", Kind::number(0, MAX_TEMPERATURE))
         .about("Sampling temperature; lower is more deterministic."),
     Arg::new("top_p", Kind::number(0, MAX_TOP_P))
@@ -122,16 +120,22 @@ fn text_shape() -> Value {
     json!({"type":"string","minLength":1,"maxLength":MAX_TEXT_CHARS})
 }
 
-fn model_id_shape() -> Value {
-    json!({"type":"string","minLength":1,"maxLength":MAX_MODEL_CHARS,"pattern":"^[A-Za-z0-9._:/-]+$"})
-}
+/// A model id as the schemas show it; `perplexity_ask` reads its `model` by it (here
+/// [`model_id`] reads them, provider/model only).
+pub const MODEL_ID: Kind = Kind::Str {
+    min: 1,
+    max: MAX_MODEL_CHARS,
+    pattern: "^[A-Za-z0-9._:/-]+$",
+    valid: is_model_id,
+    problem: "must be a model id of at most {max} characters (letters, digits and . _ : / -), e.g. openai/gpt-5.",
+};
 
 fn function_name_shape() -> Value {
     json!({"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"})
 }
 
 fn model_shape() -> Value {
-    json!({"description":"A model id such as openai/gpt-5 (Anthropic models need max_output_tokens); not with models.", "allOf":[model_id_shape()]})
+    json!({"description":"A model id such as openai/gpt-5 (Anthropic models need max_output_tokens); not with models.", "allOf":[MODEL_ID.schema(0)]})
 }
 
 fn input_shape() -> Value {
@@ -421,18 +425,20 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
 /// A model id: `provider/model`, 1–128 of letters, digits and `. _ : / -`.
 fn model_id<'a>(top: &Read<'_>, key: &str, v: &'a Value) -> Result<&'a str, String> {
     v.as_str()
-        .filter(|m| {
-            (1..=MAX_MODEL_CHARS).contains(&m.len())
-                && m.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
-                && crate::perplexity::models::is_provider_model(m)
-        })
+        .filter(|m| is_model_id(m) && crate::perplexity::models::is_provider_model(m))
         .ok_or_else(|| {
             format!(
                 "{} must be a provider/model id of at most {MAX_MODEL_CHARS} characters (letters, digits and . _ : / -), e.g. openai/gpt-5.5 (list them with: perplexity-agent models).",
                 top.name(key)
             )
         })
+}
+
+/// 1–128 of letters, digits and `. _ : / -`: a model id's characters.
+pub fn is_model_id(m: &str) -> bool {
+    (1..=MAX_MODEL_CHARS).contains(&m.len())
+        && m.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
 }
 
 /// 1 to `max` letters, digits, `_` or `-` (function, tool and label names).
