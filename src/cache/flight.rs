@@ -81,6 +81,18 @@ impl Flights {
         in_progress(&by_key, key).map(|board| Follow(board.subscribe()))
     }
 
+    /// Whether calls beside its leader wait on the run `run_id`: a task whose client
+    /// cancels it then only detaches, and the run goes on for them.
+    pub fn followed_run(&self, run_id: &str) -> bool {
+        let by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+        by_key.values().filter_map(Weak::upgrade).any(|board| {
+            let said = board.borrow();
+            said.landing.is_none()
+                && said.run.as_deref() == Some(run_id)
+                && board.receiver_count() > 0
+        })
+    }
+
     /// Runs in flight (for tests and `server_metrics`).
     pub fn len(&self) -> usize {
         self.by_key.lock().unwrap_or_else(|e| e.into_inner()).len()

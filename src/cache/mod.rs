@@ -255,6 +255,11 @@ impl Cache {
         self.flights.join(&key.hash)
     }
 
+    /// Whether identical calls wait on the run `run_id` beside the one that started it.
+    pub fn followed_run(&self, run_id: &str) -> bool {
+        self.flights.followed_run(run_id)
+    }
+
     /// Follows the run in flight for `key`, if any, without ever becoming it (for a call
     /// that asked for its run back at once).
     pub fn follow(&self, key: &Key) -> Option<Follow> {

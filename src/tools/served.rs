@@ -109,6 +109,23 @@ impl Tools {
             );
             output.push_cost_line(&said(&hit, saved));
         }
+        // Under `team` the answer may be another caller's, and its run id theirs: a
+        // capability to read or stop that run, which the answer does not need. A caller
+        // the run is not visible to gets the answer without it (the audit keeps it).
+        let named = run.as_ref().map(|(id, _)| id.clone()).or_else(|| {
+            let structured = output.structured.as_ref()?;
+            structured.get("response_id")?.as_str().map(str::to_owned)
+        });
+        if let Some(id) = named.as_deref()
+            && scope == "team"
+            && !self.run_owners.visible(id, billing.caller).await
+        {
+            for shown in [output.structured.as_mut(), output.view.as_mut()] {
+                if let Some(fields) = shown.and_then(serde_json::Value::as_object_mut) {
+                    fields.remove("response_id");
+                }
+            }
+        }
         let facts = CallFacts {
             run_id: run.as_ref().map(|(id, _)| id.clone()),
             cache_hit: Some(scope),

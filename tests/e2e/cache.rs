@@ -441,11 +441,20 @@ fn one_callers_answer_answers_no_other_caller_unless_the_scope_is_the_team() {
     drop(h);
 
     let (h, fake, dir) = team("team", "cache-team-scope");
-    post(&h, CAROL, &modern_call(1, "perplexity_ask", question()));
+    let carol = post(&h, CAROL, &modern_call(1, "perplexity_ask", question()));
+    let run = structured(&carol)["response_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let dave = post(&h, DAVE, &modern_call(2, "perplexity_ask", question()));
     let (text, _) = tool_text(&dave);
     assert!(text.contains(HIT), "the team's answer: {text}");
     assert_eq!(agent_creates(&fake).len(), 1);
+    // The answer, not Carol's run: its id stays hers; her own repeat names it.
+    assert!(!dave.to_string().contains(&run), "{dave}");
+    assert_eq!(structured(&dave)["status"], "completed", "{dave}");
+    let again = post(&h, CAROL, &modern_call(4, "perplexity_ask", question()));
+    assert_eq!(structured(&again)["response_id"], run.as_str(), "{again}");
     // A caller refused the tool gets no hit: the refusal comes first.
     let erin = post(&h, ERIN, &modern_call(3, "perplexity_ask", question()));
     let refused = erin["error"].is_object() || erin["result"]["isError"] == true;

@@ -185,6 +185,54 @@ fn cancelling_a_task_cancels_the_run() {
     });
 }
 
+/// A task whose run identical calls still wait for (the research cache's one run for
+/// them) is cancelled: the task ends cancelled and says why the run was not stopped; the
+/// run goes on for the waiting call, which gets its answer — one run, no upstream cancel.
+#[test]
+fn cancelling_a_task_others_wait_on_leaves_the_run_to_them() {
+    // Long enough that the call becomes a task rather than being answered directly.
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 8000}));
+    let dir = Scratch::new("tasks-cancel-shared");
+    let mut env = env_with_store(&fake, &dir);
+    env.retain(|(k, _)| k != "PERPLEXITY_CACHE");
+    env.push(("PERPLEXITY_CACHE".into(), "caller".into()));
+    let mut s = Server::start(&env);
+    let created = s.request(&task_call(1, "perplexity_ask", json!({"query": "q"})));
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    wait_until("the task's run to start", Duration::from_secs(5), || {
+        !fake.runs().is_empty()
+    });
+    s.send(&modern_call(2, "perplexity_ask", json!({"query": "q"})));
+    std::thread::sleep(Duration::from_millis(300));
+    s.send(&tasks_request(3, "tasks/cancel", &task_id));
+    let (acked, mut others) = s.recv_response(&json!(3));
+    assert_tasks_valid("CancelTaskResult", &acked["result"]);
+    s.send(&tasks_request(4, "tasks/get", &task_id));
+    let (cancelled, more) = s.recv_response(&json!(4));
+    others.extend(more);
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    assert!(
+        cancelled["result"]["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("goes on for the identical calls still waiting")),
+        "{cancelled}"
+    );
+    let answer = match others.iter().position(|f| f["id"] == 2) {
+        Some(i) => others.remove(i),
+        None => s.recv_response(&json!(2)).0,
+    };
+    let (text, is_error) = tool_text(&answer);
+    assert!(!is_error && text.contains("Fake answer."), "{text}");
+    assert_eq!(agent_creates(&fake).len(), 1, "one run");
+    assert!(
+        !fake.requests().iter().any(|r| r.path.ends_with("/cancel")),
+        "the run others waited for was stopped"
+    );
+}
+
 #[test]
 fn a_restarted_server_still_resolves_the_task() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 9000, "answer": "Survived."}));

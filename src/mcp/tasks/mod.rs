@@ -903,11 +903,19 @@ async fn collect(
 
 /// Asks Perplexity to stop `run` (through `perplexity_agent_cancel`, so it is audited
 /// like any call): what the task's status message says, or why it could not be asked.
+/// A run identical calls still wait on (the research cache's one run for them) is not
+/// stopped: the task only leaves it, as any waiter's cancel does, and the run goes on
+/// for them, billed once.
 async fn stop_run(
     tools: &Arc<Tools>,
     (front_end, caller): (FrontEnd, &Caller),
     run: &str,
 ) -> Result<String, String> {
+    if tools.cache().followed_run(run) {
+        return Ok(format!(
+            "Cancelled at the client's request; research run {run} goes on for the identical calls still waiting for it."
+        ));
+    }
     let args = json!({"response_id": run});
     let args = args.as_object().cloned().unwrap_or_default();
     let admitted = tools
