@@ -866,6 +866,24 @@ fn a_response_kept_through_one_replica_is_read_through_another_without_asking_pe
 
 /// `count` replicas sharing Redis and one clients file: `alice` (TOKEN_A) with only the
 /// server's bucket, `bot` (TOKEN_B) with its own: 5 calls, then one a minute.
+/// A 2026-07-28 `tools/call` of `tool` through `client` as the caller of `token`.
+fn tool_call_as(
+    client: Client,
+    token: &str,
+    id: i64,
+    tool: &str,
+    args: serde_json::Value,
+) -> serde_json::Value {
+    let headers = [
+        ("MCP-Protocol-Version", V_MODERN),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", tool),
+    ];
+    client
+        .post_as(token, &modern_call(id, tool, args), &headers)
+        .json()
+}
+
 fn team_replicas(dir: &Scratch, fake: &FakePerplexity, redis_port: u16, count: usize) -> Vec<Http> {
     team_replicas_with(dir, fake, redis_port, count, &[])
 }
@@ -997,16 +1015,7 @@ fn a_run_started_through_one_replica_is_its_callers_through_every_other() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 50, "answer": "Alice's."}));
     let replicas = team_replicas(&dir, &fake, redis_port, 2);
     let (a, b) = (replicas[0].client, replicas[1].client);
-    let call = |client: Client, token: &str, id: i64, tool: &str, args: serde_json::Value| {
-        let headers = [
-            ("MCP-Protocol-Version", V_MODERN),
-            ("Mcp-Method", "tools/call"),
-            ("Mcp-Name", tool),
-        ];
-        client
-            .post_as(token, &modern_call(id, tool, args), &headers)
-            .json()
-    };
+    let call = tool_call_as;
     let made = call(a, TOKEN_A, 1, "responses_create", json!({"input": "q"}));
     let run = structured(&made)["response_id"]
         .as_str()
@@ -1363,16 +1372,7 @@ fn a_run_handed_over_in_flight_is_its_callers_through_every_replica() {
     let fake = FakePerplexity::start_with(json!({"duration_ms": 3000, "answer": "Shared."}));
     let replicas = team_replicas_with(&dir, &fake, redis_port, 2, &[("PERPLEXITY_CACHE", "team")]);
     let (a, b) = (replicas[0].client, replicas[1].client);
-    let call = |client: Client, token: &str, id: i64, tool: &str, args: serde_json::Value| {
-        let headers = [
-            ("MCP-Protocol-Version", V_MODERN),
-            ("Mcp-Method", "tools/call"),
-            ("Mcp-Name", tool),
-        ];
-        client
-            .post_as(token, &modern_call(id, tool, args), &headers)
-            .json()
-    };
+    let call = tool_call_as;
     let question = json!({"query": "the team's question"});
     let asked = question.clone();
     let alice =
