@@ -372,8 +372,8 @@ impl Tools {
 /// for a create still on the wire, its answer (the run's id, to log), at most
 /// [`CREATE_ANSWER_GRACE`]. Built here and boxed, like the other one-off waits of
 /// [`Tools::complete`], so no part of it sizes the waiting call; the run's result is
-/// boxed for the same reason (measured: a flag set in the waiting frame instead cost
-/// every waiting call about 480 bytes).
+/// boxed for the same reason (a flag set in the waiting frame instead would size every
+/// waiting call).
 fn after_cancel<'a, F: Future>(
     mut run: std::pin::Pin<&'a mut F>,
     followed: Option<&'a Lead>,
