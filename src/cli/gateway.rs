@@ -106,10 +106,7 @@ pub async fn run(command: GatewayCommand, config: &Config) -> Ended {
             crate::state::local::StoreError::NotConfigured.to_string(),
         ));
     };
-    let store = match Store::open(store_config) {
-        Ok(s) => s,
-        Err(e) => return Err(CliError::config(e.to_string())),
-    };
+    let store = Store::open(store_config).map_err(|e| CliError::config(e.to_string()))?;
     match command {
         GatewayCommand::Add(args) => add(*args, config, &store),
         GatewayCommand::Remove { slug } => match store.remove_gateway_server(&slug) {
@@ -246,10 +243,7 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> Ended {
                 format!("{} refused: {e}.", args.slug),
             ));
         }
-        let stdio = match stdio_count(store, &args.slug) {
-            Ok(n) => n,
-            Err(e) => return Err(CliError::config(&e)),
-        };
+        let stdio = stdio_count(store, &args.slug).map_err(|e| CliError::config(&e))?;
         if stdio >= config.gateway.max_stdio {
             return Err(CliError::new(
                 Exit::Usage,
@@ -321,10 +315,7 @@ fn set_enabled(store: &Store, slug: &str, enabled: bool, config: &Config) -> End
 }
 
 fn list(store: &Store, json: bool, config: &Config) -> Ended {
-    let defs = match crate::app::gateway_servers(config, store) {
-        Ok(defs) => defs,
-        Err(e) => return Err(CliError::config(&e)),
-    };
+    let defs = crate::app::gateway_servers(config, store).map_err(|e| CliError::config(&e))?;
     let from_file = |slug: &str| config.file_servers.iter().any(|d| d.slug == slug);
     if json {
         output::document(&json!(
@@ -401,10 +392,7 @@ fn shown_field(name: &str, value: &definition::Stored, sep: char) -> String {
 }
 
 async fn test(store: &Store, slug: &str, json: bool, config: &Config) -> Ended {
-    let defs = match crate::app::gateway_servers(config, store) {
-        Ok(defs) => defs,
-        Err(e) => return Err(CliError::config(&e)),
-    };
+    let defs = crate::app::gateway_servers(config, store).map_err(|e| CliError::config(&e))?;
     let Some(mut def) = defs.into_iter().find(|d| d.slug == slug) else {
         return Err(CliError::new(
             Exit::Usage,

@@ -23,10 +23,7 @@ pub struct HealthcheckArgs {
 }
 
 pub fn run(args: &HealthcheckArgs) -> Ended {
-    let addr = match probe_address(&args.bind) {
-        Ok(addr) => addr,
-        Err(e) => return Err(CliError::usage(&e)),
-    };
+    let addr = probe_address(&args.bind).map_err(|e| CliError::usage(&e))?;
     match crate::net::probe_health(addr, Duration::from_secs(args.timeout)) {
         Ok(()) => Ok(Exit::Success),
         Err(e) => Err(CliError::failed(format!("unhealthy: {e}"))),

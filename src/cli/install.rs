@@ -20,6 +20,7 @@ use url::Url;
 
 use super::clients::{Client, Platform};
 use super::output::{self, CliError, Ended, Exit};
+use crate::net::is_loopback_host as is_loopback;
 
 pub const DEFAULT_NAME: &str = "perplexity-agent";
 pub const WAIT_VARIABLE: &str = "PERPLEXITY_AGENT_WAIT_SECONDS";
@@ -156,17 +157,6 @@ pub fn variable_name(raw: &str) -> Result<String, String> {
         ));
     }
     Ok(raw.to_owned())
-}
-
-/// Plain http is safe on this machine only; elsewhere the token crosses the network
-/// readable by anyone on the path.
-fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
 }
 
 /// The HTTP entry for `client`: where the server is, and the token when one is given.
@@ -324,10 +314,7 @@ pub fn run(args: InstallArgs) -> Ended {
     if args.print {
         return print(&args, ours, path.ok());
     }
-    let path = match path {
-        Ok(p) => p,
-        Err(e) => return Err(CliError::config(&e)),
-    };
+    let path = path.map_err(|e| CliError::config(&e))?;
     install(&args, &path, &ours)
 }
 
@@ -353,6 +340,8 @@ fn remote_entry(args: &InstallArgs, url: &Url) -> Result<Map<String, Value>, Cli
         .map(token_from_env)
         .transpose()
         .map_err(|e| CliError::config(&e))?;
+    // Plain http is safe on this machine only; elsewhere the token crosses the network
+    // readable by anyone on the path.
     if url.scheme() == "http" && !is_loopback(url) {
         eprintln!(
             "perplexity-agent: warning: {url} is plain http to another machine: every request, and the token with it, crosses the network readable. Put TLS in front of serve --http and use https://."
@@ -497,15 +486,9 @@ fn print(args: &InstallArgs, ours: Map<String, Value>, path: Option<PathBuf>) ->
         return Ok(Exit::Success);
     }
     let snippet = json!({ args.client.container(): { args.name.as_str(): ours } });
-    match serde_json::to_string_pretty(&snippet) {
-        Ok(text) => output::lines(&text),
-        Err(_) => {
-            return Err(CliError::new(
-                Exit::Failed,
-                "the entry could not be rendered",
-            ));
-        }
-    }
+    let text = serde_json::to_string_pretty(&snippet)
+        .map_err(|_| CliError::new(Exit::Failed, "the entry could not be rendered"))?;
+    output::lines(&text);
     eprintln!(
         "perplexity-agent: nothing was written; merge this into {place} (or run without --print)."
     );
@@ -580,28 +563,19 @@ struct Existing {
 
 fn install(args: &InstallArgs, path: &Path, ours: &Map<String, Value>) -> Ended {
     let client = args.client;
-    let path = match real_file(path) {
-        Ok(p) => p,
-        Err(e) => return Err(CliError::config(&e)),
-    };
-    let old = match read_existing(&path) {
-        Ok(old) => old,
-        Err(e) => return Err(CliError::config(&e)),
-    };
+    let path = real_file(path).map_err(|e| CliError::config(&e))?;
+    let old = read_existing(&path).map_err(|e| CliError::config(&e))?;
     let text = old.as_ref().map(|o| o.text.as_str());
-    let (doc, change) = match merge(text, client.container(), &args.name, ours) {
-        Ok(merged) => merged,
-        Err(why) => {
-            return Err(CliError::new(
-                Exit::Config,
-                format!(
-                    "{} {why}. Nothing was changed: fix the file (or move it aside), or add the entry yourself (perplexity-agent install {} --print shows it).",
-                    path.display(),
-                    client.arg()
-                ),
-            ));
-        }
-    };
+    let (doc, change) = merge(text, client.container(), &args.name, ours).map_err(|why| {
+        CliError::new(
+            Exit::Config,
+            format!(
+                "{} {why}. Nothing was changed: fix the file (or move it aside), or add the entry yourself (perplexity-agent install {} --print shows it).",
+                path.display(),
+                client.arg()
+            ),
+        )
+    })?;
     // A secret the entry already had, which this run neither wrote nor removed.
     let entry = &doc[client.container()][&args.name];
     let kept_key = match args.url {
@@ -621,16 +595,13 @@ fn install(args: &InstallArgs, path: &Path, ours: &Map<String, Value>) -> Ended 
     let backup = match serde_json::to_string_pretty(&doc) {
         Ok(text) => write(&path, old.as_ref(), &format!("{text}\n")),
         Err(_) => Err("the new content could not be rendered".to_owned()),
-    };
-    let backup = match backup {
-        Ok(b) => b,
-        Err(e) => {
-            return Err(CliError::new(
-                Exit::Failed,
-                format!("{e}. The config file was not changed."),
-            ));
-        }
-    };
+    }
+    .map_err(|e| {
+        CliError::new(
+            Exit::Failed,
+            format!("{e}. The config file was not changed."),
+        )
+    })?;
     output::lines(&report(
         args,
         &path,
@@ -805,10 +776,7 @@ fn write(path: &Path, old: Option<&Existing>, text: &str) -> Result<Option<PathB
         create_dirs(dir)?;
     }
     let permissions = old.map(|o| &o.permissions);
-    let backup = match old {
-        Some(old) => Some(backup(dir, name, old)?),
-        None => None,
-    };
+    let backup = old.map(|old| backup(dir, name, old)).transpose()?;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());

@@ -323,10 +323,7 @@ pub async fn run(command: Command, config: Config) -> Ended {
             _ => output::warn(&warning),
         }
     }
-    let services = match crate::app::Services::build(&config) {
-        Ok(services) => services,
-        Err(e) => return Err(CliError::config(&e)),
-    };
+    let services = crate::app::Services::build(&config).map_err(|e| CliError::config(&e))?;
     let guard = services.guard.clone();
     let tools = services.tools;
     let code = match command {
@@ -353,14 +350,11 @@ pub async fn run(command: Command, config: Config) -> Ended {
             Err(e) => Err(CliError::config(&e)),
         },
         Command::Serve(args) => {
-            let http = match args
+            let http = args
                 .http
                 .then(|| HttpConfig::from_env(&args.bind, args.allow_remote))
                 .transpose()
-            {
-                Ok(http) => http,
-                Err(e) => return Err(CliError::config(e.to_string())),
-            };
+                .map_err(|e| CliError::config(e.to_string()))?;
             // Someone who ran the bare command at a prompt sees a silent process; an MCP
             // client never has a terminal on stdin.
             if http.is_none() && std::io::stdin().is_terminal() {
@@ -474,7 +468,7 @@ async fn call(
         }
     };
     let local = crate::call::Caller::local();
-    let admitted = match tools
+    let admitted = tools
         .accept(
             crate::guard::Charge::of(FrontEnd::Cli, &local),
             tool,
@@ -482,16 +476,13 @@ async fn call(
             None,
         )
         .await
-    {
-        Ok(admitted) => admitted,
-        Err(refusal) => {
+        .map_err(|refusal| {
             finish();
-            return Err(match refusal {
+            match refusal {
                 Refusal::Invalid(refused) => CliError::usage(refused.render(&CliNames)),
                 refusal => CliError::failed(refusal.message()),
-            });
-        }
-    };
+            }
+        })?;
     // Ctrl-C or SIGTERM stops the wait, never the run upstream (the lines printed then
     // say how to collect or stop it).
     let interrupt = CancellationToken::new();
@@ -520,6 +511,7 @@ async fn call(
         .scope(tell, tools.complete(admitted, &ctx))
         .await;
     finish();
+    let json = progress.as_ref().is_some_and(|p| p.json());
     match done {
         Some(Done {
             outcome: Outcome::Output,
@@ -536,7 +528,6 @@ async fn call(
             full,
             ..
         }) => {
-            let json = progress.as_ref().is_some_and(|p| p.json());
             output::served(&full, json);
             Ok(output::Exit::Success)
         }
@@ -546,10 +537,7 @@ async fn call(
             output::cost(&text);
             ended
         }
-        None => {
-            let json = progress.as_ref().is_some_and(|p| p.json());
-            output::interrupted(&ctx.run_ids.snapshot(), json)
-        }
+        None => output::interrupted(&ctx.run_ids.snapshot(), json),
     }
 }
 
@@ -698,10 +686,9 @@ async fn result(args: ResultArgs, tools: &Tools) -> Ended {
     let progress = progress_for(args.json);
     // A person may wait as long as the API allows, not the MCP wait budget.
     let style = Style::new(args.json, args.spotlight);
-    let tool = "perplexity_agent_result";
     call(
         tools,
-        tool,
+        "perplexity_agent_result",
         &params,
         Some(MAX_WAIT_SECONDS),
         Some(progress),
@@ -716,14 +703,13 @@ async fn result(args: ResultArgs, tools: &Tools) -> Ended {
 async fn cancel(args: CancelArgs, tools: &Tools) -> Ended {
     let mut params = Map::new();
     params.insert("response_id".into(), json!(args.response_id));
-    let tool = "perplexity_agent_cancel";
     // Perplexity answers a finished run and one that never existed alike (400, or 404
     // once it is gone): what this machine saw tells them apart. Read before asking, as
     // the answer is rendered synchronously; it is one local read.
     let finished = finished_here(tools, &args.response_id).await;
     call(
         tools,
-        tool,
+        "perplexity_agent_cancel",
         &params,
         None,
         None,
@@ -834,7 +820,7 @@ async fn models(
 ) -> Ended {
     let params = json!({});
     let local = crate::call::Caller::local();
-    let pass = match guard
+    let pass = guard
         .admit(
             crate::guard::Charge::of(FrontEnd::Cli, &local),
             "models",
@@ -842,10 +828,7 @@ async fn models(
             1,
         )
         .await
-    {
-        Ok(pass) => pass,
-        Err(refusal) => return Err(CliError::failed(refusal.message())),
-    };
+        .map_err(|refusal| CliError::failed(refusal.message()))?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
     let listed = client.list_models(deadline).await;
     let rendered = match &listed {
@@ -922,10 +905,9 @@ async fn search(args: SearchArgs, tools: &Tools, wait: u64) -> Ended {
     }
     // A person at a terminal waits longer than an MCP client's tool-call limit.
     let wait = wait.max(DEFAULT_CLI_TIMEOUT_SECONDS);
-    let tool = "perplexity_search";
     call(
         tools,
-        tool,
+        "perplexity_search",
         &params,
         Some(wait),
         None,
@@ -943,10 +925,9 @@ async fn research_command(args: ResearchArgs, tools: &Tools) -> Ended {
     params.insert("num_subquestions".into(), json!(args.subquestions));
     let wait = seconds("--timeout", args.timeout, 1).map_err(CliError::usage)?;
     let progress = progress_for(args.json).announcing();
-    let tool = "deep_research";
     call(
         tools,
-        tool,
+        "deep_research",
         &params,
         Some(wait),
         Some(progress),

@@ -592,10 +592,7 @@ pub fn cancel(
     }
     let rendered = crate::tools::research::render_cancel(id, outcome.clone());
     let text = match &outcome {
-        Err(ApiError::MissingKey) => error_text(&WaitError {
-            kind: WaitErrorKind::Api(ApiError::MissingKey),
-            run_id: None,
-        }),
+        Err(ApiError::MissingKey) => error_text(&WaitError::api(ApiError::MissingKey, None)),
         _ => rendered
             .text
             .replace("perplexity_agent_result", "`perplexity-agent result`"),

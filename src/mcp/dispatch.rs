@@ -653,10 +653,7 @@ pub enum Envelope {
 pub fn envelope(message: Message) -> Envelope {
     if message.not_an_object {
         // Batches included: removed from MCP in 2025-06-18.
-        return Envelope::Other(Action::Reply(error_frame(
-            &Value::Null,
-            &RpcError::new(code::INVALID_REQUEST, "Invalid request."),
-        )));
+        return refused(&Value::Null, code::INVALID_REQUEST, "Invalid request.");
     }
     let Some(id) = message.id else {
         return Envelope::Other(notification(message.method, message.params));
@@ -666,35 +663,36 @@ pub fn envelope(message: Message) -> Envelope {
     // a client's arbitrary structure back in every frame (and the peer's habit of doing
     // so is a documented difference).
     if !(id.is_string() || id.is_number() || id.is_null()) {
-        return Envelope::Other(Action::Reply(error_frame(
+        return refused(
             &Value::Null,
-            &RpcError::new(
-                code::INVALID_REQUEST,
-                "Invalid request: the id must be a string or a number.",
-            ),
-        )));
+            code::INVALID_REQUEST,
+            "Invalid request: the id must be a string or a number.",
+        );
     }
     let Some(Value::String(method)) = message.method else {
-        return Envelope::Other(Action::Reply(error_frame(
-            &id,
-            &RpcError::new(code::INVALID_REQUEST, "Missing method."),
-        )));
+        return refused(&id, code::INVALID_REQUEST, "Missing method.");
     };
     let params = match message.params {
         Some(Value::Object(params)) => params,
         None | Some(Value::Null) => Map::new(),
         // JSON-RPC params are structured; MCP's are always an object.
         Some(_) => {
-            return Envelope::Other(Action::Reply(error_frame(
+            return refused(
                 &id,
-                &RpcError::new(
-                    code::INVALID_PARAMS,
-                    "Invalid params: params must be an object.",
-                ),
-            )));
+                code::INVALID_PARAMS,
+                "Invalid params: params must be an object.",
+            );
         }
     };
     Envelope::Request { id, method, params }
+}
+
+/// A message refused before its method is looked at: the error frame to write.
+fn refused(id: &Value, code: i64, message: &str) -> Envelope {
+    Envelope::Other(Action::Reply(error_frame(
+        id,
+        &RpcError::new(code, message),
+    )))
 }
 
 fn shape(era: Era, method: &str, result: Value) -> Value {

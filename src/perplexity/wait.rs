@@ -209,6 +209,13 @@ impl fmt::Display for WaitErrorKind {
     }
 }
 
+/// An error before any run is known.
+impl From<WaitErrorKind> for WaitError {
+    fn from(kind: WaitErrorKind) -> Self {
+        WaitError { kind, run_id: None }
+    }
+}
+
 impl From<CreateError> for WaitErrorKind {
     fn from(e: CreateError) -> Self {
         match e {
@@ -387,17 +394,11 @@ pub async fn create_and_wait(
     let first = client
         .create_run_streaming(run, stream_slot.is_some(), deadline)
         .await
-        .map_err(|e| WaitError {
-            kind: WaitErrorKind::Api(e),
-            run_id: None,
-        })?;
+        .map_err(|e| WaitError::api(e, None))?;
     let (response, scrubber) = match first {
         Success::Stream(response, scrubber) => (response, scrubber),
         Success::Object(map) => {
-            let id = run_id_of(&map).map_err(|e| WaitError {
-                kind: e.into(),
-                run_id: None,
-            })?;
+            let id = run_id_of(&map).map_err(WaitErrorKind::from)?;
             ids.created(&id);
             // A foreground create (`background: false`) answers the finished run.
             let run = RunSnapshot::new(Value::Object(map));
@@ -410,12 +411,7 @@ pub async fn create_and_wait(
             let waited = poll_until(client, &id, deadline, origin, progress).await?;
             return Ok((id, waited));
         }
-        Success::Nothing => {
-            return Err(WaitError {
-                kind: WaitErrorKind::NoId,
-                run_id: None,
-            });
-        }
+        Success::Nothing => return Err(WaitErrorKind::NoId.into()),
     };
     let mut follower = Follower {
         client,
@@ -503,10 +499,7 @@ impl Follower<'_> {
                 }
                 StreamItem::End | StreamItem::Broken => {
                     let Some(id) = self.tracker.id.clone() else {
-                        return Err(WaitError {
-                            kind: WaitErrorKind::NoIdFromStream,
-                            run_id: None,
-                        });
+                        return Err(WaitErrorKind::NoIdFromStream.into());
                     };
                     if resumes >= MAX_RESUMES || Instant::now() >= self.deadline {
                         return self.poll_rest(&id).await;
@@ -544,10 +537,7 @@ impl Follower<'_> {
         &mut self,
         event: &AgentEvent,
     ) -> Result<Option<(String, Waited)>, WaitError> {
-        let learned = self
-            .tracker
-            .apply(event)
-            .map_err(|kind| WaitError { kind, run_id: None })?;
+        let learned = self.tracker.apply(event)?;
         if let Some(id) = learned {
             self.ids.created(&id);
         }
@@ -555,10 +545,7 @@ impl Follower<'_> {
             return Ok(None);
         };
         let Some(id) = self.tracker.id.clone() else {
-            return Err(WaitError {
-                kind: WaitErrorKind::NoIdFromStream,
-                run_id: None,
-            });
+            return Err(WaitErrorKind::NoIdFromStream.into());
         };
         if ending == Ending::Terminal
             && let Some(run) = event.data.get("response").cloned().map(RunSnapshot::new)
@@ -611,10 +598,7 @@ impl Follower<'_> {
         // Dropping the stream closes it; a stored background run keeps going.
         match &self.tracker.id {
             Some(id) => Ok((id.clone(), Waited::Running(self.tracker.progress.clone()))),
-            None => Err(WaitError {
-                kind: WaitErrorKind::NoIdFromStream,
-                run_id: None,
-            }),
+            None => Err(WaitErrorKind::NoIdFromStream.into()),
         }
     }
 

@@ -292,13 +292,7 @@ impl Spend {
                 // Without a ledger nothing here tells a repeated report from a new one:
                 // every one counts (said in docs/http.md), unless the replicas' state does.
                 Err(StoreError::NotConfigured) => new = Some(vec![true; costs.len()]),
-                Err(e) => {
-                    if !self.warned.swap(true, Ordering::Relaxed) {
-                        tracing::warn!(
-                            "the spend ledger could not be written ({e}); spend is not being recorded"
-                        );
-                    }
-                }
+                Err(e) => self.ledger_failed(&e),
             }
         }
         let counted: Vec<(String, i64, bool)> = match &new {
@@ -379,13 +373,16 @@ impl Spend {
             .await
         {
             Ok(_) | Err(StoreError::NotConfigured) => {}
-            Err(e) => {
-                if !self.warned.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        "the spend ledger could not be written ({e}); spend is not being recorded"
-                    );
-                }
-            }
+            Err(e) => self.ledger_failed(&e),
+        }
+    }
+
+    /// The ledger's write failures are logged once, not per call.
+    fn ledger_failed(&self, e: &StoreError) {
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "the spend ledger could not be written ({e}); spend is not being recorded"
+            );
         }
     }
 
@@ -423,58 +420,32 @@ impl Spend {
         let server = "this server's {} budget".to_owned();
         let mut out = Vec::new();
         let operator = who.caller.is_operator();
-        let mut add = |name: &str, limit: Option<Micros>, spent, held, period, resets, disclose| {
-            if let Some(limit) = limit {
-                out.push(Limit {
-                    name: name.replace("{}", period),
-                    limit,
-                    spent,
-                    held,
-                    resets,
-                    period,
-                    everyone: name == server,
-                    disclose,
-                });
-            }
-        };
-        let (day, month) = (&windows.day_resets, &windows.month_resets);
-        add(
-            &mine,
-            who.own.daily,
-            spent.caller_day,
-            held_mine,
-            "daily",
-            day,
-            true,
-        );
-        add(
-            &mine,
-            who.own.monthly,
-            spent.caller_month,
-            held_mine,
-            "monthly",
-            month,
-            true,
-        );
-        let global = self.config.budget;
-        add(
-            &server,
-            global.daily,
-            spent.all_day,
-            held_all,
-            "daily",
-            day,
-            operator,
-        );
-        add(
-            &server,
-            global.monthly,
-            spent.all_month,
-            held_all,
-            "monthly",
-            month,
-            operator,
-        );
+        // A budget's daily limit, then its monthly one.
+        let mut add =
+            |name: &str, budget: Budget, (day, month): (Micros, Micros), held, disclose| {
+                let periods = [
+                    (budget.daily, day, "daily", &windows.day_resets),
+                    (budget.monthly, month, "monthly", &windows.month_resets),
+                ];
+                for (limit, spent, period, resets) in periods {
+                    if let Some(limit) = limit {
+                        out.push(Limit {
+                            name: name.replace("{}", period),
+                            limit,
+                            spent,
+                            held,
+                            resets,
+                            period,
+                            everyone: name == server,
+                            disclose,
+                        });
+                    }
+                }
+            };
+        let own = (spent.caller_day, spent.caller_month);
+        add(&mine, who.own, own, held_mine, true);
+        let all = (spent.all_day, spent.all_month);
+        add(&server, self.config.budget, all, held_all, operator);
         out
     }
 
@@ -534,7 +505,7 @@ pub enum Grouping {
 }
 
 /// One line of `usage`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Group {
     pub key: String,
     pub requests: u64,
@@ -576,11 +547,7 @@ impl Spend {
                 None => {
                     groups.push(Group {
                         key,
-                        requests: 0,
-                        estimated: 0,
-                        total: 0,
-                        cache_hits: 0,
-                        saved: 0,
+                        ..Group::default()
                     });
                     groups.len() - 1
                 }

@@ -368,10 +368,7 @@ pub async fn research(
     if !request.wait {
         return match create_only(client, &body, deadline, ids).await {
             Ok(id) => ResearchOutcome::Running { id, progress: None },
-            Err(e) => ResearchOutcome::Failed(WaitError {
-                kind: e.into(),
-                run_id: None,
-            }),
+            Err(e) => ResearchOutcome::Failed(WaitErrorKind::from(e).into()),
         };
     }
     match create_and_wait(client, &body, deadline, progress, ids).await {

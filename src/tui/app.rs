@@ -217,10 +217,7 @@ impl App {
         }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         match key.code {
-            KeyCode::Char('c') | KeyCode::Char('d') if ctrl => {
-                self.quit = true;
-                None
-            }
+            KeyCode::Char('c') | KeyCode::Char('d') if ctrl => self.quit = true,
             KeyCode::Char('y') if ctrl => {
                 self.copy = self.copy_target();
                 let what = if self.copy.is_some() {
@@ -229,30 +226,22 @@ impl App {
                     "Nothing to copy."
                 };
                 self.push(Entry::new(Kind::Note, what));
-                None
             }
-            KeyCode::Char('u') if ctrl => {
-                self.input.clear();
-                None
-            }
-            KeyCode::Char(c) if !ctrl => {
-                if self.input.chars().count() < MAX_INPUT_CHARS {
-                    self.input.push(c);
-                }
-                None
+            KeyCode::Char('u') if ctrl => self.input.clear(),
+            // A full input takes no more characters.
+            KeyCode::Char(c) if !ctrl && self.input.chars().count() < MAX_INPUT_CHARS => {
+                self.input.push(c);
             }
             KeyCode::Backspace => {
                 self.input.pop();
-                None
             }
-            KeyCode::Enter => self.submit(),
+            KeyCode::Enter => return self.submit(),
             KeyCode::Tab => {
                 self.focus = match self.focus {
                     Pane::Chat => Pane::Tabs,
                     Pane::Tabs => Pane::Page,
                     Pane::Page => Pane::Chat,
                 };
-                None
             }
             KeyCode::BackTab => {
                 self.focus = match self.focus {
@@ -260,30 +249,15 @@ impl App {
                     Pane::Tabs => Pane::Chat,
                     Pane::Page => Pane::Tabs,
                 };
-                None
             }
-            KeyCode::Up => {
-                self.scroll(-1);
-                None
-            }
-            KeyCode::Down => {
-                self.scroll(1);
-                None
-            }
-            KeyCode::PageUp => {
-                self.scroll(-10);
-                None
-            }
-            KeyCode::PageDown => {
-                self.scroll(10);
-                None
-            }
-            KeyCode::Esc => {
-                self.focus = Pane::Chat;
-                None
-            }
-            _ => None,
+            KeyCode::Up => self.scroll(-1),
+            KeyCode::Down => self.scroll(1),
+            KeyCode::PageUp => self.scroll(-10),
+            KeyCode::PageDown => self.scroll(10),
+            KeyCode::Esc => self.focus = Pane::Chat,
+            _ => {}
         }
+        None
     }
 
     /// Pasted text goes into the input (one line: newlines become spaces).
@@ -335,14 +309,8 @@ impl App {
     fn submit(&mut self) -> Option<Command> {
         let line = std::mem::take(&mut self.input);
         match command::parse(&line) {
-            Ok(Command::Help) => {
-                self.push(Entry::new(Kind::Help, command::help_text()));
-                None
-            }
-            Ok(Command::Quit) => {
-                self.quit = true;
-                None
-            }
+            Ok(Command::Help) => self.push(Entry::new(Kind::Help, command::help_text())),
+            Ok(Command::Quit) => self.quit = true,
             Ok(Command::Tabs) => {
                 let text = if self.tabs.is_empty() {
                     "No tabs in this space. /open <url> reads a page into one.".to_owned()
@@ -355,7 +323,6 @@ impl App {
                         .join("\n")
                 };
                 self.push(Entry::new(Kind::Note, text));
-                None
             }
             Ok(cmd) => {
                 if !matches!(
@@ -364,13 +331,11 @@ impl App {
                 ) {
                     self.push(Entry::new(Kind::You, line.trim()));
                 }
-                Some(cmd)
+                return Some(cmd);
             }
-            Err(message) => {
-                self.push(Entry::new(Kind::Error, message));
-                None
-            }
+            Err(message) => self.push(Entry::new(Kind::Error, message)),
         }
+        None
     }
 
     pub fn apply(&mut self, update: Update) {

@@ -100,12 +100,18 @@ pub struct Record {
 }
 
 impl Record {
-    fn of(kind: &'static str, text: String, called: &Called, shown: String) -> Option<Record> {
-        Some(Record {
-            kind,
-            text,
-            reply: reply_record(called, shown),
-        })
+    /// The updates showing `entry` (the reply to `called`), and the record of both.
+    fn reply(
+        kind: &'static str,
+        text: String,
+        called: &Called,
+        entry: Entry,
+    ) -> (Vec<Update>, Option<Record>) {
+        let reply = reply_record(called, entry.text.clone());
+        (
+            vec![Update::Entry(entry)],
+            Some(Record { kind, text, reply }),
+        )
     }
 }
 
@@ -202,12 +208,9 @@ impl Worker {
                     Ok((id, s.tabs(id)?))
                 })
                 .await;
-            match loaded {
+            let (id, tabs, failed) = match loaded {
+                // The store lists the newest first; the tabs pane, in the order opened.
                 Ok((id, tabs)) => {
-                    if let Ok(mut current) = space.lock() {
-                        *current = (name.clone(), Some(id));
-                    }
-                    // The store lists the newest first; the tabs pane, in the order opened.
                     let tabs = tabs
                         .into_iter()
                         .rev()
@@ -218,26 +221,23 @@ impl Worker {
                             flags: Vec::new(),
                         })
                         .collect();
-                    let _ = tx.send(Update::Space {
-                        name,
-                        tabs,
-                        announce,
-                    });
+                    (Some(id), tabs, None)
                 }
-                Err(e) => {
-                    if let Ok(mut current) = space.lock() {
-                        *current = (name.clone(), None);
-                    }
-                    let _ = tx.send(Update::Space {
-                        name,
-                        tabs: Vec::new(),
-                        announce,
-                    });
-                    let _ = tx.send(Update::Entry(Entry::new(
-                        Kind::Error,
-                        format!("Not remembering this session: {e}."),
-                    )));
-                }
+                Err(e) => (None, Vec::new(), Some(e)),
+            };
+            if let Ok(mut current) = space.lock() {
+                *current = (name.clone(), id);
+            }
+            let _ = tx.send(Update::Space {
+                name,
+                tabs,
+                announce,
+            });
+            if let Some(e) = failed {
+                let _ = tx.send(Update::Entry(Entry::new(
+                    Kind::Error,
+                    format!("Not remembering this session: {e}."),
+                )));
             }
         });
     }
@@ -245,19 +245,10 @@ impl Worker {
     /// Starts a command; results arrive later as updates.
     pub fn run(&mut self, command: Command, app: &App) {
         match command {
-            Command::Ask(q) => {
-                let context = context_of(app.tabs.iter().collect());
-                self.call_ask(q, context, false);
-            }
-            Command::Fresh(q) => {
-                let context = context_of(app.tabs.iter().collect());
-                self.call_ask(q, context, true);
-            }
+            Command::Ask(q) => self.call_ask(q, context_of(app.tabs.iter().collect()), false),
+            Command::Fresh(q) => self.call_ask(q, context_of(app.tabs.iter().collect()), true),
             Command::AskTab(q) => match app.current_tab() {
-                Some(tab) => {
-                    let context = context_of(vec![tab]);
-                    self.call_ask(q, context, false);
-                }
+                Some(tab) => self.call_ask(q, context_of(vec![tab]), false),
                 None => self.note(
                     Kind::Error,
                     "No tab is open: /open <url> first, or ask without /ask.",
@@ -278,9 +269,7 @@ impl Worker {
             // the same everywhere (a question asks the Agent API).
             Command::Search(q) => self.spawn_call(move |tools, _tx| async move {
                 let results = tools.call("perplexity_search", json!({"query": q})).await;
-                let entry = search_entry(&results);
-                let record = Record::of("search", q, &results, entry.text.clone());
-                (vec![Update::Entry(entry)], record)
+                Record::reply("search", q, &results, search_entry(&results))
             }),
             // Through the tool the CLI's `result` calls, waiting as long as its default.
             Command::Result(id) => self.spawn_call(move |tools, tx| async move {
@@ -294,9 +283,7 @@ impl Worker {
                         Some(wait),
                     )
                     .await;
-                let entry = answer_entry(&out);
-                let record = Record::of("result", id, &out, entry.text.clone());
-                (vec![Update::Entry(entry)], record)
+                Record::reply("result", id, &out, answer_entry(&out))
             }),
             Command::Open(typed) => {
                 // `/open 3`: source [3] of the latest answer that numbers one so.
@@ -340,9 +327,7 @@ impl Worker {
                 let out = tools
                     .call_showing("deep_research", json!({"question": q}), &tx)
                     .await;
-                let entry = research_entry(&out);
-                let record = Record::of("research", q, &out, entry.text.clone());
-                (vec![Update::Entry(entry)], record)
+                Record::reply("research", q, &out, research_entry(&out))
             }),
             Command::Space(None) => {
                 let (store, tx, current) = (self.store.clone(), self.tx.clone(), app.space.clone());
@@ -460,9 +445,7 @@ impl Worker {
                 args["fresh"] = json!(true);
             }
             let out = tools.call_showing("perplexity_ask", args, &tx).await;
-            let entry = answer_entry(&out);
-            let record = Record::of("question", question, &out, entry.text.clone());
-            (vec![Update::Entry(entry)], record)
+            Record::reply("question", question, &out, answer_entry(&out))
         });
     }
 
@@ -522,13 +505,10 @@ impl Worker {
             let mut failures = 0;
             loop {
                 let seen = match kind {
-                    TaskKind::Search => {
-                        caller
-                            .call("perplexity_search", json!({"query": target}))
-                            .await
-                    }
-                    TaskKind::Fetch => caller.call("fetch_url", json!({"url": target})).await,
-                };
+                    TaskKind::Search => caller.call("perplexity_search", json!({"query": target})),
+                    TaskKind::Fetch => caller.call("fetch_url", json!({"url": target})),
+                }
+                .await;
                 if let Some(failed) = failure(&seen) {
                     failures += 1;
                     if failures >= MAX_TASK_FAILURES {

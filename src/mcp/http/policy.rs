@@ -256,14 +256,10 @@ pub fn head_refused(headers: &HeaderMap) -> Option<Response> {
         .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
     (head > super::accept::MAX_HEAD_BYTES).then(|| {
-        let mut refused = plain(
+        closing(plain(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             "The request's headers are too large (at most 32 KiB).",
-        );
-        refused
-            .headers_mut()
-            .insert(CONNECTION, HeaderValue::from_static("close"));
-        refused
+        ))
     })
 }
 

@@ -190,30 +190,26 @@ impl TaskDesk {
         let first_run = run_id.clone();
         tokio::spawn(async move {
             let waits = admitted.waits();
-            let ended = match runner.complete(admitted, &ctx).await {
-                // Handed back unfinished (the run outlasted even the longest wait):
-                // collected until it ends, unless the caller asked for the hand-back.
-                Some(done) if waits && done.still_running() => {
-                    match (collector(&name), first_run.get()) {
-                        (Some(collector), Some(run)) => {
-                            collect(&runner, (front_end, &owner), collector, &run, &ctx.cancel)
-                                .await
-                                .map(|output| Ended {
-                                    output,
-                                    panicked: false,
-                                })
-                        }
-                        _ => Some(Ended {
-                            output: done.output,
-                            panicked: done.panicked,
-                        }),
-                    }
+            let done = runner.complete(admitted, &ctx).await;
+            // Handed back unfinished (the run outlasted even the longest wait):
+            // collected until it ends, unless the caller asked for the hand-back.
+            let unfinished = done
+                .as_ref()
+                .filter(|done| waits && done.still_running())
+                .and_then(|_| collector(&name).zip(first_run.get()));
+            let ended = match unfinished {
+                Some((collector, run)) => {
+                    collect(&runner, (front_end, &owner), collector, &run, &ctx.cancel)
+                        .await
+                        .map(|output| Ended {
+                            output,
+                            panicked: false,
+                        })
                 }
-                Some(done) => Some(Ended {
+                None => done.map(|done| Ended {
                     output: done.output,
                     panicked: done.panicked,
                 }),
-                None => None,
             };
             let _ = tx.send(ended);
         });

@@ -29,7 +29,7 @@ use crate::call::ToolOutput;
 use crate::call::{ArgError, CallFacts};
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::agent::RunSnapshot;
-use crate::perplexity::wait::{RunIdSink, WaitError, Waited, create_and_wait, create_only};
+use crate::perplexity::wait::{RunIdSink, WaitErrorKind, Waited, create_and_wait, create_only};
 pub use request::{CREATE, CreateCall};
 use snapshots::Snapshots;
 
@@ -133,10 +133,7 @@ pub async fn create(
     } else {
         match create_only(client, &body, deadline, &*ctx.run_ids).await {
             Ok(id) => ResearchOutcome::Running { id, progress: None },
-            Err(e) => ResearchOutcome::Failed(WaitError {
-                kind: e.into(),
-                run_id: None,
-            }),
+            Err(e) => ResearchOutcome::Failed(WaitErrorKind::from(e).into()),
         }
     };
     let snapshot = match (&outcome, call.store) {
