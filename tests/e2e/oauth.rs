@@ -775,6 +775,57 @@ fn each_subject_has_its_own_rate_across_its_tokens() {
     );
 }
 
+/// The research cache keeps one subject's answers from another: in `caller` scope Bob's
+/// identical question reaches the upstream and his answer says nothing of Alice's; a
+/// fresh token of Alice's is served hers.
+#[test]
+fn one_subjects_cached_answer_never_answers_another() {
+    if !node_or_skip("one_subjects_cached_answer_never_answers_another") {
+        return;
+    }
+    let port = free_port();
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    let provider = Provider::start(&audience);
+    let dir = Scratch::new("oauth-cache");
+    let store = dir.path("store.sqlite").display().to_string();
+    let s = Setup::start_with(
+        provider,
+        port,
+        audience.clone(),
+        &[
+            ("PERPLEXITY_CACHE", "caller"),
+            ("PERPLEXITY_STORE_PATH", &store),
+        ],
+    );
+    let token_of = |sub: &str| {
+        s.provider
+            .token(json!({"claims": {"aud": audience, "sub": sub, "scope": EVERY_SCOPE}}))
+    };
+    let ask = |token: &str, id: i64| {
+        let r = modern_as(
+            &s.http,
+            Some(token),
+            &modern_call(id, "perplexity_ask", json!({"query": "the same question"})),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        let (text, is_error) = tool_text(&reply_frame(&r));
+        assert!(!is_error, "{text}");
+        text
+    };
+    const HIT: &str = "answered from this server's cache";
+    assert!(!ask(&token_of("alice"), 1).contains(HIT));
+    let bob = ask(&token_of("bob"), 2);
+    assert!(!bob.contains(HIT), "bob is not alice: {bob}");
+    assert_eq!(
+        agent_creates(&s.fake).len(),
+        2,
+        "bob's call reached the upstream"
+    );
+    let again = ask(&token_of("alice"), 3);
+    assert!(again.contains(HIT), "alice's own answer: {again}");
+    assert_eq!(agent_creates(&s.fake).len(), 2);
+}
+
 #[test]
 fn an_unreachable_issuer_is_503_not_a_verdict() {
     if !node_or_skip("an_unreachable_issuer_is_503_not_a_verdict") {
