@@ -136,24 +136,21 @@ impl Cidr {
     /// Refuses a prefix longer than the address and host bits below the prefix: in
     /// security configuration `10.0.0.1/8` is more likely a typo than a meant `10.0.0.0/8`.
     pub fn new(network: IpAddr, prefix_len: u8) -> Result<Cidr, String> {
-        let host_bits_set = match network {
-            IpAddr::V4(v4) if prefix_len <= 32 => v4.to_bits() & !mask_v4(prefix_len) != 0,
-            IpAddr::V6(v6) if prefix_len <= 128 => v6.to_bits() & !mask_v6(prefix_len) != 0,
+        let fixed = match network {
+            IpAddr::V4(v4) if prefix_len <= 32 => {
+                IpAddr::V4(Ipv4Addr::from_bits(v4.to_bits() & mask_v4(prefix_len)))
+            }
+            IpAddr::V6(v6) if prefix_len <= 128 => {
+                IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & mask_v6(prefix_len)))
+            }
             _ => {
                 return Err(format!(
                     "{network}/{prefix_len}: the prefix length is too long"
                 ));
             }
         };
-        if host_bits_set {
-            let fixed = match network {
-                IpAddr::V4(v4) => {
-                    IpAddr::V4(Ipv4Addr::from_bits(v4.to_bits() & mask_v4(prefix_len)))
-                }
-                IpAddr::V6(v6) => {
-                    IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & mask_v6(prefix_len)))
-                }
-            };
+        // Host bits set: the network without them differs.
+        if fixed != network {
             return Err(format!(
                 "{network}/{prefix_len} has host bits set (did you mean {fixed}/{prefix_len}?)"
             ));
@@ -283,13 +280,8 @@ impl fmt::Display for AllowPrivate {
             AllowPrivate::None => f.write_str("none (public addresses only)"),
             AllowPrivate::All => f.write_str("all (every address allowed)"),
             AllowPrivate::Nets(nets) => {
-                for (i, net) in nets.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{net}")?;
-                }
-                Ok(())
+                let nets: Vec<String> = nets.iter().map(Cidr::to_string).collect();
+                f.write_str(&nets.join(", "))
             }
         }
     }

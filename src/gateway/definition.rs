@@ -67,6 +67,15 @@ pub struct Field {
     pub value: Stored,
 }
 
+impl Field {
+    fn new(name: &str, value: Stored) -> Field {
+        Field {
+            name: name.to_owned(),
+            value,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stored {
@@ -158,23 +167,16 @@ pub fn prepare(
             let mut fields = Vec::new();
             for (name, value) in &env {
                 policy::check_env(name, value.chars().count())?;
-                fields.push(Field {
-                    name: name.clone(),
-                    value: Stored::Plain(value.clone()),
-                });
+                fields.push(Field::new(name, Stored::Plain(value.clone())));
             }
             for (name, value) in &secret_env {
                 policy::check_env(name, value.expose_secret().chars().count())?;
-                fields.push(Field {
-                    name: name.clone(),
-                    value: seal(env_field(name), value)?,
-                });
+                fields.push(Field::new(name, seal(env_field(name), value)?));
             }
             check_unique(fields.iter().map(|f| f.name.as_str()), "variable")?;
-            let cwd = match cwd {
-                Some(dir) => Some(policy::resolve_cwd(&dir, &config.allowed_roots)?),
-                None => None,
-            };
+            let cwd = cwd
+                .map(|dir| policy::resolve_cwd(&dir, &config.allowed_roots))
+                .transpose()?;
             TransportDef::Stdio {
                 command,
                 args,
@@ -196,10 +198,7 @@ pub fn prepare(
             let mut fields = Vec::new();
             for (name, value) in &headers {
                 policy::check_header(name, value.expose_secret().chars().count())?;
-                fields.push(Field {
-                    name: name.clone(),
-                    value: seal(header_field(name), value)?,
-                });
+                fields.push(Field::new(name, seal(header_field(name), value)?));
             }
             check_unique(fields.iter().map(|f| f.name.as_str()), "header")?;
             if let Some(path) = &ca_bundle {

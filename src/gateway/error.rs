@@ -269,54 +269,42 @@ fn from_transport(error: &(dyn std::error::Error + 'static), cx: Context) -> Gat
         if e.is::<InsufficientScopeError>() {
             return unauthorized(403);
         }
-        if let Some(status) = e.downcast_ref::<HttpStatusError>() {
-            return GatewayError::HttpStatus {
-                status: status.status,
-            };
+        if let Some(s) = e.downcast_ref::<HttpStatusError>() {
+            return GatewayError::HttpStatus { status: s.status };
         }
         if let Some(http) = e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
-            match http {
-                StreamableHttpError::AuthRequired(_) => return unauthorized(401),
-                StreamableHttpError::InsufficientScope(_) => return unauthorized(403),
-                StreamableHttpError::HttpStatus(s) => {
-                    return GatewayError::HttpStatus { status: s.status };
-                }
-                StreamableHttpError::Client(e) => return from_reqwest(e),
-                StreamableHttpError::Io(e) => return from_io(e),
+            return match http {
+                StreamableHttpError::AuthRequired(_) => unauthorized(401),
+                StreamableHttpError::InsufficientScope(_) => unauthorized(403),
+                StreamableHttpError::HttpStatus(s) => GatewayError::HttpStatus { status: s.status },
+                StreamableHttpError::Client(e) => from_reqwest(e),
+                StreamableHttpError::Io(e) => from_io(e),
                 // An error status without a WWW-Authenticate challenge: rmcp 3.11 keeps
                 // only the text `HTTP <code> <reason>: <body>` (the body is dropped here:
                 // it is the server's and could echo our headers).
-                StreamableHttpError::UnexpectedServerResponse(text) => {
-                    if let Some(status) = leading_status(text) {
-                        return match status {
-                            401 | 403 => unauthorized(status),
-                            _ => GatewayError::HttpStatus { status },
-                        };
-                    }
-                    return GatewayError::Handshake(format!("unexpected answer: {}", short(text)));
-                }
+                StreamableHttpError::UnexpectedServerResponse(text) => match leading_status(text) {
+                    Some(status @ (401 | 403)) => unauthorized(status),
+                    Some(status) => GatewayError::HttpStatus { status },
+                    None => GatewayError::Handshake(format!("unexpected answer: {}", short(text))),
+                },
                 // Past the cap on one answer (`connection.rs`): said as what it is, not
                 // as a broken handshake.
                 StreamableHttpError::ResponseBodyTooLarge { max_size } => {
-                    return GatewayError::Transport(format!(
+                    GatewayError::Transport(format!(
                         "the server's answer is larger than {} MiB, the most one downstream answer may be",
                         max_size / (1024 * 1024)
-                    ));
+                    ))
                 }
-                StreamableHttpError::UnexpectedContentType(ct) => {
-                    return GatewayError::Handshake(format!(
-                        "the server answered with content type {} (not JSON or an event stream): is this URL its MCP endpoint?",
-                        short(ct.as_deref().unwrap_or("none"))
-                    ));
-                }
+                StreamableHttpError::UnexpectedContentType(ct) => GatewayError::Handshake(format!(
+                    "the server answered with content type {} (not JSON or an event stream): is this URL its MCP endpoint?",
+                    short(ct.as_deref().unwrap_or("none"))
+                )),
                 // After the handshake, whatever else goes wrong is the transport's.
-                _ => {
-                    return GatewayError::Transport(format!(
-                        "the server's answer could not be read ({})",
-                        short(&http.to_string())
-                    ));
-                }
-            }
+                _ => GatewayError::Transport(format!(
+                    "the server's answer could not be read ({})",
+                    short(&http.to_string())
+                )),
+            };
         }
         if let Some(e) = e.downcast_ref::<reqwest::Error>() {
             return from_reqwest(e);
@@ -343,17 +331,13 @@ fn from_reqwest(e: &reqwest::Error) -> GatewayError {
     if e.is_timeout() {
         return GatewayError::Transport("the request to the server timed out".into());
     }
-    let cause = innermost(e);
+    let cause = short(&innermost(e));
     if e.is_connect() {
         return GatewayError::Transport(format!(
-            "cannot connect to the server ({}): check the URL and that the server is up",
-            short(&cause)
+            "cannot connect to the server ({cause}): check the URL and that the server is up"
         ));
     }
-    GatewayError::Transport(format!(
-        "the request to the server failed ({})",
-        short(&cause)
-    ))
+    GatewayError::Transport(format!("the request to the server failed ({cause})"))
 }
 
 fn from_io(e: &std::io::Error) -> GatewayError {

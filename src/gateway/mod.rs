@@ -297,11 +297,7 @@ impl Gateway {
             .take(3)
             .map(|e| {
                 let at = e.instance_path().to_string();
-                let at = if at.is_empty() {
-                    "arguments".to_owned()
-                } else {
-                    at
-                };
+                let at = if at.is_empty() { "arguments" } else { &at };
                 crate::text::cap_chars(&format!("{at}: {e}"), 300)
             })
             .collect();

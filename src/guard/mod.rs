@@ -174,14 +174,10 @@ impl Guard {
 
     /// Records a call whose input was rejected (it costs no token).
     pub fn rejected(&self, who: Charge<'_>, tool: &str, params: &Value, output: &ToolOutput) {
-        self.metrics.ended(
-            tool,
-            (who.front_end.as_str(), who.caller),
-            Outcome::Rejected,
-            None,
-        );
-        let call_id = new_call_id();
         let (front_end, caller) = (who.front_end, who.caller);
+        self.metrics
+            .ended(tool, (front_end.as_str(), caller), Outcome::Rejected, None);
+        let call_id = new_call_id();
         self.write(
             "tool_call",
             (front_end, caller),
@@ -211,6 +207,7 @@ impl Guard {
         let call_id = new_call_id();
         let charged = self.charge(&who, cost).await;
         let at = (who.front_end, who.caller);
+        let counted = (who.front_end.as_str(), who.caller);
         if let Err(None) = charged {
             // Fails closed: a limiter that cannot be asked admits nothing billable.
             self.write(
@@ -220,24 +217,16 @@ impl Guard {
                 &call_id,
                 fields(params, "ok"),
             );
-            self.metrics.ended(
-                tool,
-                (who.front_end.as_str(), who.caller),
-                Outcome::Unavailable,
-                None,
-            );
+            self.metrics
+                .ended(tool, counted, Outcome::Unavailable, None);
             return Err(Refusal::Unavailable);
         }
         if let Err(Some(wait)) = charged {
             let mut f = fields(params, "ok");
             f.insert("retry_after_ms".into(), json!(wait.as_millis() as u64));
             self.write("rate_limited", at, tool, &call_id, f);
-            self.metrics.ended(
-                tool,
-                (who.front_end.as_str(), who.caller),
-                Outcome::RateLimited,
-                None,
-            );
+            self.metrics
+                .ended(tool, counted, Outcome::RateLimited, None);
             return Err(Refusal::RateLimited { retry_after: wait });
         }
         self.metrics.started_call();

@@ -917,10 +917,10 @@ impl Clients {
     }
 
     pub fn current(&self) -> Arc<ClientSet> {
-        match self.current.read() {
-            Ok(set) => set.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Loads the file again and swaps the set in; a file that does not load leaves the
@@ -932,10 +932,7 @@ impl Clients {
         *seen = fingerprint(&self.path);
         let set = ClientSet::reloaded(&self.current(), &ClientsFile::load(&self.path)?)?;
         let count = set.len();
-        match self.current.write() {
-            Ok(mut current) => *current = Arc::new(set),
-            Err(poisoned) => *poisoned.into_inner() = Arc::new(set),
-        }
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
         Ok(count)
     }
 

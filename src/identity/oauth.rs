@@ -180,8 +180,11 @@ pub struct Verifier {
     /// or [`VERIFIED_TTL`], whichever is first. Only the very same bytes skip the checks,
     /// so a hit proves what a signature check would; emptied whenever the key set is
     /// fetched, so a key the issuer withdrew stops vouching within one refresh.
-    verified: std::sync::Mutex<std::collections::HashMap<[u8; 32], (Verified, Instant)>>,
+    verified: std::sync::Mutex<Recent>,
 }
+
+/// Tokens verified lately, by SHA-256: what each said and until when it may be trusted.
+type Recent = std::collections::HashMap<[u8; 32], (Verified, Instant)>;
 
 impl Verifier {
     /// Builds the verifier; connects nowhere (the keys are fetched on the first token).
@@ -210,7 +213,7 @@ impl Verifier {
             timing,
             keys: RwLock::new(None),
             fetch: tokio::sync::Mutex::new(FetchState::default()),
-            verified: std::sync::Mutex::new(std::collections::HashMap::new()),
+            verified: std::sync::Mutex::new(Recent::new()),
         })
     }
 
@@ -245,9 +248,7 @@ impl Verifier {
         Ok(verified)
     }
 
-    fn verified_cache(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<[u8; 32], (Verified, Instant)>> {
+    fn verified_cache(&self) -> std::sync::MutexGuard<'_, Recent> {
         self.verified.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -306,9 +307,9 @@ impl Verifier {
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         validation.set_issuer(&[&self.config.issuer]);
         validation.set_audience(&[&self.config.audience]);
-        let data = jsonwebtoken::decode::<Claims>(token, &key.key, &validation)
-            .map_err(|e| TokenError::Invalid(reason(e.kind()).to_owned()))?;
-        let claims = data.claims;
+        let claims = jsonwebtoken::decode::<Claims>(token, &key.key, &validation)
+            .map_err(|e| TokenError::Invalid(reason(e.kind()).to_owned()))?
+            .claims;
         // Exact, as text: jsonwebtoken also accepts an `iss` array; we do not.
         if claims.iss != self.config.issuer {
             return Err(TokenError::Invalid("wrong issuer".to_owned()));

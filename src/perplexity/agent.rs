@@ -179,13 +179,8 @@ pub enum CreateError {
 /// The id of a created run, validated.
 pub fn run_id_of(response: &Map<String, Value>) -> Result<String, CreateError> {
     match response.get("id").and_then(Value::as_str) {
-        Some(id) if !id.is_empty() => {
-            if valid_run_id(id) {
-                Ok(id.to_owned())
-            } else {
-                Err(CreateError::MalformedId)
-            }
-        }
+        Some(id) if valid_run_id(id) => Ok(id.to_owned()),
+        Some(id) if !id.is_empty() => Err(CreateError::MalformedId),
         _ => Err(CreateError::NoId),
     }
 }

@@ -400,10 +400,9 @@ impl PerplexityClient {
                 })
                 .map_err(Failure::from)
         };
-        match tokio::time::timeout(timeout, exchange).await {
-            Ok(result) => result,
-            Err(_) => Err(ApiError::Network(NetworkKind::Timeout).into()),
-        }
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .unwrap_or_else(|_| Err(ApiError::Network(NetworkKind::Timeout).into()))
     }
 }
 
@@ -475,14 +474,9 @@ fn retry_hint(headers: &reqwest::header::HeaderMap, now: SystemTime) -> RetryHin
                 Some(at.duration_since(now).unwrap_or(Duration::ZERO))
             })
         });
-    let should_retry = match text("x-should-retry") {
-        Some("true") => Some(true),
-        Some("false") => Some(false),
-        _ => None,
-    };
     RetryHint {
         after,
-        should_retry,
+        should_retry: text("x-should-retry").and_then(|v| v.parse().ok()),
     }
 }
 

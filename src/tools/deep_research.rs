@@ -121,9 +121,7 @@ pub fn definition(name: &'static str) -> rmcp::model::Tool {
             "security_flags":{"type":"array","items":{"type":"string"}},
             "response_id":{"type":"string"}},
         "required":["answer","key_findings","open_questions","claims","sources","subquestions","decomposition","validation_report","security_flags"]})))
-    .with_annotations(
-        starts_a_run(),
-    )
+    .with_annotations(starts_a_run())
 }
 
 pub fn validate(args: &Args) -> Result<DeepCall, ArgError> {
@@ -366,14 +364,12 @@ pub async fn run(
         }
     };
     stage("validating claims".to_owned());
-    let report: Value = match serde_json::from_str(run.answer_text().trim()) {
-        Ok(Value::Object(report)) => Value::Object(report),
-        _ => {
-            let output = ToolOutput::error(format!(
-                "The report of run {id} is not the JSON that was asked for."
-            ));
-            return Report::new(output, flags, Some(id));
-        }
+    let Ok(report @ Value::Object(_)) = serde_json::from_str::<Value>(run.answer_text().trim())
+    else {
+        let output = ToolOutput::error(format!(
+            "The report of run {id} is not the JSON that was asked for."
+        ));
+        return Report::new(output, flags, Some(id));
     };
     let (mut output, checked) = validated(call, &sources, &report, &flags, &id);
     if let Some(structured) = output.structured.as_mut() {

@@ -79,12 +79,13 @@ pub const SEARCH: [Arg; 14] = [
     Arg::new("updated_before", DATE),
     Arg::new("max_tokens_per_page", Kind::int(128, 4096, 1024)).about("Text extracted per page."),
 ];
-const DATE_ARGS: [(&str, &str); 4] = [
-    ("published_after", "search_after_date_filter"),
-    ("published_before", "search_before_date_filter"),
-    ("updated_after", "last_updated_after_filter"),
-    ("updated_before", "last_updated_before_filter"),
+const DATE_ARGS: [(&str, DateField); 4] = [
+    ("published_after", |q| &mut q.search_after_date_filter),
+    ("published_before", |q| &mut q.search_before_date_filter),
+    ("updated_after", |q| &mut q.last_updated_after_filter),
+    ("updated_before", |q| &mut q.last_updated_before_filter),
 ];
+type DateField = fn(&mut SearchQuery) -> &mut Option<String>;
 
 /// The definition `tools/list` shows, under the registry's name for it.
 pub fn definition(name: &'static str) -> rmcp::model::Tool {
@@ -173,15 +174,7 @@ pub fn validate(args: &Args) -> Result<SearchQuery, ArgError> {
         ..SearchQuery::default()
     };
     for (arg, field) in DATE_ARGS {
-        let Some(date) = owned(read.text(arg)?) else {
-            continue;
-        };
-        match field {
-            "search_after_date_filter" => query.search_after_date_filter = Some(date),
-            "search_before_date_filter" => query.search_before_date_filter = Some(date),
-            "last_updated_after_filter" => query.last_updated_after_filter = Some(date),
-            _ => query.last_updated_before_filter = Some(date),
-        }
+        *field(&mut query) = owned(read.text(arg)?);
     }
     // The API answers this pair with 400: say so before spending a request.
     if query.search_recency_filter.is_some()

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
@@ -24,23 +24,17 @@ pub fn draw(frame: &mut Frame, app: &App) {
 
 /// [`draw`] as at `now` (the spinner and the seconds running depend on it).
 pub fn draw_at(frame: &mut Frame, app: &App, now: Instant) {
-    let [main, input, status] = Layout::default()
-        .direction(Direction::Vertical)
-        .constraints([
-            Constraint::Min(3),
-            Constraint::Length(1),
-            Constraint::Length(1),
-        ])
-        .areas(frame.area());
-    let [chat, side] = Layout::default()
-        .direction(Direction::Horizontal)
-        .constraints([Constraint::Percentage(60), Constraint::Percentage(40)])
-        .areas(main);
+    let [main, input, status] = Layout::vertical([
+        Constraint::Min(3),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    let [chat, side] =
+        Layout::horizontal([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(main);
     let tabs_height = (app.tabs.len() as u16 + 2).max(3).min(side.height / 2);
-    let [tabs, page] = Layout::default()
-        .direction(Direction::Vertical)
-        .constraints([Constraint::Length(tabs_height), Constraint::Min(3)])
-        .areas(side);
+    let [tabs, page] =
+        Layout::vertical([Constraint::Length(tabs_height), Constraint::Min(3)]).areas(side);
     draw_chat(frame, app, chat);
     draw_tabs(frame, app, tabs);
     draw_page(frame, app, page);
@@ -48,11 +42,18 @@ pub fn draw_at(frame: &mut Frame, app: &App, now: Instant) {
     draw_status(frame, app, status, now);
 }
 
+fn bold(color: Color) -> Style {
+    Style::default().fg(color).add_modifier(Modifier::BOLD)
+}
+
+/// A line of ours, not the page's or the model's, drawn dim.
+fn dim(text: &'static str) -> Line<'static> {
+    Line::from(Span::styled(text, Style::default().fg(Color::DarkGray)))
+}
+
 fn block(title: &str, focused: bool) -> Block<'_> {
     let style = if focused {
-        Style::default()
-            .fg(Color::Cyan)
-            .add_modifier(Modifier::BOLD)
+        bold(Color::Cyan)
     } else {
         Style::default()
     };
@@ -202,31 +203,13 @@ fn piece(word: &str, room: usize, hard: bool) -> Option<usize> {
 
 fn entry_lines(entry: &Entry, width: usize) -> Vec<Line<'static>> {
     let (label, style) = match entry.kind {
-        Kind::You => (
-            "you",
-            Style::default()
-                .fg(Color::Yellow)
-                .add_modifier(Modifier::BOLD),
-        ),
-        Kind::Answer => (
-            "answer",
-            Style::default()
-                .fg(Color::Green)
-                .add_modifier(Modifier::BOLD),
-        ),
+        Kind::You => ("you", bold(Color::Yellow)),
+        Kind::Answer => ("answer", bold(Color::Green)),
         Kind::Note => ("note", Style::default().fg(Color::DarkGray)),
         Kind::Help => ("help", Style::default().fg(Color::Cyan)),
         Kind::Log => ("log", Style::default().fg(Color::DarkGray)),
-        Kind::Error => (
-            "error",
-            Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
-        ),
-        Kind::Alert => (
-            "alert",
-            Style::default()
-                .fg(Color::Magenta)
-                .add_modifier(Modifier::BOLD),
-        ),
+        Kind::Error => ("error", bold(Color::Red)),
+        Kind::Alert => ("alert", bold(Color::Magenta)),
     };
     let mut lines = vec![Line::from(Span::styled(format!("{label}:"), style))];
     if !entry.flags.is_empty() {
@@ -468,10 +451,7 @@ fn chat_title(app: &App, max: usize) -> String {
 fn draw_tabs(frame: &mut Frame, app: &App, area: Rect) {
     let inner = area.width.saturating_sub(2) as usize;
     let lines: Vec<Line> = if app.tabs.is_empty() {
-        vec![Line::from(Span::styled(
-            "no tabs — /open <url>",
-            Style::default().fg(Color::DarkGray),
-        ))]
+        vec![dim("no tabs — /open <url>")]
     } else {
         app.tabs
             .iter()
@@ -508,10 +488,7 @@ fn draw_page(frame: &mut Frame, app: &App, area: Rect) {
     let width = area.width.saturating_sub(2) as usize;
     let mut lines: Vec<Line> = Vec::new();
     match app.current_tab() {
-        None => lines.push(Line::from(Span::styled(
-            "no page",
-            Style::default().fg(Color::DarkGray),
-        ))),
+        None => lines.push(dim("no page")),
         Some(tab) => {
             lines.extend(
                 wrap(&tab.url, width)
@@ -522,10 +499,7 @@ fn draw_page(frame: &mut Frame, app: &App, area: Rect) {
                 let warning = format!("⚠ possible prompt injection: {}", tab.flags.join(", "));
                 lines.extend(warned(&warning, width));
             }
-            lines.push(Line::from(Span::styled(
-                "untrusted page text:",
-                Style::default().fg(Color::DarkGray),
-            )));
+            lines.push(dim("untrusted page text:"));
             match &tab.text {
                 Some(text) => lines.extend(wrap(text, width).into_iter().map(Line::from)),
                 // Wrapped like the text it stands for, never cut at the pane's edge.

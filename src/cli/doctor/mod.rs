@@ -89,6 +89,18 @@ impl Check {
         }
     }
 
+    fn ok(name: impl Into<String>, detail: impl Into<String>) -> Check {
+        Check::new(Status::Ok, name, detail)
+    }
+
+    fn warn(name: impl Into<String>, detail: impl Into<String>) -> Check {
+        Check::new(Status::Warn, name, detail)
+    }
+
+    fn fail(name: impl Into<String>, detail: impl Into<String>) -> Check {
+        Check::new(Status::Fail, name, detail)
+    }
+
     fn fix(mut self, fix: impl Into<String>) -> Check {
         self.fix = fix.into();
         self
@@ -108,7 +120,7 @@ pub async fn run(args: DoctorArgs, config: &Config) -> Ended {
     }
     for problem in &args.config_problems {
         checks.push(
-            Check::new(Status::Fail, "Configuration", problem.clone())
+            Check::fail("Configuration", problem.clone())
                 .fix("fix that variable or the config file, then run doctor again (the checks below used its default)"),
         );
     }
@@ -125,7 +137,7 @@ pub async fn run(args: DoctorArgs, config: &Config) -> Ended {
 
 /// When the configuration did not load at all: that is the one check, failed.
 pub fn unconfigured(problem: &str, json: bool) -> Ended {
-    let check = Check::new(Status::Fail, "Configuration", problem)
+    let check = Check::fail("Configuration", problem)
         .fix("fix that variable or the config file, then run doctor again");
     finish(&[check], json)
 }
@@ -237,7 +249,7 @@ fn api_key(raw: Option<&str>, in_entries: &[EntryKey]) -> Check {
     let key = raw.map(str::trim).unwrap_or_default();
     if key.is_empty() {
         return match in_entries {
-            [] => Check::new(Status::Fail, NAME, "PERPLEXITY_API_KEY is not set").fix(how),
+            [] => Check::fail(NAME, "PERPLEXITY_API_KEY is not set").fix(how),
             found => entry_key(found),
         };
     }
@@ -281,23 +293,20 @@ fn shell_key(key: &str) -> Check {
     const NAME: &str = "API key";
     let key = key.trim();
     if key.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Check::new(
-            Status::Fail,
+        return Check::fail(
             NAME,
             "PERPLEXITY_API_KEY contains spaces or line breaks (a copy-and-paste slip?)",
         )
         .fix("copy the key again from https://www.perplexity.ai/account/api and set it without surrounding text");
     }
     if !key.starts_with("pplx-") || !(20..=256).contains(&key.len()) {
-        return Check::new(
-            Status::Warn,
+        return Check::warn(
             NAME,
             "PERPLEXITY_API_KEY is set but does not look like a Perplexity key (they start with pplx- and are a few dozen characters long)",
         )
         .fix("check that it is the API key from https://www.perplexity.ai/account/api");
     }
-    Check::new(
-        Status::Ok,
+    Check::ok(
         NAME,
         "PERPLEXITY_API_KEY is set and shaped like a Perplexity key (not checked against the API)",
     )
@@ -329,7 +338,7 @@ fn configuration(config: &Config) -> Check {
             crate::perplexity::config::redacted_proxy(proxy)
         ));
     }
-    Check::new(Status::Ok, "Configuration", detail)
+    Check::ok("Configuration", detail)
 }
 
 /// Opens the store (as first use would) and checks who may read it. Returns it for the
@@ -341,15 +350,14 @@ async fn state_check(config: &Config) -> Option<Check> {
     // The shared engine alone: the store has its own checks.
     let shared = match crate::state::State::open(None, Some(state)) {
         Ok(shared) => shared,
-        Err(problem) => return Some(Check::new(Status::Fail, NAME, problem)),
+        Err(problem) => return Some(Check::fail(NAME, problem)),
     };
     Some(match shared.connect(std::time::Duration::from_secs(2)).await {
-        Ok(()) => Check::new(
-            Status::Ok,
+        Ok(()) => Check::ok(
             NAME,
             format!("answers (keys under {})", state.prefix),
         ),
-        Err(e) => Check::new(Status::Fail, NAME, e.to_string()).fix(
+        Err(e) => Check::fail(NAME, e.to_string()).fix(
             "start Redis, or check PERPLEXITY_STATE_URL; until it answers, serve refuses to start and a running replica refuses billable calls",
         ),
     })
@@ -358,8 +366,7 @@ async fn state_check(config: &Config) -> Option<Check> {
 fn store_checks(config: &Config, checks: &mut Vec<Check>) -> Option<Store> {
     let Some(store_config) = config.store.clone() else {
         checks.push(
-            Check::new(
-                Status::Warn,
+            Check::warn(
                 "Store",
                 "no location is known (no PERPLEXITY_STORE_PATH, XDG_DATA_HOME or HOME)",
             )
@@ -376,11 +383,7 @@ fn store_checks(config: &Config, checks: &mut Vec<Check>) -> Option<Store> {
             } else {
                 "created; it opens"
             };
-            checks.push(Check::new(
-                Status::Ok,
-                "Store",
-                format!("{} {how}", path.display()),
-            ));
+            checks.push(Check::ok("Store", format!("{} {how}", path.display())));
             Some(store)
         }
         Err(e) => {
@@ -389,7 +392,7 @@ fn store_checks(config: &Config, checks: &mut Vec<Check>) -> Option<Store> {
             let (detail, fix) = text
                 .split_once("; ")
                 .unwrap_or((&text, "check the path and its permissions"));
-            checks.push(Check::new(Status::Fail, "Store", detail).fix(fix));
+            checks.push(Check::fail("Store", detail).fix(fix));
             None
         }
     };
@@ -421,10 +424,9 @@ fn store_permissions(path: &Path) -> Option<Check> {
         return None;
     }
     Some(if loose.is_empty() {
-        Check::new(Status::Ok, "Store permissions", seen.join(", "))
+        Check::ok("Store permissions", seen.join(", "))
     } else {
-        Check::new(
-            Status::Warn,
+        Check::warn(
             "Store permissions",
             format!("{}: others may read it", loose.join("; ")),
         )
@@ -451,12 +453,8 @@ fn gateway_checks(config: &Config, store: Option<&Store>) -> Vec<Check> {
         Some(Ok(stored)) => stored,
         Some(Err(e)) => {
             checks.push(
-                Check::new(
-                    Status::Fail,
-                    "Gateway",
-                    format!("stored definitions cannot be read: {e}"),
-                )
-                .fix("fix the store (see the Store check)"),
+                Check::fail("Gateway", format!("stored definitions cannot be read: {e}"))
+                    .fix("fix the store (see the Store check)"),
             );
             Vec::new()
         }
@@ -468,11 +466,7 @@ fn gateway_checks(config: &Config, store: Option<&Store>) -> Vec<Check> {
         }
     }
     if defs.is_empty() && checks.is_empty() {
-        checks.push(Check::new(
-            Status::Ok,
-            "Gateway",
-            "no downstream servers defined",
-        ));
+        checks.push(Check::ok("Gateway", "no downstream servers defined"));
     }
     for (def, source) in defs {
         checks.push(gateway_server(config, def, source));
@@ -492,8 +486,7 @@ fn gateway_server(config: &Config, def: &ServerDef, source: &str) -> Check {
         (true, true) => "",
     };
     match definition::resolve(def, &config.gateway, config.secret_key.as_ref()) {
-        Ok(_) => Check::new(
-            Status::Ok,
+        Ok(_) => Check::ok(
             name,
             format!("{what} ({source}{state}); its definition and secrets resolve"),
         )
@@ -515,12 +508,7 @@ fn gateway_server(config: &Config, def: &ServerDef, source: &str) -> Check {
             } else {
                 "fix it in the config file (PERPLEXITY_CONFIG_PATH)".to_owned()
             };
-            Check::new(
-                Status::Fail,
-                name,
-                format!("{what} ({source}{state}): {reason}"),
-            )
-            .fix(fix)
+            Check::fail(name, format!("{what} ({source}{state}): {reason}")).fix(fix)
         }
     }
 }
@@ -584,8 +572,7 @@ fn client_checks(files: &[ClientFile]) -> Vec<Check> {
         let (client, path) = (file.client, &file.path);
         if let Err(e) = &file.doc {
             checks.push(
-                Check::new(
-                    Status::Warn,
+                Check::warn(
                     client.title(),
                     format!("{} is not valid JSON ({e})", path.display()),
                 )
@@ -602,8 +589,7 @@ fn client_checks(files: &[ClientFile]) -> Vec<Check> {
     }
     if checks.is_empty() {
         checks.push(
-            Check::new(
-                Status::Ok,
+            Check::ok(
                 "MCP clients",
                 "no Claude Desktop, Claude Code, Cursor or VS Code entry runs perplexity-agent",
             )
@@ -648,8 +634,7 @@ fn client_entry(client: Client, path: &Path, name: &str, entry: &Value) -> Check
         ));
     }
     if notes.is_empty() {
-        return Check::new(
-            Status::Ok,
+        return Check::ok(
             title,
             format!(
                 "runs {command}, wait budget {budget} s, in {}",
@@ -683,9 +668,7 @@ fn key_absent(client: Client, path: &Path, name: &str, entry: &Value) -> Option<
         with_key.push_str(&format!(" --name {name}"));
     }
     Some(
-        Check::new(
-            Status::Warn,
-            format!("{} ({name}) key", client.title()),
+        Check::warn(format!("{} ({name}) key", client.title()),
             format!(
                 "the entry in {} sets no PERPLEXITY_API_KEY, and {} is started outside your shell, so it will not see the key you exported",
                 path.display(),
@@ -705,8 +688,7 @@ fn key_exposure(client: Client, path: &Path, name: &str, entry: &Value) -> Optio
         .ok()
         .and_then(|m| crate::files::loose_mode(&m.permissions()))?;
     Some(
-        Check::new(
-            Status::Warn,
+        Check::warn(
             format!("{} ({name}) key", client.title()),
             format!(
                 "{} holds the API key in plain text and is mode {loose:o}: other users can read it",

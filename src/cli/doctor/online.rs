@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Check, Status};
+use super::Check;
 use crate::config::Config;
 use crate::perplexity::{ApiError, NetworkKind, PerplexityClient};
 
@@ -31,21 +31,19 @@ pub(super) async fn checks(config: &Config, key_in_shell: bool) -> Vec<Check> {
         Ok(client) => client,
         Err(problem) => {
             return vec![
-                Check::new(Status::Fail, API, problem).fix("fix PERPLEXITY_PROXY"),
+                Check::fail(API, problem).fix("fix PERPLEXITY_PROXY"),
                 not_tried("the client could not be set up"),
             ];
         }
     };
     let deadline = || Instant::now() + REQUEST_TIMEOUT;
     let reached = match client.list_models(deadline()).await {
-        Ok(models) if models.is_empty() => Check::new(
-            Status::Warn,
+        Ok(models) if models.is_empty() => Check::warn(
             API,
             format!("{base} answers GET /v1/models, but lists no models"),
         )
         .fix("check that PERPLEXITY_API_BASE is Perplexity's API (unset, it is)"),
-        Ok(models) => Check::new(
-            Status::Ok,
+        Ok(models) => Check::ok(
             API,
             format!("{base} answers GET /v1/models ({} models)", models.len()),
         ),
@@ -56,8 +54,7 @@ pub(super) async fn checks(config: &Config, key_in_shell: bool) -> Vec<Check> {
     if !key_in_shell {
         return vec![
             reached,
-            Check::new(
-                Status::Warn,
+            Check::warn(
                 KEY,
                 "not tried: PERPLEXITY_API_KEY is not set in this shell (a key only in a client's entry is not sent from here)",
             )
@@ -73,15 +70,14 @@ pub(super) async fn checks(config: &Config, key_in_shell: bool) -> Vec<Check> {
 }
 
 fn accepted() -> Check {
-    Check::new(
-        Status::Ok,
+    Check::ok(
         KEY,
         "accepted: a lookup of a run that does not exist was answered 404, as it is for a good key (nothing is billed)",
     )
 }
 
 fn not_tried(why: &str) -> Check {
-    Check::new(Status::Warn, KEY, format!("not tried: {why}"))
+    Check::warn(KEY, format!("not tried: {why}"))
 }
 
 /// The catalogue request failed: say which base, and what kind of failure, by kind only
@@ -104,20 +100,18 @@ fn unreachable(base: &str, error: &ApiError) -> Check {
         }
         other => format!("{base}, GET /v1/models: {other}"),
     };
-    Check::new(Status::Fail, API, detail).fix(fix)
+    Check::fail(API, detail).fix(fix)
 }
 
 /// The key request failed: refused, or something else worth a word.
 fn refused(base: &str, error: &ApiError) -> Check {
     match error.http_status() {
-        Some(code @ (401 | 403)) => Check::new(
-            Status::Fail,
+        Some(code @ (401 | 403)) => Check::fail(
             KEY,
             format!("the key was refused (HTTP {code} from {base})"),
         )
         .fix("make a new key at https://www.perplexity.ai/account/api, export it, and install again with --with-key-from-env where a client's entry holds the old one"),
-        _ => Check::new(
-            Status::Fail,
+        _ => Check::fail(
             KEY,
             // Errors from the client are already scrubbed of the key.
             format!("the request with the key failed: {error}"),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{Check, Status};
+use super::Check;
 use crate::mcp::protocol::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
 
 /// How long each handshake may take, start-up included.
@@ -25,8 +25,7 @@ pub(super) async fn self_test() -> Vec<Check> {
         Ok(exe) => exe,
         Err(e) => {
             return vec![
-                Check::new(
-                    Status::Fail,
+                Check::fail(
                     "Protocol",
                     format!("cannot find this binary to start it ({})", e.kind()),
                 )
@@ -36,8 +35,7 @@ pub(super) async fn self_test() -> Vec<Check> {
     };
     let run = tokio::task::spawn_blocking(move || vec![legacy(&exe), modern(&exe)]).await;
     run.unwrap_or_else(|_| {
-        vec![Check::new(
-            Status::Fail,
+        vec![Check::fail(
             "Protocol",
             "the self-test stopped unexpectedly",
         )]
@@ -100,12 +98,11 @@ fn tool_count(result: &Value) -> Result<usize, String> {
 
 fn handshake_check(name: String, outcome: Result<usize, String>, steps: &str) -> Check {
     match outcome {
-        Ok(tools) => Check::new(
-            Status::Ok,
+        Ok(tools) => Check::ok(
             name,
             format!("{steps}: answered, {tools} tools offered"),
         ),
-        Err(e) => Check::new(Status::Fail, name, e).fix(
+        Err(e) => Check::fail(name, e).fix(
             "run `PERPLEXITY_LOG=debug perplexity-agent serve` to see why; reinstall the binary if it is damaged",
         ),
     }
@@ -244,6 +241,7 @@ impl Drop for Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::doctor::Status;
 
     #[cfg(unix)]
     #[test]

@@ -149,7 +149,7 @@ fn route(
         }
         return Routed::Answered(StatusCode::ACCEPTED.into_response());
     }
-    let (id, method, params) = match envelope(message) {
+    let (id, method, mut params) = match envelope(message) {
         Envelope::Request { id, method, params } => (id, method, params),
         Envelope::Other(Action::Reply(frame)) => {
             return Routed::Answered(json(StatusCode::BAD_REQUEST, frame));
@@ -168,7 +168,6 @@ fn route(
     };
     // W3C Trace Context may come as the HTTP header; the call reads it where MCP puts it
     // (`_meta.traceparent`), and one in the body wins.
-    let mut params = params;
     if matches!(method.as_str(), "tools/call" | "resources/read")
         && let Some(traceparent) = header(headers, "traceparent")
     {
@@ -201,15 +200,7 @@ fn route(
     let marked = request_meta(&params).is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
     match decide(parsed, &params, arrival) {
         // The bare dual-era probe (no `_meta`, no modern header): answered as on stdio.
-        Era::Modern if !marked && !modern_header => Routed::Call(Incoming {
-            id,
-            method,
-            params,
-            era: Era::Modern,
-            session: None,
-            who,
-            session_apps: false,
-        }),
+        Era::Modern if !marked && !modern_header => modern_call(id, method, params, who),
         Era::Modern => modern(endpoint, headers, id, method, parsed, params, who),
         Era::Legacy => legacy(endpoint, headers, session, id, method, params, who),
     }
@@ -297,9 +288,14 @@ fn modern(
     if let Err(e) = validate_modern_meta(method, &params) {
         return bad(e);
     }
+    modern_call(id, owned_method, params, who)
+}
+
+/// A modern request for the handler: it belongs to no session.
+fn modern_call(id: Value, method: String, params: Map<String, Value>, who: Identity) -> Routed {
     Routed::Call(Incoming {
         id,
-        method: owned_method,
+        method,
         params,
         era: Era::Modern,
         session: None,
@@ -354,15 +350,14 @@ fn legacy(
             session_apps: apps,
         });
     }
+    let bad = |message: &str| {
+        let error = RpcError::new(code::INVALID_REQUEST, message);
+        Routed::Answered(rpc_error(StatusCode::BAD_REQUEST, &id, error))
+    };
     let Some(session) = session else {
-        return Routed::Answered(rpc_error(
-            StatusCode::BAD_REQUEST,
-            &id,
-            RpcError::new(
-                code::INVALID_REQUEST,
-                "Bad request: no Mcp-Session-Id. Send initialize first, or send a 2026-07-28 request.",
-            ),
-        ));
+        return bad(
+            "Bad request: no Mcp-Session-Id. Send initialize first, or send a 2026-07-28 request.",
+        );
     };
     if !endpoint.sessions.touch(&session, who.caller.key()) {
         return Routed::Answered(session_unknown(&id));
@@ -370,16 +365,9 @@ fn legacy(
     if let Some(version) = header(headers, &VERSION_HEADER)
         && !HANDSHAKE_VERSIONS.contains(&&*version)
     {
-        return Routed::Answered(rpc_error(
-            StatusCode::BAD_REQUEST,
-            &id,
-            RpcError::new(
-                code::INVALID_REQUEST,
-                format!(
-                    "Bad request: unsupported MCP-Protocol-Version for this session. Supported: {}.",
-                    HANDSHAKE_VERSIONS.join(", ")
-                ),
-            ),
+        return bad(&format!(
+            "Bad request: unsupported MCP-Protocol-Version for this session. Supported: {}.",
+            HANDSHAKE_VERSIONS.join(", ")
         ));
     }
     Routed::Call(Incoming {

@@ -85,12 +85,7 @@ impl Shared {
                 .arg(bucket.per_minute)
                 .arg(bucket.burst);
         }
-        let mut conn = self.conn.clone();
-        // EVALSHA, then EVAL once if this server has not seen the script (after a restart
-        // or a flush): the script travels only when it must.
-        let wait: u64 = self
-            .run(async move { invocation.invoke_async(&mut conn).await })
-            .await?;
+        let wait: u64 = self.script(&invocation).await?;
         Ok(match wait {
             0 => Ok(()),
             ms => Err(Duration::from_millis(ms)),

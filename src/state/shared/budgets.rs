@@ -209,10 +209,7 @@ impl Shared {
                 .arg(if check.monthly { "m" } else { "d" })
                 .arg(check.limit);
         }
-        let mut conn = self.conn.clone();
-        let answer: Vec<i64> = self
-            .run(async move { invocation.invoke_async(&mut conn).await })
-            .await?;
+        let answer: Vec<i64> = self.script(&invocation).await?;
         Ok(match answer.as_slice() {
             [0] => Admission::Held,
             [check, spent, held] if *check >= 1 => Admission::Short {
@@ -254,10 +251,7 @@ impl Shared {
         for (key, micros) in rows {
             invocation.arg(key).arg(*micros);
         }
-        let mut conn = self.conn.clone();
-        let answer: Vec<i64> = self
-            .run(async move { invocation.invoke_async(&mut conn).await })
-            .await?;
+        let answer: Vec<i64> = self.script(&invocation).await?;
         let Some((new, sums)) = answer.split_at_checked(rows.len()) else {
             return Err(BackendError::Answer("unexpected settle answer".to_owned()));
         };
@@ -284,15 +278,12 @@ impl Shared {
             .hget(&month, &mine)
             .hget(&day, "all")
             .hget(&month, "all");
-        let mut conn = self.conn.clone();
         let (caller_day, caller_month, all_day, all_month): (
             Option<i64>,
             Option<i64>,
             Option<i64>,
             Option<i64>,
-        ) = self
-            .run(async move { pipe.query_async(&mut conn).await })
-            .await?;
+        ) = self.pipe(&pipe).await?;
         Ok(SpentNow {
             caller_day: caller_day.unwrap_or(0),
             caller_month: caller_month.unwrap_or(0),
@@ -308,11 +299,9 @@ impl Shared {
         pipe.hgetall(&day)
             .hgetall(&month)
             .hgetall(self.key("spend", 1, "names"));
-        let mut conn = self.conn.clone();
         type Sums = std::collections::HashMap<String, i64>;
-        let (days, months, names): (Sums, Sums, std::collections::HashMap<String, String>) = self
-            .run(async move { pipe.query_async(&mut conn).await })
-            .await?;
+        let (days, months, names): (Sums, Sums, std::collections::HashMap<String, String>) =
+            self.pipe(&pipe).await?;
         let mut out: Vec<CallerSpend> = months
             .iter()
             .filter_map(|(field, month)| {

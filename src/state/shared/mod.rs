@@ -296,46 +296,51 @@ impl Shared {
             .ignore()
             .pexpire(&record, ttl.as_millis() as i64)
             .ignore();
+        self.pipe::<()>(&pipe).await
+    }
+
+    /// One command ([`Shared::run`]).
+    async fn cmd<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, BackendError> {
         let mut conn = self.conn.clone();
-        self.run(async move { pipe.query_async::<()>(&mut conn).await })
-            .await
+        self.run(cmd.query_async(&mut conn)).await
+    }
+
+    /// One batch of commands ([`Shared::run`]).
+    async fn pipe<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, BackendError> {
+        let mut conn = self.conn.clone();
+        self.run(pipe.query_async(&mut conn)).await
+    }
+
+    /// One script ([`Shared::run`]): EVALSHA, then EVAL once if this server has not seen
+    /// the script (after a restart or a flush), so the script travels only when it must.
+    async fn script<T: redis::FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, BackendError> {
+        let mut conn = self.conn.clone();
+        self.run(invocation.invoke_async(&mut conn)).await
     }
 
     /// The `fields` of the hash at `record` (`HMGET`: each `None` when absent).
-    async fn get_fields<T: redis::FromRedisValue + Send + 'static>(
+    async fn get_fields<T: redis::FromRedisValue>(
         &self,
         record: String,
         fields: &'static [&'static str],
     ) -> Result<T, BackendError> {
-        let mut conn = self.conn.clone();
-        self.run(async move {
-            redis::cmd("HMGET")
-                .arg(record)
-                .arg(fields)
-                .query_async(&mut conn)
-                .await
-        })
-        .await
+        self.cmd(redis::cmd("HMGET").arg(record).arg(fields)).await
     }
 
     /// One `GET`: the string at `key`, if any.
     async fn get(&self, key: String) -> Result<Option<String>, BackendError> {
-        let mut conn = self.conn.clone();
-        self.run(async move {
-            redis::cmd("GET")
-                .arg(key)
-                .query_async::<Option<String>>(&mut conn)
-                .await
-        })
-        .await
+        self.cmd(redis::cmd("GET").arg(key)).await
     }
 
     /// One `PING`.
     pub async fn ping(&self) -> Result<(), BackendError> {
-        let mut conn = self.conn.clone();
-        self.run(async move { redis::cmd("PING").query_async::<String>(&mut conn).await })
-            .await
-            .map(drop)
+        self.cmd::<String>(&redis::cmd("PING")).await.map(drop)
     }
 
     /// At start-up: the backend answers and accepts our credentials, within `within`

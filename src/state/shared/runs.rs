@@ -17,18 +17,14 @@ impl Shared {
     /// Binds a run to the caller that started it, unless it is bound already.
     pub async fn bind_run(&self, run_id: &str, caller: &str) -> Result<(), BackendError> {
         let key = self.key("run", 1, &format!("owner:{run_id}"));
-        let caller = caller.to_owned();
-        let mut conn = self.conn.clone();
-        self.run(async move {
+        self.cmd::<Option<String>>(
             redis::cmd("SET")
                 .arg(key)
                 .arg(caller)
                 .arg("NX")
                 .arg("EX")
-                .arg(KEPT.as_secs())
-                .query_async::<Option<String>>(&mut conn)
-                .await
-        })
+                .arg(KEPT.as_secs()),
+        )
         .await
         .map(drop)
     }
@@ -49,23 +45,12 @@ impl Shared {
             .ignore()
             .expire(&key, KEPT.as_secs() as i64)
             .ignore();
-        let mut conn = self.conn.clone();
-        self.run(async move { pipe.query_async::<()>(&mut conn).await })
-            .await
+        self.pipe(&pipe).await
     }
 
     /// Whether a run was handed to `caller` (not whether it started it).
     pub async fn run_shared_with(&self, run_id: &str, caller: &str) -> Result<bool, BackendError> {
         let key = self.key("run", 1, &format!("sharers:{run_id}"));
-        let caller = caller.to_owned();
-        let mut conn = self.conn.clone();
-        self.run(async move {
-            redis::cmd("SISMEMBER")
-                .arg(key)
-                .arg(caller)
-                .query_async::<bool>(&mut conn)
-                .await
-        })
-        .await
+        self.cmd(redis::cmd("SISMEMBER").arg(key).arg(caller)).await
     }
 }

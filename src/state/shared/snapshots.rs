@@ -48,10 +48,7 @@ impl Shared {
             .arg(response_id)
             .arg(keep.max(1))
             .arg(self.key("snap", 1, "resp:"));
-        let mut conn = self.conn.clone();
-        self.run(async move { invocation.invoke_async::<i64>(&mut conn).await })
-            .await
-            .map(drop)
+        self.script::<i64>(&invocation).await.map(drop)
     }
 
     /// The snapshot of a response (JSON text), if one is kept.

@@ -26,8 +26,6 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::AsyncCommands;
-
 use super::{BackendError, Shared};
 use crate::clock::now_ms;
 use crate::state::local::{TaskRecord, TaskUpdate};
@@ -205,10 +203,7 @@ impl Shared {
         for (field, value) in fields {
             invocation.arg(field).arg(value);
         }
-        let mut conn = self.conn.clone();
-        self.run(async move { invocation.invoke_async::<i64>(&mut conn).await })
-            .await
-            .map(drop)
+        self.script::<i64>(&invocation).await.map(drop)
     }
 
     /// The caller's task with this id; another caller's, or none, reads as `None`.
@@ -222,9 +217,7 @@ impl Shared {
 
     async fn raw_task(&self, id: &str) -> Result<Option<Adoptable>, BackendError> {
         let key = self.task_key(&format!("rec:{id}"));
-        let mut conn = self.conn.clone();
-        let fields: HashMap<String, String> =
-            self.run(async move { conn.hgetall(key).await }).await?;
+        let fields: HashMap<String, String> = self.cmd(redis::cmd("HGETALL").arg(key)).await?;
         Ok(parse(id, fields))
     }
 
@@ -255,10 +248,7 @@ impl Shared {
                 invocation.arg(field).arg(value);
             }
         }
-        let mut conn = self.conn.clone();
-        let changed: i64 = self
-            .run(async move { invocation.invoke_async(&mut conn).await })
-            .await?;
+        let changed: i64 = self.script(&invocation).await?;
         Ok(changed == 1)
     }
 
@@ -276,9 +266,7 @@ impl Shared {
             .arg(caller)
             .arg(run_id)
             .arg(now_ms());
-        let mut conn = self.conn.clone();
-        self.run(async move { invocation.invoke_async(&mut conn).await })
-            .await
+        self.script(&invocation).await
     }
 
     /// A page of the caller's tasks, newest first, each with its position (see
@@ -291,9 +279,8 @@ impl Shared {
     ) -> Result<Vec<(i64, TaskRecord)>, BackendError> {
         let index = self.task_key(&format!("of:{caller}"));
         let max = before.map_or("+inf".to_owned(), |b| format!("({b}"));
-        let mut conn = self.conn.clone();
         let ids: Vec<(String, i64)> = self
-            .run(async move {
+            .cmd(
                 redis::cmd("ZREVRANGEBYSCORE")
                     .arg(index)
                     .arg(max)
@@ -301,10 +288,8 @@ impl Shared {
                     .arg("WITHSCORES")
                     .arg("LIMIT")
                     .arg(0)
-                    .arg(limit)
-                    .query_async(&mut conn)
-                    .await
-            })
+                    .arg(limit),
+            )
             .await?;
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -313,10 +298,7 @@ impl Shared {
         for (id, _) in &ids {
             pipe.hgetall(self.task_key(&format!("rec:{id}")));
         }
-        let mut conn = self.conn.clone();
-        let rows: Vec<HashMap<String, String>> = self
-            .run(async move { pipe.query_async(&mut conn).await })
-            .await?;
+        let rows: Vec<HashMap<String, String>> = self.pipe(&pipe).await?;
         let now = now_ms();
         Ok(ids
             .into_iter()
@@ -329,19 +311,16 @@ impl Shared {
     /// Takes the lease of a task nobody holds; false if a replica (maybe this one) does.
     pub async fn claim_task(&self, id: &str) -> Result<bool, BackendError> {
         let key = self.task_key(&format!("lease:{id}"));
-        let (replica, ms) = (self.replica.clone(), self.lease.as_millis() as u64);
-        let mut conn = self.conn.clone();
+        let ms = self.lease.as_millis() as u64;
         let set: Option<String> = self
-            .run(async move {
+            .cmd(
                 redis::cmd("SET")
                     .arg(key)
-                    .arg(replica)
+                    .arg(&self.replica)
                     .arg("NX")
                     .arg("PX")
-                    .arg(ms)
-                    .query_async(&mut conn)
-                    .await
-            })
+                    .arg(ms),
+            )
             .await?;
         Ok(set.is_some())
     }
@@ -359,10 +338,7 @@ impl Shared {
         invocation
             .arg(&self.replica)
             .arg(self.lease.as_millis() as u64);
-        let mut conn = self.conn.clone();
-        let kept: Vec<i64> = self
-            .run(async move { invocation.invoke_async(&mut conn).await })
-            .await?;
+        let kept: Vec<i64> = self.script(&invocation).await?;
         Ok(kept.into_iter().map(|k| k == 1).collect())
     }
 
@@ -373,10 +349,7 @@ impl Shared {
         invocation
             .key(self.task_key(&format!("lease:{id}")))
             .arg(&self.replica);
-        let mut conn = self.conn.clone();
-        self.run(async move { invocation.invoke_async::<i64>(&mut conn).await })
-            .await
-            .map(drop)
+        self.script::<i64>(&invocation).await.map(drop)
     }
 
     /// Claims tasks whose replica is gone (their lease lapsed) and reads them: this
@@ -389,10 +362,7 @@ impl Shared {
             .arg(&self.replica)
             .arg(self.lease.as_millis() as u64)
             .arg(ADOPT_PER_SWEEP);
-        let mut conn = self.conn.clone();
-        let claimed: Vec<String> = self
-            .run(async move { invocation.invoke_async(&mut conn).await })
-            .await?;
+        let claimed: Vec<String> = self.script(&invocation).await?;
         let mut adopted = Vec::with_capacity(claimed.len());
         for id in claimed {
             match self.raw_task(&id).await? {
