@@ -101,11 +101,8 @@ impl FileArg {
 pub fn run(command: ClientsCommand) -> Ended {
     match command {
         ClientsCommand::Add(args) => {
-            let path = args.file.path()?;
-            let _held = lock(&path)?;
-            let mut file = load(&path)?;
-            let token = file
-                .add(
+            let (token, _) = edit(&args.file, |file| {
+                file.add(
                     &args.name,
                     args.tools.as_deref(),
                     args.rate_per_minute,
@@ -115,8 +112,7 @@ pub fn run(command: ClientsCommand) -> Ended {
                         monthly: args.budget_monthly,
                     },
                 )
-                .map_err(CliError::usage)?;
-            save(&file, &path)?;
+            })?;
             let exit = shown_once(&token, &format!("Added client {}", args.name));
             if let Some(tools) = &args.tools {
                 warn_of_tools_not_offered(&args.name, tools);
@@ -124,22 +120,14 @@ pub fn run(command: ClientsCommand) -> Ended {
             Ok(exit)
         }
         ClientsCommand::Rotate { name, file: arg } => {
-            let path = arg.path()?;
-            let _held = lock(&path)?;
-            let mut file = load(&path)?;
-            let token = file.rotate(&name).map_err(CliError::usage)?;
-            save(&file, &path)?;
+            let (token, _) = edit(&arg, |file| file.rotate(&name))?;
             Ok(shown_once(
                 &token,
                 &format!("New token for {name}; the old one stops working"),
             ))
         }
         ClientsCommand::Remove { name, file: arg } => {
-            let path = arg.path()?;
-            let _held = lock(&path)?;
-            let mut file = load(&path)?;
-            file.remove(&name).map_err(CliError::usage)?;
-            save(&file, &path)?;
+            let ((), path) = edit(&arg, |file| file.remove(&name))?;
             output::lines(&format!(
                 "Removed {name}: its token stops working once the server reloads {} (within a second).",
                 path.display()
@@ -159,13 +147,18 @@ fn load(path: &std::path::Path) -> Result<ClientsFile, CliError> {
     ClientsFile::load_or_empty(path).map_err(CliError::config)
 }
 
-/// Held from the read to the rename, so concurrent edits queue rather than lose one.
-fn lock(path: &std::path::Path) -> Result<crate::identity::clients::EditLock, CliError> {
-    ClientsFile::lock_for_edit(path).map_err(CliError::config)
-}
-
-fn save(file: &ClientsFile, path: &std::path::Path) -> Result<(), CliError> {
-    file.save(path).map_err(CliError::config)
+/// The file at `arg` changed by `change` and saved; with the path, for the message.
+fn edit<T>(
+    arg: &FileArg,
+    change: impl FnOnce(&mut ClientsFile) -> Result<T, String>,
+) -> Result<(T, PathBuf), CliError> {
+    let path = arg.path()?;
+    // Held from the read to the rename, so concurrent edits queue rather than lose one.
+    let _held = ClientsFile::lock_for_edit(&path).map_err(CliError::config)?;
+    let mut file = load(&path)?;
+    let changed = change(&mut file).map_err(CliError::usage)?;
+    file.save(&path).map_err(CliError::config)?;
+    Ok((changed, path))
 }
 
 /// The token alone on stdout (so `TOKEN=$(perplexity-agent clients add bot)` works), and

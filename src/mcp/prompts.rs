@@ -171,22 +171,10 @@ pub fn complete(params: &Map<String, Value>) -> Result<Value, RpcError> {
         .get("argument")
         .and_then(Value::as_object)
         .ok_or_else(|| invalid("'argument' is required and must be an object."))?;
-    let name = argument
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| invalid("'argument.name' is required and must be a string."))?;
-    let value = argument
-        .get("value")
-        .and_then(Value::as_str)
-        .ok_or_else(|| invalid("'argument.value' is required and must be a string."))?;
+    let name = string_at(argument, "name", "argument.name")?;
+    let value = string_at(argument, "value", "argument.value")?;
     let candidates: &[&str] = match reference.get("type").and_then(Value::as_str) {
-        Some("ref/prompt") => {
-            let prompt = reference
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| invalid("'ref.name' is required and must be a string."))?;
-            enum_values(prompt, name)
-        }
+        Some("ref/prompt") => enum_values(string_at(reference, "name", "ref.name")?, name),
         Some("ref/resource") => {
             if !reference.get("uri").is_some_and(Value::is_string) {
                 return Err(invalid("'ref.uri' is required and must be a string."));
@@ -229,6 +217,13 @@ impl Given {
 
 fn invalid(message: impl Into<String>) -> RpcError {
     RpcError::new(code::INVALID_PARAMS, message)
+}
+
+/// The string at `key`, required (`path` names it in the refusal).
+fn string_at<'a>(map: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a str, RpcError> {
+    map.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid(format!("'{path}' is required and must be a string.")))
 }
 
 fn accepted_prompts() -> String {

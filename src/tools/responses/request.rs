@@ -436,26 +436,25 @@ fn model_id<'a>(top: &Read<'_>, key: &str, v: &'a Value) -> Result<&'a str, Stri
 
 /// 1–128 of letters, digits and `. _ : / -`: a model id's characters.
 pub fn is_model_id(m: &str) -> bool {
-    (1..=MAX_MODEL_CHARS).contains(&m.len())
-        && m.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
+    letters_digits_and(m, MAX_MODEL_CHARS, b"._:/-")
 }
 
 /// 1 to `max` letters, digits, `_` or `-` (function, tool and label names).
 fn is_word(name: &str, max: usize) -> bool {
-    (1..=max).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    letters_digits_and(name, max, b"_-")
+}
+
+/// 1 to `max` of ASCII letters, digits and the bytes of `also`.
+fn letters_digits_and(s: &str, max: usize, also: &[u8]) -> bool {
+    (1..=max).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || also.contains(&b))
 }
 
 /// A name on the API key's Perplexity account (a profile, a connector): 1 to `max` of
 /// letters, digits and `. _ : -`.
 pub fn is_account_name(name: &str, max: usize) -> bool {
-    (1..=max).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+    letters_digits_and(name, max, b"._:-")
 }
 
 /// A connector id as `responses_create` accepts it (and `PERPLEXITY_ALLOWED_CONNECTORS`
