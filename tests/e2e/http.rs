@@ -91,13 +91,17 @@ pub fn with_metrics_port(env: &mut Vec<(String, String)>) {
 impl Http {
     /// The metrics listener (`PERPLEXITY_METRICS_BIND`), as the start-up line names it.
     pub fn metrics(&self) -> Client {
-        let err = self.server.stderr();
-        let port = err
-            .split("metrics on http://")
-            .nth(1)
-            .and_then(|rest| rest.split_once("/metrics"))
-            .and_then(|(addr, _)| addr.rsplit(':').next()?.parse().ok())
-            .unwrap_or_else(|| panic!("no metrics listener in: {err}"));
+        // The server names its metrics listener after the line `start` waited for.
+        let mut port = 0;
+        wait_until("the metrics listener", Duration::from_secs(10), || {
+            let err = self.server.stderr();
+            let named = err
+                .split("metrics on http://")
+                .nth(1)
+                .and_then(|rest| rest.split_once("/metrics"))
+                .and_then(|(addr, _)| addr.rsplit(':').next()?.parse().ok());
+            named.inspect(|p| port = *p).is_some()
+        });
         Client { port }
     }
 
@@ -111,8 +115,11 @@ impl Http {
         wait_until("the HTTP server to listen", Duration::from_secs(10), || {
             let err = server.stderr();
             // Only a whole line: stderr may be read while the address is half written.
+            // The start-up summary follows it at once; tests read that too, so wait for
+            // it whole as well.
             if let Some(rest) = err.split("MCP over HTTP on http://").nth(1)
-                && let Some((addr, _)) = rest.split_once("/mcp")
+                && let Some((addr, after)) = rest.split_once("/mcp\n")
+                && after.contains('\n')
             {
                 port = addr.rsplit(':').next().unwrap().parse().unwrap();
                 return true;

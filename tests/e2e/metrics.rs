@@ -150,9 +150,9 @@ fn without_a_token_loopback_peers_may_scrape_the_metrics_listener_only() {
             ("PERPLEXITY_HTTP_ALLOWED_HOSTS", "mcp.example.com"),
         ],
     );
+    let metrics = h.metrics();
     let err = h.server.stderr();
     assert!(err.contains("metrics on http://127.0.0.1:"), "{err}");
-    let metrics = h.metrics();
     assert_ne!(metrics.port, h.port);
     let reply = metrics.send("GET", "/metrics", &[], b"");
     assert_eq!(reply.status, 200, "{}", reply.text());
