@@ -180,8 +180,10 @@ fn bracketed(text: &str, found: &mut BTreeSet<u64>) {
 }
 
 /// The URL a page is known by: scheme and host lower-cased, the default port dropped (as
-/// the URL standard does), the fragment and `utm_*` tracking parameters dropped. A URL that
-/// does not parse is its own canonical form.
+/// the URL standard does), the fragment, `utm_*` tracking parameters and a trailing `/`
+/// dropped. A URL that does not parse is its own canonical form. One rule for every
+/// place that asks whether two URLs are one page (citations here, `deep_research`'s
+/// sources and claims).
 pub fn canonical_url(url: &str) -> String {
     let Ok(mut parsed) = url::Url::parse(url.trim()) else {
         return url.trim().to_owned();
@@ -197,7 +199,7 @@ pub fn canonical_url(url: &str) -> String {
             .collect();
         parsed.set_query((!kept.is_empty()).then(|| kept.join("&")).as_deref());
     }
-    parsed.to_string()
+    parsed.to_string().trim_end_matches('/').to_owned()
 }
 
 #[cfg(test)]

@@ -19,10 +19,10 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::time::Instant;
-use url::Url;
 
 use super::CallContext;
 use super::args::{Arg, Args, Kind, Read, input_schema};
+use super::citations::canonical_url as canonical;
 use super::report::{Claim, DeepReport, ReportSource, Validation};
 use super::{schema_object, starts_a_run};
 use crate::call::{ArgError, ToolOutput};
@@ -138,29 +138,6 @@ pub fn validate(args: &Args) -> Result<DeepCall, ArgError> {
         max_sources: read.int("max_sources")? as usize,
         model_decomposition: read.boolean("use_model_decomposition")?,
     })
-}
-
-/// `https://Example.org/a/?utm_source=x#top` and `https://example.org/a` are one source.
-pub fn canonical(raw: &str) -> String {
-    let Ok(mut url) = Url::parse(raw.trim()) else {
-        return raw.trim().to_owned();
-    };
-    url.set_fragment(None);
-    let kept: Vec<(String, String)> = url
-        .query_pairs()
-        .filter(|(k, _)| !k.starts_with("utm_"))
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
-    if kept.is_empty() {
-        url.set_query(None);
-    } else {
-        url.query_pairs_mut().clear().extend_pairs(kept);
-    }
-    let mut text = url.to_string();
-    if text.ends_with('/') && url.path() != "/" {
-        text.pop();
-    }
-    text.trim_end_matches('/').to_owned()
 }
 
 fn decomposition_schema(n: usize) -> Value {
