@@ -35,6 +35,28 @@ pub fn sorted_json(
     }
 }
 
+/// Sets `key` to `value` when there is one: an optional field left out stays out rather
+/// than written as `null`. For a JSON object, or a value that is one.
+pub trait PutSome {
+    fn put_some<T: serde::Serialize>(&mut self, key: &str, value: Option<T>);
+}
+
+impl PutSome for serde_json::Map<String, serde_json::Value> {
+    fn put_some<T: serde::Serialize>(&mut self, key: &str, value: Option<T>) {
+        if let Some(value) = value {
+            self.insert(key.to_owned(), serde_json::json!(value));
+        }
+    }
+}
+
+impl PutSome for serde_json::Value {
+    fn put_some<T: serde::Serialize>(&mut self, key: &str, value: Option<T>) {
+        if let Some(value) = value {
+            self[key] = serde_json::json!(value);
+        }
+    }
+}
+
 /// A JSON number written as an integer literal (no fraction, no exponent), as its
 /// value: `Some(i128)`, saturating for literals beyond the i128 range. Needs
 /// serde_json's `arbitrary_precision`, which keeps numbers as written (ids beyond 64

@@ -25,6 +25,7 @@ use serde_json::{Map, Value, json};
 use crate::call::{Budget, CallFacts, Caller, FrontEnd, Refusal, ToolOutput, Trace};
 use crate::random::secure_hex;
 use crate::state::{BucketSpec, State};
+use crate::text::PutSome;
 use audit::{AuditLog, sha256_hex, sorted};
 use metrics::{Metrics, Outcome};
 use offload::Offload;
@@ -238,9 +239,7 @@ impl Guard {
             .unwrap_or_else(|| Trace::of_call(&call_id));
         let mut f = fields(params, "ok");
         f.insert("trace_id".into(), json!(trace.trace_id));
-        if let Some(parent) = &trace.parent_id {
-            f.insert("trace_parent_id".into(), json!(parent));
-        }
+        f.put_some("trace_parent_id", trace.parent_id.as_ref());
         self.write("tool_call", at, tool, &call_id, f);
         Ok(Pass {
             guard: self.clone(),
@@ -269,9 +268,7 @@ impl Guard {
         f.insert("tool".into(), json!(tool));
         f.insert("front_end".into(), json!(front_end.as_str()));
         f.insert("caller".into(), json!(caller.name()));
-        if let Some(issuer) = caller.issuer() {
-            f.insert("issuer".into(), json!(issuer));
-        }
+        f.put_some("issuer", caller.issuer());
         f.insert("call_id".into(), json!(call_id));
         f.insert("replica".into(), json!(self.replica_id));
         audit.record(event, f);
@@ -343,12 +340,8 @@ impl Guard {
         let mut f = Map::new();
         f.insert("duration_ms".into(), json!(elapsed_ms(pass.started)));
         f.insert("abandoned".into(), json!(true));
-        if let Some(id) = run_ids.first() {
-            f.insert("response_id".into(), json!(id));
-        }
-        if let Some(task) = task_id {
-            f.insert("task_id".into(), json!(task));
-        }
+        f.put_some("response_id", run_ids.first());
+        f.put_some("task_id", task_id);
         f.insert("trace_id".into(), json!(pass.trace.trace_id));
         self.write(
             "tool_abandoned",
@@ -405,25 +398,17 @@ impl Pass {
         f.insert("result_hash".into(), json!(result_hash(output)));
         f.insert("duration_ms".into(), json!(elapsed_ms(self.started)));
         f.insert("truncated".into(), json!(truncated));
-        if let Some(id) = &facts.run_id {
-            f.insert("response_id".into(), json!(id));
-        }
+        f.put_some("response_id", facts.run_id.as_ref());
         if let Some(usage) = &facts.usage {
             f.insert("usage".into(), usage.clone());
         }
-        if let Some(task) = &facts.task_id {
-            f.insert("task_id".into(), json!(task));
-        }
-        if let Some(reason) = facts.refused {
-            f.insert("refused".into(), json!(reason));
-        }
+        f.put_some("task_id", facts.task_id.as_ref());
+        f.put_some("refused", facts.refused);
         if let Some(scope) = facts.cache_hit {
             f.insert("cache".into(), json!({"hit": true, "scope": scope}));
         }
         f.insert("trace_id".into(), json!(self.trace.trace_id));
-        if let Some(allowed) = &facts.fetch_allow_private {
-            f.insert("fetch_allow_private".into(), json!(allowed));
-        }
+        f.put_some("fetch_allow_private", facts.fetch_allow_private.as_ref());
         if !facts.security_flags.is_empty() {
             f.insert(
                 "security_flags".into(),

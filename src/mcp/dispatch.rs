@@ -96,12 +96,11 @@ pub struct Dispatcher {
     tasks: Arc<TaskDesk>,
     /// Who stdio's messages come from: the user running the server.
     local: Identity,
-    /// The `tools/list` results of callers limited to some tools, by slot and list.
-    limited_text: Mutex<std::collections::HashMap<(usize, String), CachedList>>,
-    /// The `tools/list` result of each era, serialized once per version of the list
-    /// (it changes only when a downstream server's tools do): rebuilding its JSON per
-    /// request was most of the HTTP server's CPU.
-    list_text: [Mutex<Option<CachedList>>; 4],
+    /// The `tools/list` results by slot and, for a caller limited to some tools, its
+    /// list: each serialized once per version of the list (it changes only when a
+    /// downstream server's tools do), as rebuilding its JSON per request was most of the
+    /// HTTP server's CPU.
+    list_text: Mutex<std::collections::HashMap<(usize, Option<String>), CachedList>>,
     /// Set by a transport that delivers `notifications/tools/list_changed` (stdio) when
     /// the list can change (downstream servers): only then is `listChanged` advertised.
     list_changed: std::sync::atomic::AtomicBool,
@@ -117,8 +116,7 @@ impl Dispatcher {
             tools,
             tasks: Arc::new(TaskDesk::new(FrontEnd::McpStdio)),
             local: Identity::unrestricted(Caller::local()),
-            limited_text: Mutex::default(),
-            list_text: std::array::from_fn(|_| Mutex::new(None)),
+            list_text: Mutex::default(),
             list_changed: std::sync::atomic::AtomicBool::new(false),
             stdio_apps: std::sync::atomic::AtomicBool::new(false),
         }
@@ -148,46 +146,28 @@ impl Dispatcher {
                 &shape(era, method, Value::Object(result)).to_string(),
             ))
         };
-        let result = match &who.access.tools {
-            None => {
-                let slot = &self.list_text[list_slot(era, apps)];
-                let cached = slot
-                    .lock()
-                    .ok()
-                    .and_then(|s| s.clone())
-                    .filter(|(g, _)| *g == generation)
-                    .map(|(_, text)| text);
-                cached.unwrap_or_else(|| {
-                    let text = build();
-                    if let Ok(mut s) = slot.lock() {
-                        *s = Some((generation, text.clone()));
-                    }
-                    text
-                })
+        // Callers limited to some tools get their own list, cached by that list.
+        let limited = who.access.tools.as_ref().map(|a| a.as_written().to_owned());
+        let key = (list_slot(era, apps), limited);
+        let cached = self
+            .list_text
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&key).cloned())
+            .filter(|(g, _)| *g == generation)
+            .map(|(_, text)| text);
+        let result = cached.unwrap_or_else(|| {
+            let text = build();
+            if let Ok(mut c) = self.list_text.lock() {
+                // Bounded by the distinct lists in use; a flood of OAuth scope
+                // combinations starts it over rather than grow it.
+                if c.len() >= 64 {
+                    c.clear();
+                }
+                c.insert(key, (generation, text.clone()));
             }
-            Some(allowed) => {
-                let key = (list_slot(era, apps), allowed.as_written().to_owned());
-                let cached = self
-                    .limited_text
-                    .lock()
-                    .ok()
-                    .and_then(|c| c.get(&key).cloned())
-                    .filter(|(g, _)| *g == generation)
-                    .map(|(_, text)| text);
-                cached.unwrap_or_else(|| {
-                    let text = build();
-                    if let Ok(mut c) = self.limited_text.lock() {
-                        // Bounded by the distinct lists in use; a flood of OAuth scope
-                        // combinations starts it over rather than grow it.
-                        if c.len() >= 64 {
-                            c.clear();
-                        }
-                        c.insert(key, (generation, text.clone()));
-                    }
-                    text
-                })
-            }
-        };
+            text
+        });
         // The id is the client's text: scrubbed per request.
         let id = Scrubbed::new(&serde_json::to_string(id).ok()?);
         Some(Scrubbed::reply(&id, &result))

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::call::ArgError;
-use crate::text::{json_integer, py_strip};
+use crate::text::{PutSome, json_integer, py_strip};
 
 pub type Args = Map<String, Value>;
 
@@ -255,9 +255,7 @@ impl Kind {
                 default,
             } => {
                 let mut p = string(*min, *max, pattern);
-                if let Some(d) = default {
-                    p["default"] = json!(d);
-                }
+                p.put_some("default", *default);
                 p
             }
             Kind::Str {
@@ -270,9 +268,7 @@ impl Kind {
                     Max::WaitBudget => p["maximum"] = json!(wait),
                     Max::Unbounded => {}
                 }
-                if let Some(d) = default {
-                    p["default"] = json!(d);
-                }
+                p.put_some("default", *default);
                 p
             }
             Kind::Number { min, max } => {
@@ -284,9 +280,7 @@ impl Kind {
                 values, default, ..
             } => {
                 let mut p = json!({"type": "string", "enum": values});
-                if let Some(d) = default {
-                    p["default"] = json!(d);
-                }
+                p.put_some("default", *default);
                 p
             }
             Kind::List { item, min, max } => {

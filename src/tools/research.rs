@@ -25,7 +25,7 @@ use crate::perplexity::wait::{
     create_and_wait, create_only,
 };
 use crate::perplexity::{ApiError, PerplexityClient};
-use crate::text::py_strip;
+use crate::text::{PutSome, py_strip};
 
 pub const DEFAULT_PRESET: &str = "medium";
 pub const MAX_DOMAINS: usize = 20;
@@ -524,15 +524,11 @@ const POLL_AFTER_MS: u64 = 2_000;
 /// bounded as the text is; the App renders each string as text, never as markup.
 fn view_of(outcome: &ResearchOutcome) -> Value {
     let mut view = serde_json::json!({"view": "research"});
-    if let Some(id) = outcome.run_id() {
-        view["response_id"] = Value::from(id);
-    }
+    view.put_some("response_id", outcome.run_id());
     match outcome {
         ResearchOutcome::Finished { run, .. } => {
             view["status"] = Value::from(run.status().unwrap_or("unknown"));
-            if let Some(answer) = render::answer_text(run) {
-                view["answer"] = Value::from(answer);
-            }
+            view.put_some("answer", render::answer_text(run));
             view["sources"] = render::sources(run)
                 .into_iter()
                 .map(|s| serde_json::json!({"id": s.number, "title": s.title, "url": s.url, "date": null}))

@@ -28,6 +28,7 @@ mod sessions;
 
 pub use handler::{AskError, Handled, Handler, Incoming, Outbound, header_params_of};
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -181,6 +182,20 @@ fn warn_of_tools_not_offered(auth: &policy::Authenticator, about: &About) {
     }
 }
 
+/// A listener on `at`, or `None` once it is said why not (`setting` names what chose the
+/// address, `other` what to change).
+async fn listen(at: SocketAddr, setting: &str, other: &str) -> Option<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(at)
+        .await
+        .inspect_err(|e| {
+            eprintln!(
+                "perplexity-agent: cannot listen on {setting}{at}: {}. Choose another {other}address or port.",
+                e.kind()
+            );
+        })
+        .ok()
+}
+
 /// [`serve_with`], saying at start what `about` knows besides the transport's settings.
 async fn serve_about(
     handler: Arc<dyn Handler>,
@@ -188,16 +203,8 @@ async fn serve_about(
     longest: Duration,
     about: About,
 ) -> i32 {
-    let listener = match tokio::net::TcpListener::bind(config.bind).await {
-        Ok(listener) => listener,
-        Err(e) => {
-            eprintln!(
-                "perplexity-agent: cannot listen on {}: {}. Choose another --bind address or port.",
-                config.bind,
-                e.kind()
-            );
-            return 1;
-        }
+    let Some(listener) = listen(config.bind, "", "--bind ").await else {
+        return 1;
     };
     let address = listener.local_addr().unwrap_or(config.bind);
     if !config.bind.ip().is_loopback() {
@@ -267,16 +274,8 @@ async fn serve_about(
         // The metrics listener is apart from /mcp's: a reverse proxy in front of /mcp
         // forwards from a loopback address too, so on /mcp's listener a loopback peer
         // proves nothing, and a scrape there needs the metrics token.
-        let listener = match tokio::net::TcpListener::bind(access.bind).await {
-            Ok(listener) => listener,
-            Err(e) => {
-                eprintln!(
-                    "perplexity-agent: cannot listen on PERPLEXITY_METRICS_BIND {}: {}. Choose another address or port.",
-                    access.bind,
-                    e.kind()
-                );
-                return 1;
-            }
+        let Some(listener) = listen(access.bind, "PERPLEXITY_METRICS_BIND ", "").await else {
+            return 1;
         };
         let at = listener.local_addr().unwrap_or(access.bind);
         let who = match (&access.token, at.ip().is_loopback()) {

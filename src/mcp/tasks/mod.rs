@@ -37,6 +37,7 @@ use crate::identity::Identity;
 use crate::perplexity::agent::CancelOutcome;
 use crate::perplexity::wait::RunIdSink;
 use crate::state::{StateError, TaskRecord, TaskUpdate};
+use crate::text::PutSome;
 use crate::tools::{Admitted, CallContext, Outcome, RunIds, Tools};
 
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -983,9 +984,7 @@ fn task_json(record: &TaskRecord, era: Era, detailed: bool) -> Value {
         "lastUpdatedAt": rfc3339(record.updated_ms),
         ttl: record.ttl_ms,
     });
-    if let Some(message) = &record.status_message {
-        task["statusMessage"] = json!(message);
-    }
+    task.put_some("statusMessage", record.status_message.as_ref());
     if record.status == STATUS_WORKING {
         let age = now_ms().saturating_sub(record.created_ms);
         task[poll] = json!(poll_interval_ms(&record.tool, age));

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::super::args::{Arg, Args, Kind, Read};
 use super::super::search::LANGUAGE;
 use crate::perplexity::agent::{FullRun, RECENCY_VALUES};
+use crate::text::PutSome;
 
 pub const MAX_TEXT_CHARS: usize = 16_384;
 pub const MAX_INPUT_ITEMS: usize = 64;
@@ -285,12 +286,8 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
     if max_output_tokens.is_none() && named.iter().any(|m| m.starts_with("anthropic/")) {
         return Err("Anthropic models need 'max_output_tokens' (e.g. 4096).".to_owned());
     }
-    if let Some(model) = model {
-        body.insert("model".into(), json!(model));
-    }
-    if let Some(models) = &models {
-        body.insert("models".into(), json!(models));
-    }
+    body.put_some("model", model);
+    body.put_some("models", models.as_ref());
     match preset {
         Some(preset) => {
             body.insert("preset".into(), json!(preset));
@@ -301,9 +298,7 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
         }
         None => {}
     }
-    if let Some(instructions) = top.text_in("instructions")? {
-        body.insert("instructions".into(), json!(instructions));
-    }
+    body.put_some("instructions", top.text_in("instructions")?);
     let input = top.required("input", top.get("input"))?;
     body.insert("input".into(), validate_input(input)?);
     let mut functions = Vec::new();
@@ -317,12 +312,8 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
             body.insert("tools".into(), Value::Array(tools));
         }
     }
-    if let Some(steps) = top.int_in("max_steps")? {
-        body.insert("max_steps".into(), json!(steps));
-    }
-    if let Some(tokens) = max_output_tokens {
-        body.insert("max_output_tokens".into(), json!(tokens));
-    }
+    body.put_some("max_steps", top.int_in("max_steps")?);
+    body.put_some("max_output_tokens", max_output_tokens);
     if let Some(v) = top.get("reasoning") {
         let reasoning = Read::of("reasoning", v, &["effort"])?;
         if let Some(effort) = reasoning.choice_at("effort", &EFFORTS)? {
@@ -335,13 +326,9 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
         expects_json = json_answer;
         body.insert("response_format".into(), format);
     }
-    if let Some(code) = top.text_in("language_preference")? {
-        body.insert("language_preference".into(), json!(code));
-    }
+    body.put_some("language_preference", top.text_in("language_preference")?);
     for key in ["temperature", "top_p"] {
-        if let Some(n) = top.number_in(key)? {
-            body.insert(key.into(), json!(n));
-        }
+        body.put_some(key, top.number_in(key)?);
     }
     if let Some(v) = top.get("profile") {
         let f = Read::of("profile", v, &["type", "id", "version"])?;
@@ -353,9 +340,7 @@ pub fn validate(args: &Args) -> Result<CreateCall, String> {
         }
         body.insert("profile".into(), profile);
     }
-    if let Some(id) = top.text_in("previous_response_id")? {
-        body.insert("previous_response_id".into(), json!(id));
-    }
+    body.put_some("previous_response_id", top.text_in("previous_response_id")?);
     let functions: Vec<String> = match top.list_in("functions")? {
         None => Vec::new(),
         Some(list) => list
@@ -542,9 +527,10 @@ fn input_item(path: &str, item: &Value, image_data: &mut usize) -> Result<Value,
                 "name": function_name(&f, "name")?,
                 "arguments": f.required("arguments", f.text_at("arguments", 0, MAX_TEXT_CHARS)?)?,
             });
-            if let Some(sig) = f.text_at("thought_signature", 1, MAX_TEXT_CHARS)? {
-                out["thought_signature"] = json!(sig);
-            }
+            out.put_some(
+                "thought_signature",
+                f.text_at("thought_signature", 1, MAX_TEXT_CHARS)?,
+            );
             Ok(out)
         }
         _ => {
@@ -561,9 +547,10 @@ fn input_item(path: &str, item: &Value, image_data: &mut usize) -> Result<Value,
             if f.get("name").is_some() {
                 out["name"] = json!(function_name(&f, "name")?);
             }
-            if let Some(sig) = f.text_at("thought_signature", 1, MAX_TEXT_CHARS)? {
-                out["thought_signature"] = json!(sig);
-            }
+            out.put_some(
+                "thought_signature",
+                f.text_at("thought_signature", 1, MAX_TEXT_CHARS)?,
+            );
             Ok(out)
         }
     }
@@ -680,12 +667,11 @@ fn validate_format(v: &Value) -> Result<(Value, bool), String> {
             let name = word_at(&js, "name", 64)?;
             let mut out =
                 json!({"name": name, "schema": js.required("schema", schema(&js, "schema")?)?});
-            if let Some(d) = js.text_at("description", 0, MAX_DESCRIPTION_CHARS)? {
-                out["description"] = json!(d);
-            }
-            if let Some(strict) = js.bool_at("strict")? {
-                out["strict"] = json!(strict);
-            }
+            out.put_some(
+                "description",
+                js.text_at("description", 0, MAX_DESCRIPTION_CHARS)?,
+            );
+            out.put_some("strict", js.bool_at("strict")?);
             Ok((json!({"type": "json_schema", "json_schema": out}), true))
         }
         // `choice` admits only json_schema.
@@ -744,9 +730,7 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
         "fetch_url" => {
             let f = Read::of(path, tool, &["type", "max_urls"])?;
             let mut out = json!({"type": "fetch_url"});
-            if let Some(n) = f.int_at("max_urls", 1, 10)? {
-                out["max_urls"] = json!(n);
-            }
+            out.put_some("max_urls", f.int_at("max_urls", 1, 10)?);
             Ok(out)
         }
         kind @ ("finance_search" | "people_search") => {
@@ -791,9 +775,10 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
                     .collect::<Result<Vec<_>, _>>()?;
                 out["allowed_tools"] = json!(names);
             }
-            if let Some(d) = f.text_at("server_description", 1, MAX_DESCRIPTION_CHARS)? {
-                out["server_description"] = json!(d);
-            }
+            out.put_some(
+                "server_description",
+                f.text_at("server_description", 1, MAX_DESCRIPTION_CHARS)?,
+            );
             Ok(out)
         }
         _ => {
@@ -808,9 +793,10 @@ fn validate_tool(path: &str, tool: &Value, functions: &mut Vec<String>) -> Resul
             }
             functions.push(name.to_owned());
             let mut out = json!({"type": "function", "name": name});
-            if let Some(d) = f.text_at("description", 0, MAX_DESCRIPTION_CHARS)? {
-                out["description"] = json!(d);
-            }
+            out.put_some(
+                "description",
+                f.text_at("description", 0, MAX_DESCRIPTION_CHARS)?,
+            );
             if let Some(p) = schema(&f, "parameters")? {
                 out["parameters"] = p;
             }
@@ -858,14 +844,16 @@ fn validate_filters(path: &str, v: &Value) -> Result<Map<String, Value>, String>
             out.insert("search_domain_filter".into(), json!(list));
         }
     }
-    if let Some(recency) = f.choice_at("search_recency_filter", &RECENCY_VALUES)? {
-        out.insert("search_recency_filter".into(), json!(recency));
-    }
+    out.put_some(
+        "search_recency_filter",
+        f.choice_at("search_recency_filter", &RECENCY_VALUES)?,
+    );
     for key in DATE_FILTERS {
         let problem = "must be a real date written M/D/YYYY, e.g. 3/14/2026.";
-        if let Some(date) = f.str_at(key, super::super::search::valid_date, problem)? {
-            out.insert(key.into(), json!(date));
-        }
+        out.put_some(
+            key,
+            f.str_at(key, super::super::search::valid_date, problem)?,
+        );
     }
     Ok(out)
 }
@@ -879,20 +867,12 @@ fn validate_location(path: &str, v: &Value) -> Result<Value, String> {
     let mut out = Map::new();
     let iso = |c: &str| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase());
     let problem = "must be a two-letter uppercase ISO 3166 code, e.g. US.";
-    if let Some(c) = f.str_at("country", iso, problem)? {
-        out.insert("country".into(), json!(c));
-    }
+    out.put_some("country", f.str_at("country", iso, problem)?);
     for key in ["city", "region"] {
-        if let Some(text) = f.text_at(key, 1, 128)? {
-            out.insert(key.into(), json!(text));
-        }
+        out.put_some(key, f.text_at(key, 1, 128)?);
     }
-    if let Some(lat) = f.number_at("latitude", -90.0, 90.0)? {
-        out.insert("latitude".into(), json!(lat));
-    }
-    if let Some(lon) = f.number_at("longitude", -180.0, 180.0)? {
-        out.insert("longitude".into(), json!(lon));
-    }
+    out.put_some("latitude", f.number_at("latitude", -90.0, 90.0)?);
+    out.put_some("longitude", f.number_at("longitude", -180.0, 180.0)?);
     Ok(Value::Object(out))
 }
 
