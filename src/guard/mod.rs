@@ -120,10 +120,10 @@ impl<'a> Charge<'a> {
 impl Guard {
     /// `secrets` names the values the audit log scrubs (`perplexity::key::secrets_to_scrub`).
     pub fn new(config: &GuardConfig, secrets: audit::Secrets) -> Result<Guard, String> {
-        let audit = match &config.audit_log_path {
-            Some(path) => Some(AuditLog::open(path, secrets)?),
-            None => None,
-        };
+        let audit = config.audit_log_path.as_ref();
+        let audit = audit
+            .map(|path| AuditLog::open(path, secrets))
+            .transpose()?;
         Ok(Guard {
             bucket: TokenBucket::new(
                 config.rate_per_minute,
@@ -167,10 +167,8 @@ impl Guard {
                 .and_then(|()| self.bucket.try_take_n(cost)),
             None => self.bucket.try_take_n(cost),
         };
-        match self.state.charge(&buckets, cost, here).await {
-            Ok(charged) => charged.map_err(Some),
-            Err(_) => Err(None),
-        }
+        let charged = self.state.charge(&buckets, cost, here).await;
+        charged.map_err(|_| None)?.map_err(Some)
     }
 
     /// Records a call whose input was rejected (it costs no token).
@@ -404,9 +402,10 @@ impl Pass {
         }
         f.put_some("task_id", facts.task_id.as_ref());
         f.put_some("refused", facts.refused);
-        if let Some(scope) = facts.cache_hit {
-            f.insert("cache".into(), json!({"hit": true, "scope": scope}));
-        }
+        f.put_some(
+            "cache",
+            facts.cache_hit.map(|s| json!({"hit": true, "scope": s})),
+        );
         f.insert("trace_id".into(), json!(self.trace.trace_id));
         f.put_some("fetch_allow_private", facts.fetch_allow_private.as_ref());
         if !facts.security_flags.is_empty() {

@@ -493,13 +493,7 @@ impl TaskDesk {
             .get("notifications")
             .filter(|_| declared)
             .and_then(|n| n.get("taskIds"))
-            .and_then(Value::as_array)
-            .map(|ids| {
-                ids.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect::<Vec<_>>()
-            })
+            .map(crate::text::strings)
             .unwrap_or_default();
         if wanted.len() > MAX_TASKS_IN_FLIGHT {
             return Err(RpcError::new(

@@ -166,16 +166,26 @@ impl Store {
     /// Binds a run to the caller that started it (the first binding stands: a run has
     /// one owner), keeping the newest [`MAX_RUN_OWNERS`].
     pub fn bind_run(&self, run_id: &str, caller: &str) -> Result<(), StoreError> {
+        self.add_run_caller("run_owners", run_id, caller)
+    }
+
+    /// Hands a run to one more caller, beside the one bound to it, keeping the newest
+    /// [`MAX_RUN_OWNERS`] of these too.
+    pub fn share_run(&self, run_id: &str, caller: &str) -> Result<(), StoreError> {
+        self.add_run_caller("run_sharers", run_id, caller)
+    }
+
+    /// Adds a run's caller to `table` (`run_owners` or `run_sharers`, alike in shape)
+    /// unless it is there, and drops the oldest beyond [`MAX_RUN_OWNERS`] in one step.
+    fn add_run_caller(&self, table: &str, run_id: &str, caller: &str) -> Result<(), StoreError> {
+        let add = format!(
+            "INSERT OR IGNORE INTO {table} (run_id, caller, created_ms) VALUES (?1, ?2, ?3)"
+        );
+        let trim = format!("DELETE FROM {table} WHERE seq <= (SELECT MAX(seq) FROM {table}) - ?1");
         self.with(|conn| {
             let tx = conn.transaction()?;
-            tx.execute(
-                "INSERT OR IGNORE INTO run_owners (run_id, caller, created_ms) VALUES (?1, ?2, ?3)",
-                params![run_id, caller, now_ms()],
-            )?;
-            tx.execute(
-                "DELETE FROM run_owners WHERE seq <= (SELECT MAX(seq) FROM run_owners) - ?1",
-                params![MAX_RUN_OWNERS],
-            )?;
+            tx.execute(&add, params![run_id, caller, now_ms()])?;
+            tx.execute(&trim, params![MAX_RUN_OWNERS])?;
             tx.commit()
         })
     }
@@ -189,23 +199,6 @@ impl Store {
                 |r| r.get(0),
             )
             .optional()
-        })
-    }
-
-    /// Hands a run to one more caller, beside the one bound to it, keeping the newest
-    /// [`MAX_RUN_OWNERS`] of these too.
-    pub fn share_run(&self, run_id: &str, caller: &str) -> Result<(), StoreError> {
-        self.with(|conn| {
-            let tx = conn.transaction()?;
-            tx.execute(
-                "INSERT OR IGNORE INTO run_sharers (run_id, caller, created_ms) VALUES (?1, ?2, ?3)",
-                params![run_id, caller, now_ms()],
-            )?;
-            tx.execute(
-                "DELETE FROM run_sharers WHERE seq <= (SELECT MAX(seq) FROM run_sharers) - ?1",
-                params![MAX_RUN_OWNERS],
-            )?;
-            tx.commit()
         })
     }
 

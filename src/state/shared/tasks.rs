@@ -188,17 +188,13 @@ impl Shared {
             ("who_operator", u8::from(operator).to_string()),
         ];
         let optional = [
-            ("run_id", &task.run_id),
-            ("status_message", &task.status_message),
-            ("result", &task.result),
+            ("run_id", task.run_id.as_deref()),
+            ("status_message", task.status_message.as_deref()),
+            ("result", task.result.as_deref()),
+            ("who_issuer", issuer),
         ];
         for (field, value) in optional {
-            if let Some(value) = value {
-                fields.push((field, value.clone()));
-            }
-        }
-        if let Some(issuer) = issuer {
-            fields.push(("who_issuer", issuer.to_owned()));
+            fields.extend(value.map(|value| (field, value.to_owned())));
         }
         for (field, value) in fields {
             invocation.arg(field).arg(value);
