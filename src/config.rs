@@ -615,10 +615,9 @@ fn metrics_access(
         variable: "PERPLEXITY_METRICS_BIND",
         problem: format!("{bind_text:?} is not an IP address and port, such as {METRICS_BIND}"),
     })?;
-    let token = match token {
-        Some(token) => Some(token_digest("PERPLEXITY_METRICS_TOKEN", &token)?),
-        None => None,
-    };
+    let token = token
+        .map(|token| token_digest("PERPLEXITY_METRICS_TOKEN", &token))
+        .transpose()?;
     Ok(Some(MetricsAccess { token, bind }))
 }
 

@@ -101,8 +101,7 @@ pub struct AddArgs {
 
 pub async fn run(command: GatewayCommand, config: &Config) -> Ended {
     let Some(store_config) = config.store.clone() else {
-        return Err(CliError::new(
-            Exit::Config,
+        return Err(CliError::config(
             crate::state::local::StoreError::NotConfigured.to_string(),
         ));
     };
@@ -111,10 +110,7 @@ pub async fn run(command: GatewayCommand, config: &Config) -> Ended {
         GatewayCommand::Add(args) => add(*args, config, &store),
         GatewayCommand::Remove { slug } => match store.remove_gateway_server(&slug) {
             Ok(true) => done(&format!("Removed {slug}.")),
-            Ok(false) => Err(CliError::new(
-                Exit::Usage,
-                format!("No server named {slug}."),
-            )),
+            Ok(false) => Err(CliError::usage(format!("No server named {slug}."))),
             Err(e) => Err(CliError::config(e.to_string())),
         },
         GatewayCommand::Enable { slug } => set_enabled(&store, &slug, true, config),
@@ -148,18 +144,14 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> Ended {
     // Checked first, before any @env: secret is read: a name defined already is kept
     // unless the operator says to overwrite it (a typo must not clobber a definition).
     // A second writer between this check and the save would still be overwritten.
-    match store.gateway_server(&args.slug) {
-        Ok(Some(_)) if !args.replace => {
-            return Err(CliError::new(
-                Exit::Usage,
-                format!(
-                    "{} is defined already; pass --replace to overwrite it (perplexity-agent gateway list shows it).",
-                    args.slug
-                ),
-            ));
-        }
-        Ok(_) => {}
-        Err(e) => return Err(CliError::config(e.to_string())),
+    let defined = store
+        .gateway_server(&args.slug)
+        .map_err(|e| CliError::config(e.to_string()))?;
+    if defined.is_some() && !args.replace {
+        return Err(CliError::usage(format!(
+            "{} is defined already; pass --replace to overwrite it (perplexity-agent gateway list shows it).",
+            args.slug
+        )));
     }
     let transport = match (args.command, args.url) {
         (Some(command), None) => {
@@ -186,8 +178,7 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> Ended {
                 || !args.secret_env.is_empty()
                 || args.cwd.is_some()
             {
-                return Err(CliError::new(
-                    Exit::Usage,
+                return Err(CliError::usage(
                     "--arg, --env, --secret-env and --cwd are for stdio servers (--command).",
                 ));
             }
@@ -208,8 +199,7 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> Ended {
             }
         }
         _ => {
-            return Err(CliError::new(
-                Exit::Usage,
+            return Err(CliError::usage(
                 "Give --command (a stdio server) or --url (an HTTP server).",
             ));
         }
@@ -225,46 +215,29 @@ fn add(args: AddArgs, config: &Config, store: &Store) -> Ended {
         deny_tools: args.deny_tools,
     };
     let sealing = definition::Secrets::Seal(config.secret_key.as_ref());
-    let def = match definition::prepare(new, &config.gateway, sealing) {
-        Ok(def) => def,
-        Err(e) => {
-            return Err(CliError::new(
-                Exit::Usage,
-                format!("{} refused: {e}.", args.slug),
-            ));
-        }
-    };
+    let def = definition::prepare(new, &config.gateway, sealing)
+        .map_err(|e| CliError::usage(format!("{} refused: {e}.", args.slug)))?;
     if let Some(command) = command {
         // The lookup a launch does: a command that could not start now is refused now,
         // not at the first `gateway test`.
-        if let Err(e) = definition::find_program(&command, &config.gateway.path) {
-            return Err(CliError::new(
-                Exit::Usage,
-                format!("{} refused: {e}.", args.slug),
-            ));
-        }
+        definition::find_program(&command, &config.gateway.path)
+            .map_err(|e| CliError::usage(format!("{} refused: {e}.", args.slug)))?;
         let stdio = stdio_count(store, &args.slug).map_err(|e| CliError::config(&e))?;
         if stdio >= config.gateway.max_stdio {
-            return Err(CliError::new(
-                Exit::Usage,
-                format!(
-                    "{} refused: {} stdio servers are defined already (PERPLEXITY_GATEWAY_MAX_STDIO).",
-                    args.slug, config.gateway.max_stdio
-                ),
-            ));
+            return Err(CliError::usage(format!(
+                "{} refused: {} stdio servers are defined already (PERPLEXITY_GATEWAY_MAX_STDIO).",
+                args.slug, config.gateway.max_stdio
+            )));
         }
     }
-    match save(store, &def, config) {
-        Ok(Saved::Replaced) => done(&format!(
-            "Replaced {}. Check it with: perplexity-agent gateway test {}",
-            def.slug, def.slug
-        )),
-        Ok(_) => done(&format!(
-            "Added {}. Check it with: perplexity-agent gateway test {}",
-            def.slug, def.slug
-        )),
-        Err(error) => Err(error),
-    }
+    let verb = match save(store, &def, config)? {
+        Saved::Replaced => "Replaced",
+        _ => "Added",
+    };
+    done(&format!(
+        "{verb} {}. Check it with: perplexity-agent gateway test {}",
+        def.slug, def.slug
+    ))
 }
 
 /// Writes the definition; a failure is reported here and becomes the exit code.
@@ -290,21 +263,14 @@ fn stdio_count(store: &Store, except: &str) -> Result<usize, String> {
 }
 
 fn set_enabled(store: &Store, slug: &str, enabled: bool, config: &Config) -> Ended {
-    let text = match store.gateway_server(slug) {
-        Ok(Some(text)) => text,
-        Ok(None) => {
-            return Err(CliError::new(
-                Exit::Usage,
-                format!("No server named {slug}."),
-            ));
-        }
-        Err(e) => return Err(CliError::config(e.to_string())),
-    };
+    let text = store
+        .gateway_server(slug)
+        .map_err(|e| CliError::config(e.to_string()))?
+        .ok_or_else(|| CliError::usage(format!("No server named {slug}.")))?;
     let Ok(mut def) = serde_json::from_str::<ServerDef>(&text) else {
-        return Err(CliError::new(
-            Exit::Config,
-            format!("the stored definition of {slug} is damaged"),
-        ));
+        return Err(CliError::config(format!(
+            "the stored definition of {slug} is damaged"
+        )));
     };
     def.enabled = enabled;
     match save(store, &def, config) {
@@ -394,10 +360,7 @@ fn shown_field(name: &str, value: &definition::Stored, sep: char) -> String {
 async fn test(store: &Store, slug: &str, json: bool, config: &Config) -> Ended {
     let defs = crate::app::gateway_servers(config, store).map_err(|e| CliError::config(&e))?;
     let Some(mut def) = defs.into_iter().find(|d| d.slug == slug) else {
-        return Err(CliError::new(
-            Exit::Usage,
-            format!("No server named {slug}."),
-        ));
+        return Err(CliError::usage(format!("No server named {slug}.")));
     };
     def.enabled = true;
     let gateway = Gateway::new(

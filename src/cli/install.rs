@@ -21,6 +21,7 @@ use url::Url;
 use super::clients::{Client, Platform};
 use super::output::{self, CliError, Ended, Exit};
 use crate::net::is_loopback_host as is_loopback;
+use crate::text::PutSome;
 
 pub const DEFAULT_NAME: &str = "perplexity-agent";
 pub const WAIT_VARIABLE: &str = "PERPLEXITY_AGENT_WAIT_SECONDS";
@@ -208,9 +209,7 @@ pub fn entry(client: Client, command: &EntryCommand, key: Option<&str>) -> Map<S
         WAIT_VARIABLE.to_owned(),
         json!(client.wait_seconds().to_string()),
     );
-    if let Some(key) = key {
-        env.insert(KEY_VARIABLE.to_owned(), json!(key));
-    }
+    env.put_some(KEY_VARIABLE, key);
     let mut entry = Map::new();
     if client.typed() {
         entry.insert("type".to_owned(), json!("stdio"));
@@ -487,7 +486,7 @@ fn print(args: &InstallArgs, ours: Map<String, Value>, path: Option<PathBuf>) ->
     }
     let snippet = json!({ args.client.container(): { args.name.as_str(): ours } });
     let text = serde_json::to_string_pretty(&snippet)
-        .map_err(|_| CliError::new(Exit::Failed, "the entry could not be rendered"))?;
+        .map_err(|_| CliError::failed("the entry could not be rendered"))?;
     output::lines(&text);
     eprintln!(
         "perplexity-agent: nothing was written; merge this into {place} (or run without --print)."
@@ -567,14 +566,11 @@ fn install(args: &InstallArgs, path: &Path, ours: &Map<String, Value>) -> Ended 
     let old = read_existing(&path).map_err(|e| CliError::config(&e))?;
     let text = old.as_ref().map(|o| o.text.as_str());
     let (doc, change) = merge(text, client.container(), &args.name, ours).map_err(|why| {
-        CliError::new(
-            Exit::Config,
-            format!(
-                "{} {why}. Nothing was changed: fix the file (or move it aside), or add the entry yourself (perplexity-agent install {} --print shows it).",
-                path.display(),
-                client.arg()
-            ),
-        )
+        CliError::config(format!(
+            "{} {why}. Nothing was changed: fix the file (or move it aside), or add the entry yourself (perplexity-agent install {} --print shows it).",
+            path.display(),
+            client.arg()
+        ))
     })?;
     // A secret the entry already had, which this run neither wrote nor removed.
     let entry = &doc[client.container()][&args.name];
@@ -596,12 +592,7 @@ fn install(args: &InstallArgs, path: &Path, ours: &Map<String, Value>) -> Ended 
         Ok(text) => write(&path, old.as_ref(), &format!("{text}\n")),
         Err(_) => Err("the new content could not be rendered".to_owned()),
     }
-    .map_err(|e| {
-        CliError::new(
-            Exit::Failed,
-            format!("{e}. The config file was not changed."),
-        )
-    })?;
+    .map_err(|e| CliError::failed(format!("{e}. The config file was not changed.")))?;
     output::lines(&report(
         args,
         &path,

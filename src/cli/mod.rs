@@ -26,7 +26,7 @@ use crate::config::{Config, DEFAULT_CLI_TIMEOUT_SECONDS, HttpConfig, MAX_WAIT_SE
 use crate::guard::Guard;
 use crate::perplexity::PerplexityClient;
 use crate::perplexity::client::{RETRY_WAITS, RetryWait};
-use crate::text::py_strip;
+use crate::text::{PutSome, py_strip};
 use crate::tools::{CallContext, Done, Outcome, RunIds, Tools};
 pub use output::{CliError, Ended, Exit};
 use output::{CliProgress, Style};
@@ -585,15 +585,9 @@ fn ask_tool(args: &AskArgs) -> &'static str {
 fn ask_arguments(args: &AskArgs) -> Map<String, Value> {
     let mut arguments = Map::new();
     arguments.insert("query".into(), json!(args.question.join(" ")));
-    if let Some(preset) = &args.preset {
-        arguments.insert("preset".into(), json!(preset));
-    }
-    if let Some(model) = &args.model {
-        arguments.insert("model".into(), json!(model));
-    }
-    if let Some(recency) = &args.recency {
-        arguments.insert("recency".into(), json!(py_strip(recency)));
-    }
+    arguments.put_some("preset", args.preset.as_ref());
+    arguments.put_some("model", args.model.as_ref());
+    arguments.put_some("recency", args.recency.as_deref().map(py_strip));
     if let Some(domains) = &args.domains {
         let list: Vec<&str> = domains
             .split(',')
@@ -759,14 +753,12 @@ async fn tasks_command(args: TasksArgs, tools: &Tools) -> Ended {
     } else {
         crate::call::Caller::local().key().to_owned()
     };
-    let listed = tools
+    let tasks = tools
         .store()
         .with(move |s| s.tasks_of(&caller, crate::state::local::MAX_TASKS as usize))
-        .await;
-    match listed {
-        Ok(tasks) => output::tasks(&tasks, args.json),
-        Err(e) => Err(CliError::config(e.to_string())),
-    }
+        .await
+        .map_err(|e| CliError::config(e.to_string()))?;
+    output::tasks(&tasks, args.json)
 }
 
 /// Whose tasks `tasks --http` lists: whoever the server would take a request from. The
@@ -880,18 +872,10 @@ async fn search(args: SearchArgs, tools: &Tools, wait: u64) -> Ended {
     question_from_stdin(&mut query).map_err(CliError::usage)?;
     let mut params = Map::new();
     params.insert("query".into(), json!(query.join(" ")));
-    if let Some(n) = args.max_results {
-        params.insert("max_results".into(), json!(n));
-    }
-    if let Some(r) = &args.recency {
-        params.insert("recency".into(), json!(r));
-    }
-    if let Some(m) = &args.mode {
-        params.insert("search_mode".into(), json!(m));
-    }
-    if let Some(t) = &args.search_type {
-        params.insert("search_type".into(), json!(t));
-    }
+    params.put_some("max_results", args.max_results);
+    params.put_some("recency", args.recency.as_ref());
+    params.put_some("search_mode", args.mode.as_ref());
+    params.put_some("search_type", args.search_type.as_ref());
     if let Some(d) = &args.domains {
         let list: Vec<&str> = d
             .split(',')

@@ -407,10 +407,7 @@ fn inline(text: &str) -> String {
 
 /// A warning, wrapped, in red.
 fn warned(text: &str, width: usize) -> Vec<Line<'static>> {
-    wrap(text, width)
-        .into_iter()
-        .map(|l| Line::from(Span::styled(l, Style::default().fg(Color::Red))))
-        .collect()
+    styled(wrap(text, width), Style::default().fg(Color::Red)).collect()
 }
 
 fn draw_chat(frame: &mut Frame, app: &App, area: Rect) {
@@ -490,28 +487,22 @@ fn draw_page(frame: &mut Frame, app: &App, area: Rect) {
     match app.current_tab() {
         None => lines.push(dim("no page")),
         Some(tab) => {
-            lines.extend(
-                wrap(&tab.url, width)
-                    .into_iter()
-                    .map(|l| Line::from(Span::styled(l, Style::default().fg(Color::Blue)))),
-            );
+            lines.extend(styled(
+                wrap(&tab.url, width),
+                Style::default().fg(Color::Blue),
+            ));
             if !tab.flags.is_empty() {
                 let warning = format!("⚠ possible prompt injection: {}", tab.flags.join(", "));
                 lines.extend(warned(&warning, width));
             }
             lines.push(dim("untrusted page text:"));
-            match &tab.text {
-                Some(text) => lines.extend(wrap(text, width).into_iter().map(Line::from)),
-                // Wrapped like the text it stands for, never cut at the pane's edge.
-                None => lines.extend(
-                    wrap(
-                        "(from an earlier session — /open the URL to read it again)",
-                        width,
-                    )
-                    .into_iter()
-                    .map(Line::from),
-                ),
-            }
+            // A page from an earlier session is wrapped like the text it stands for, never
+            // cut at the pane's edge.
+            let text = tab
+                .text
+                .as_deref()
+                .unwrap_or("(from an earlier session — /open the URL to read it again)");
+            lines.extend(wrap(text, width).into_iter().map(Line::from));
         }
     }
     let lines: Vec<Line> = lines.into_iter().skip(app.page_scroll).collect();

@@ -240,16 +240,18 @@ impl EntryKey {
     }
 }
 
+/// The name the key's checks go by.
+const KEY_CHECK: &str = "API key";
+
 /// Present and plausible, in the shell or in a client's entry (which is where a client
 /// started from the desktop gets it); judged by its shape only (`--online` sends it),
 /// and never shown.
 fn api_key(raw: Option<&str>, in_entries: &[EntryKey]) -> Check {
-    const NAME: &str = "API key";
     let how = "export PERPLEXITY_API_KEY=pplx-… in your shell, or put it in the env of the client's entry (perplexity-agent install <client> --with-key-from-env)";
     let key = raw.map(str::trim).unwrap_or_default();
     if key.is_empty() {
         return match in_entries {
-            [] => Check::fail(NAME, "PERPLEXITY_API_KEY is not set").fix(how),
+            [] => Check::fail(KEY_CHECK, "PERPLEXITY_API_KEY is not set").fix(how),
             found => entry_key(found),
         };
     }
@@ -259,7 +261,6 @@ fn api_key(raw: Option<&str>, in_entries: &[EntryKey]) -> Check {
 /// No key in the shell, but in these entries: the clients have one, so the set-up works;
 /// the command line does not, which the fix says.
 fn entry_key(found: &[EntryKey]) -> Check {
-    const NAME: &str = "API key";
     let places: Vec<String> = found.iter().map(EntryKey::place).collect();
     let worst = found
         .iter()
@@ -275,7 +276,7 @@ fn entry_key(found: &[EntryKey]) -> Check {
     };
     let check = Check::new(
         worst,
-        NAME,
+        KEY_CHECK,
         format!(
             "PERPLEXITY_API_KEY is not set in this shell; found in {}, {verdict}",
             places.join("; ")
@@ -290,24 +291,23 @@ fn entry_key(found: &[EntryKey]) -> Check {
 
 /// The shell's key, by its shape.
 fn shell_key(key: &str) -> Check {
-    const NAME: &str = "API key";
     let key = key.trim();
     if key.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Check::fail(
-            NAME,
+            KEY_CHECK,
             "PERPLEXITY_API_KEY contains spaces or line breaks (a copy-and-paste slip?)",
         )
         .fix("copy the key again from https://www.perplexity.ai/account/api and set it without surrounding text");
     }
     if !key.starts_with("pplx-") || !(20..=256).contains(&key.len()) {
         return Check::warn(
-            NAME,
+            KEY_CHECK,
             "PERPLEXITY_API_KEY is set but does not look like a Perplexity key (they start with pplx- and are a few dozen characters long)",
         )
         .fix("check that it is the API key from https://www.perplexity.ai/account/api");
     }
     Check::ok(
-        NAME,
+        KEY_CHECK,
         "PERPLEXITY_API_KEY is set and shaped like a Perplexity key (not checked against the API)",
     )
 }
@@ -341,8 +341,6 @@ fn configuration(config: &Config) -> Check {
     Check::ok("Configuration", detail)
 }
 
-/// Opens the store (as first use would) and checks who may read it. Returns it for the
-/// gateway checks.
 /// The shared state backend, when one is set: it answers and takes our credentials.
 async fn state_check(config: &Config) -> Option<Check> {
     const NAME: &str = "Shared state";
@@ -363,6 +361,8 @@ async fn state_check(config: &Config) -> Option<Check> {
     })
 }
 
+/// Opens the store (as first use would) and checks who may read it. Returns it for the
+/// gateway checks.
 fn store_checks(config: &Config, checks: &mut Vec<Check>) -> Option<Store> {
     let Some(store_config) = config.store.clone() else {
         checks.push(
