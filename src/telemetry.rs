@@ -196,7 +196,7 @@ pub fn call_ended(
         Ending::Error => "error",
         Ending::Abandoned => "abandoned",
         Ending::Refused(why) => {
-            counter!(REFUSALS, "reason" => why.as_str()).increment(1);
+            refused(why);
             "refused"
         }
     };

@@ -66,8 +66,9 @@ const BLOCKS: [&str; 28] = [
 const LINES: [&str; 4] = ["br", "dt", "dd", "tr"];
 
 /// What separates the next text from what came before.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 enum Break {
+    #[default]
     None,
     Space,
     Line,
@@ -75,6 +76,7 @@ enum Break {
 }
 
 /// The renderer's state between tokens.
+#[derive(Default)]
 struct Render {
     out: String,
     pending: Break,
@@ -98,22 +100,6 @@ struct Render {
 }
 
 impl Render {
-    fn new() -> Self {
-        Render {
-            out: String::new(),
-            pending: Break::None,
-            item: false,
-            title: None,
-            in_title: false,
-            skip: 0,
-            content: 0,
-            in_cell: false,
-            cells: 0,
-            pre: 0,
-            lists: 0,
-        }
-    }
-
     fn start(&mut self, tag: &Tag) {
         let name: &str = &tag.name;
         if name == "title" && self.title.is_none() {
@@ -335,10 +321,7 @@ fn raw_kind(name: &str) -> TokenSinkResult<()> {
 /// passes the cap (plus room for the caller's tidying to shrink it).
 pub(super) fn render(html: &str, max_chars: usize) -> (Option<String>, String) {
     const SLICE: usize = 64 * 1024;
-    let tokenizer = Tokenizer::new(
-        TextSink(RefCell::new(Render::new())),
-        TokenizerOpts::default(),
-    );
+    let tokenizer = Tokenizer::new(TextSink(RefCell::default()), TokenizerOpts::default());
     let input = BufferQueue::default();
     let mut rest = html;
     while !rest.is_empty() {
@@ -355,7 +338,7 @@ pub(super) fn render(html: &str, max_chars: usize) -> (Option<String>, String) {
         }
     }
     tokenizer.end();
-    let render = tokenizer.sink.0.replace(Render::new());
+    let render = tokenizer.sink.0.take();
     let title = render
         .title
         .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));

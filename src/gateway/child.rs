@@ -273,9 +273,8 @@ async fn measure(stdout: ChildStdout, mut out: DuplexStream) {
     let mut line = Vec::new();
     loop {
         line.clear();
-        let read = match read_line(&mut reader, &mut line).await {
-            Ok(read) => read,
-            Err(_) => return,
+        let Ok(read) = read_line(&mut reader, &mut line).await else {
+            return;
         };
         let forward = match read {
             Line::End => return,

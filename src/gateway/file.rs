@@ -103,21 +103,26 @@ pub fn load(
     Ok(defs)
 }
 
-/// A secret value must come from the environment: plaintext secrets have no place in a
-/// config file.
-fn secret(
-    name: &str,
-    value: &str,
+/// Secret values, each of which must come from the environment: plaintext secrets have
+/// no place in a config file.
+fn secrets(
+    values: &BTreeMap<String, String>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<SecretString, String> {
-    let var = value.strip_prefix("@env:").ok_or_else(|| {
-        format!(
-            "the value of {name} must be @env:VARIABLE (secrets are not written in the config file)"
-        )
-    })?;
-    env(var)
-        .map(SecretString::from)
-        .ok_or_else(|| format!("{var} (named by @env:{var}) is not set"))
+) -> Result<Vec<(String, SecretString)>, String> {
+    values
+        .iter()
+        .map(|(name, value)| {
+            let var = value.strip_prefix("@env:").ok_or_else(|| {
+                format!(
+                    "the value of {name} must be @env:VARIABLE (secrets are not written in the config file)"
+                )
+            })?;
+            let secret = env(var)
+                .map(SecretString::from)
+                .ok_or_else(|| format!("{var} (named by @env:{var}) is not set"))?;
+            Ok((name.clone(), secret))
+        })
+        .collect()
 }
 
 fn to_new(entry: Entry, env: &dyn Fn(&str) -> Option<String>) -> Result<NewServer, String> {
@@ -134,11 +139,7 @@ fn to_new(entry: Entry, env: &dyn Fn(&str) -> Option<String>) -> Result<NewServe
                 command,
                 args: entry.args,
                 env: entry.env.into_iter().collect(),
-                secret_env: entry
-                    .secret_env
-                    .iter()
-                    .map(|(k, v)| secret(k, v, env).map(|s| (k.clone(), s)))
-                    .collect::<Result<_, _>>()?,
+                secret_env: secrets(&entry.secret_env, env)?,
                 cwd: entry.cwd,
             }
         }
@@ -154,11 +155,7 @@ fn to_new(entry: Entry, env: &dyn Fn(&str) -> Option<String>) -> Result<NewServe
             }
             NewTransport::Http {
                 url,
-                headers: entry
-                    .headers
-                    .iter()
-                    .map(|(k, v)| secret(k, v, env).map(|s| (k.clone(), s)))
-                    .collect::<Result<_, _>>()?,
+                headers: secrets(&entry.headers, env)?,
                 allow_insecure_http: entry.allow_insecure_http,
                 allow_private: entry.allow_private,
                 ca_bundle: entry.ca_bundle,

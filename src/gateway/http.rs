@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use futures_util::stream::{BoxStream, StreamExt};
 use reqwest::StatusCode;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE};
+use reqwest::header::{
+    ACCEPT, AsHeaderName, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE,
+};
 use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::common::http_header::{
     EVENT_STREAM_MIME_TYPE, HEADER_SESSION_ID, JSON_MIME_TYPE,
@@ -57,11 +59,10 @@ impl StreamableHttpClient for Measured {
         auth_token: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<Events, Error> {
-        let events = self
-            .0
+        self.0
             .get_stream(uri, session_id, last_event_id, auth_token, custom_headers)
-            .await?;
-        Ok(measured(events, None))
+            .await
+            .map(|events| measured(events, None))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -73,8 +74,7 @@ impl StreamableHttpClient for Measured {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<Events, Error> {
-        let events = self
-            .0
+        self.0
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -83,8 +83,8 @@ impl StreamableHttpClient for Measured {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await?;
-        Ok(measured(events, None))
+            .await
+            .map(|events| measured(events, None))
     }
 
     async fn delete_session(
@@ -184,12 +184,7 @@ impl StreamableHttpClient for Measured {
         let status = response.status();
         // The same answers to the same statuses as rmcp's client, so its worker (session
         // renewal) and our error texts (`error.rs`) see what they always saw.
-        let challenge = response
-            .headers()
-            .get(WWW_AUTHENTICATE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        match (status, challenge) {
+        match (status, header(&response, WWW_AUTHENTICATE)) {
             (StatusCode::UNAUTHORIZED, Some(header)) => {
                 return Err(Error::AuthRequired(AuthRequiredError::new(header)));
             }
@@ -207,26 +202,14 @@ impl StreamableHttpClient for Measured {
             return Err(Error::SessionExpired);
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-            let retry_after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
+            let retry_after = header(&response, reqwest::header::RETRY_AFTER);
             return Err(Error::HttpStatus(HttpStatusError::new(
                 status.as_u16(),
                 retry_after,
             )));
         }
-        let session = response
-            .headers()
-            .get(HEADER_SESSION_ID)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let content_type = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let session = header(&response, HEADER_SESSION_ID);
+        let content_type = header(&response, CONTENT_TYPE);
         let is = |mime: &str| {
             content_type
                 .as_deref()
@@ -268,6 +251,15 @@ impl StreamableHttpClient for Measured {
         }
         Err(Error::UnexpectedContentType(content_type))
     }
+}
+
+/// A header of the reply, when its value is text.
+fn header(response: &reqwest::Response, name: impl AsHeaderName) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 /// A reply's body, refused past `limit` bytes (by its Content-Length before any is read).

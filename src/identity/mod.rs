@@ -51,9 +51,7 @@ impl Identity {
             budget: self.access.budget,
         }
     }
-}
 
-impl Identity {
     /// Why this caller may not call `tool` (`None`: it may). The catalogue is public,
     /// so saying which tools it has gives nothing away.
     pub fn refusal(&self, tool: &str) -> Option<String> {

@@ -667,10 +667,9 @@ fn parse_jwk(jwk: &Value) -> Option<Key> {
             return None;
         }
     }
-    let declared = match jwk.get("alg") {
-        None => None,
-        Some(alg) => Some(alg.as_str()?),
-    };
+    // An optional member that is there but not a string spoils the key.
+    let optional = |name: &str| jwk.get(name).map(|v| v.as_str().ok_or(())).transpose().ok();
+    let declared = optional("alg")?;
     let alg = match (text("kty")?, text("crv")) {
         ("RSA", _) => match declared {
             // OpenID's default signing algorithm (RFC 7518 §3.1 "Recommended+").
@@ -705,10 +704,7 @@ fn parse_jwk(jwk: &Value) -> Option<Key> {
         }
         _ => return None,
     };
-    let kid = match jwk.get("kid") {
-        None => None,
-        Some(kid) => Some(kid.as_str()?.to_owned()),
-    };
+    let kid = optional("kid")?.map(str::to_owned);
     Some(Key { kid, alg, key })
 }
 
@@ -823,6 +819,21 @@ fn ring_digest(data: &[u8], hash: ThumbprintHash) -> jsonwebtoken::errors::Resul
     Ok(ring::digest::digest(algorithm, data).as_ref().to_vec())
 }
 
+/// ring's RSA algorithm for `alg`, `None` for an algorithm that is not RSA. 2048 bits at
+/// least: shorter RSA keys are refused by ring.
+fn rsa_parameters(alg: Algorithm) -> Option<&'static ring::signature::RsaParameters> {
+    use ring::signature as sig;
+    Some(match alg {
+        Algorithm::RS256 => &sig::RSA_PKCS1_2048_8192_SHA256,
+        Algorithm::RS384 => &sig::RSA_PKCS1_2048_8192_SHA384,
+        Algorithm::RS512 => &sig::RSA_PKCS1_2048_8192_SHA512,
+        Algorithm::PS256 => &sig::RSA_PSS_2048_8192_SHA256,
+        Algorithm::PS384 => &sig::RSA_PSS_2048_8192_SHA384,
+        Algorithm::PS512 => &sig::RSA_PSS_2048_8192_SHA512,
+        _ => return None,
+    })
+}
+
 /// A key and the ring algorithm that checks its signatures.
 struct RingVerifier {
     alg: Algorithm,
@@ -836,18 +847,11 @@ fn ring_verifier(
 ) -> jsonwebtoken::errors::Result<Box<dyn JwtVerifier>> {
     use ring::signature as sig;
     let ring: &'static dyn sig::VerificationAlgorithm = match alg {
-        // 2048 bits at least: shorter RSA keys are refused by ring.
-        Algorithm::RS256 => &sig::RSA_PKCS1_2048_8192_SHA256,
-        Algorithm::RS384 => &sig::RSA_PKCS1_2048_8192_SHA384,
-        Algorithm::RS512 => &sig::RSA_PKCS1_2048_8192_SHA512,
-        Algorithm::PS256 => &sig::RSA_PSS_2048_8192_SHA256,
-        Algorithm::PS384 => &sig::RSA_PSS_2048_8192_SHA384,
-        Algorithm::PS512 => &sig::RSA_PSS_2048_8192_SHA512,
         // JWS ECDSA signatures are r‖s (RFC 7518 §3.4), ring's FIXED encoding.
         Algorithm::ES256 => &sig::ECDSA_P256_SHA256_FIXED,
         Algorithm::ES384 => &sig::ECDSA_P384_SHA384_FIXED,
         Algorithm::EdDSA => &sig::ED25519,
-        _ => return Err(ErrorKind::InvalidAlgorithm.into()),
+        _ => rsa_parameters(*alg).ok_or(ErrorKind::InvalidAlgorithm)?,
     };
     // The key's own family must be the algorithm's: an RSA key is never read as another.
     if key.family() != alg.family() {
@@ -869,15 +873,8 @@ impl jsonwebtoken::signature::Verifier<Vec<u8>> for RingVerifier {
         let checked = match self.key.kind() {
             DecodingKeyKind::RsaModulusExponent { n, e } => {
                 // ring reads a public key as DER; the JWK's n and e are its components.
-                let params = match self.alg {
-                    Algorithm::RS256 => &ring::signature::RSA_PKCS1_2048_8192_SHA256,
-                    Algorithm::RS384 => &ring::signature::RSA_PKCS1_2048_8192_SHA384,
-                    Algorithm::RS512 => &ring::signature::RSA_PKCS1_2048_8192_SHA512,
-                    Algorithm::PS256 => &ring::signature::RSA_PSS_2048_8192_SHA256,
-                    Algorithm::PS384 => &ring::signature::RSA_PSS_2048_8192_SHA384,
-                    Algorithm::PS512 => &ring::signature::RSA_PSS_2048_8192_SHA512,
-                    _ => return Err(jsonwebtoken::signature::Error::new()),
-                };
+                let params =
+                    rsa_parameters(self.alg).ok_or_else(jsonwebtoken::signature::Error::new)?;
                 ring::signature::RsaPublicKeyComponents { n, e }.verify(params, message, signature)
             }
             DecodingKeyKind::SecretOrDer(bytes) => {

@@ -33,8 +33,9 @@ use tokio::time::Instant;
 
 use super::breaker::{CircuitBreaker, Outcome};
 use super::config::{ApiConfig, redacted_proxy};
-use super::error::{ApiError, MAX_ERROR_MESSAGE_CHARS, NetworkKind};
+use super::error::{ApiError, MAX_ERROR_MESSAGE_CHARS, NetworkKind, network_kind};
 use super::key::{self, Scrubber};
+use super::stream::EventStream;
 use crate::text::cap_chars;
 
 /// Every attempt gets at least this long, even past the deadline, so a call whose
@@ -130,9 +131,9 @@ impl<'a> Request<'a> {
 pub(crate) enum Success {
     Object(Map<String, Value>),
     Nothing,
-    /// A 2xx `text/event-stream` response whose body has not been read yet, with the
-    /// scrubber its events must pass through.
-    Stream(Response, Scrubber),
+    /// A 2xx `text/event-stream` response whose body has not been read yet, its events
+    /// passed through the scrubber.
+    Stream(EventStream),
 }
 
 struct Failure {
@@ -387,7 +388,7 @@ impl PerplexityClient {
                 });
             }
             if request.expect == Expect::EventStream && is_event_stream(&response) {
-                return Ok(Success::Stream(response, scrubber));
+                return Ok(Success::Stream(EventStream::new(response, max, scrubber)));
             }
             let body = scrubber.bytes(read_capped(&mut response, max).await?);
             if request.expect == Expect::Nothing {
@@ -547,20 +548,6 @@ fn error_message(body: &[u8]) -> Option<String> {
 
 fn network_error(error: reqwest::Error) -> Failure {
     network_kind(error).into()
-}
-
-/// Classifies a transport failure by kind only: its message could echo headers.
-pub(crate) fn network_kind(error: reqwest::Error) -> ApiError {
-    let kind = if error.is_timeout() {
-        NetworkKind::Timeout
-    } else if crate::net::is_tls(&error) {
-        NetworkKind::Tls
-    } else if error.is_connect() {
-        NetworkKind::Connect
-    } else {
-        NetworkKind::Io
-    };
-    ApiError::Network(kind)
 }
 
 #[cfg(test)]

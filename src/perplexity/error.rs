@@ -169,3 +169,17 @@ impl ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+/// Classifies a transport failure by kind only: its message could echo headers.
+pub(crate) fn network_kind(error: reqwest::Error) -> ApiError {
+    let kind = if error.is_timeout() {
+        NetworkKind::Timeout
+    } else if crate::net::is_tls(&error) {
+        NetworkKind::Tls
+    } else if error.is_connect() {
+        NetworkKind::Connect
+    } else {
+        NetworkKind::Io
+    };
+    ApiError::Network(kind)
+}

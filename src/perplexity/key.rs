@@ -113,16 +113,13 @@ impl Scrubber {
     }
 
     pub(crate) fn text(&self, text: String) -> String {
-        match self.key() {
-            Some(key) => {
-                let key = String::from_utf8_lossy(key);
-                if text.contains(key.as_ref()) {
-                    text.replace(key.as_ref(), REDACTED)
-                } else {
-                    text
-                }
-            }
-            None => text,
+        let Some(key) = self.key().map(String::from_utf8_lossy) else {
+            return text;
+        };
+        if text.contains(key.as_ref()) {
+            text.replace(key.as_ref(), REDACTED)
+        } else {
+            text
         }
     }
 }

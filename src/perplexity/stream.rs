@@ -8,8 +8,7 @@ use reqwest::Response;
 use serde_json::Value;
 use sse_stream::{Sse, SseStream};
 
-use super::client::network_kind;
-use super::error::ApiError;
+use super::error::{ApiError, network_kind};
 use super::key::Scrubber;
 
 /// One event of a run's stream: `{"type": …, "sequence_number": n, …}`.

@@ -299,20 +299,13 @@ pub async fn collect(
     if Instant::now() >= deadline {
         return Ok(Waited::Running(seen));
     }
-    let rest = |client| {
-        let plan = PollPlan {
-            budget: deadline.saturating_duration_since(Instant::now()),
-            request_deadline: deadline,
-            origin: plan.origin,
-        };
-        poll(client, id, plan, progress)
-    };
+    let rest = |client| poll_until(client, id, deadline, plan.origin, progress);
     // Held until the wait ends, as a first call holds its own.
     let Some(_slot) = client.stream_slot() else {
         return rest(client).await;
     };
-    let response = match client.resume_stream(id, None, deadline).await {
-        Ok(Success::Stream(response, scrubber)) => (response, scrubber),
+    let stream = match client.resume_stream(id, None, deadline).await {
+        Ok(Success::Stream(stream)) => stream,
         Ok(Success::Object(map)) => {
             return match settled(map) {
                 Some(run) => Ok(Waited::Terminal(run)),
@@ -334,15 +327,7 @@ pub async fn collect(
         ids: &NoIds,
         deadline,
     };
-    let (response, scrubber) = response;
-    follower
-        .follow(EventStream::new(
-            response,
-            client.config().max_response_bytes,
-            scrubber,
-        ))
-        .await
-        .map(|(_, waited)| waited)
+    follower.follow(stream).await.map(|(_, waited)| waited)
 }
 
 /// A run a resume answered as JSON rather than as a stream: the run, metered, when it is
@@ -395,19 +380,15 @@ pub async fn create_and_wait(
         .create_run_streaming(run, stream_slot.is_some(), deadline)
         .await
         .map_err(|e| WaitError::api(e, None))?;
-    let (response, scrubber) = match first {
-        Success::Stream(response, scrubber) => (response, scrubber),
+    let stream = match first {
+        Success::Stream(stream) => stream,
         Success::Object(map) => {
             let id = run_id_of(&map).map_err(WaitErrorKind::from)?;
             ids.created(&id);
             // A foreground create (`background: false`) answers the finished run.
-            let run = RunSnapshot::new(Value::Object(map));
-            if run.is_settled() {
-                super::meter::run_settled(run.raw());
+            if let Some(run) = settled(map) {
                 return Ok((id, Waited::Terminal(run)));
             }
-            // The polls fetch the run afresh; this copy would only be held through them.
-            drop(run);
             let waited = poll_until(client, &id, deadline, origin, progress).await?;
             return Ok((id, waited));
         }
@@ -420,13 +401,7 @@ pub async fn create_and_wait(
         ids,
         deadline,
     };
-    follower
-        .follow(EventStream::new(
-            response,
-            client.config().max_response_bytes,
-            scrubber,
-        ))
-        .await
+    follower.follow(stream).await
 }
 
 async fn poll_until(
@@ -511,12 +486,8 @@ impl Follower<'_> {
                         .resume_stream(&id, self.tracker.last_sequence, self.deadline)
                         .await
                     {
-                        Ok(Success::Stream(response, scrubber)) => {
-                            stream = EventStream::new(
-                                response,
-                                self.client.config().max_response_bytes,
-                                scrubber,
-                            );
+                        Ok(Success::Stream(resumed)) => {
+                            stream = resumed;
                             last_activity = Instant::now();
                         }
                         Ok(Success::Object(map)) => {
