@@ -1,6 +1,9 @@
 //! Bounding strings that came from outside, visibly. Every cut ends or is marked with
 //! `…` (U+2026) and falls on a `char` boundary; lengths count Unicode scalar values,
 //! as the reference peer counts Python code points.
+//!
+//! Beside them, the few JSON helpers every floor uses: a copy with sorted keys, an
+//! integer as written, and an optional field set only when it is present.
 
 pub const ELLIPSIS: char = '…';
 
