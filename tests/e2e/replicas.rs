@@ -1300,7 +1300,8 @@ fn redis_cli(port: u16, args: &[&str]) -> String {
 
 /// The research cache fails open: a kept answer Redis can no longer read or write (its
 /// key overwritten with a plain string, so every cache operation on it is `WRONGTYPE`) is
-/// a miss — the call goes upstream and is answered — never a refusal.
+/// a miss — the call goes upstream and is answered — never a refusal. And the backend
+/// answered: the replica stays ready and says no outage.
 #[test]
 fn an_answer_redis_cannot_read_is_a_miss_not_a_refusal() {
     let test = "an_answer_redis_cannot_read_is_a_miss_not_a_refusal";
@@ -1354,6 +1355,8 @@ fn an_answer_redis_cannot_read_is_a_miss_not_a_refusal() {
         "string",
         "still unreadable"
     );
+    assert!(!log.contains("billable calls are refused"), "{log}");
+    assert_eq!(ready(a.client), 200);
 }
 
 /// A `wait: false` call handed a run another caller has in flight (under the team's cache)

@@ -121,10 +121,28 @@ impl std::fmt::Display for BackendError {
     }
 }
 
+impl BackendError {
+    /// Whether the backend could not serve, rather than answered one command with an
+    /// error about its key (`WRONGTYPE` on a key overwritten with another type, or a reply
+    /// of a type we cannot read): that answer is the backend up, and `/readyz` stays ready.
+    pub fn is_outage(&self) -> bool {
+        !matches!(self, BackendError::Answer(code) if ANSWERED.contains(&code.as_str()))
+    }
+}
+
+/// The errors that are one key's, not the backend's (see [`BackendError::is_outage`]).
+const ANSWERED: [&str; 2] = ["WRONGTYPE", "UnexpectedReturnType"];
+
 impl From<redis::RedisError> for BackendError {
     fn from(e: redis::RedisError) -> Self {
         use redis::ErrorKind;
-        let code = e.code().unwrap_or_default();
+        // A pipeline's error is its first failed command's: that command's code speaks.
+        let failed = e.clone().into_server_errors();
+        let first = failed
+            .as_ref()
+            .and_then(|f| f.first())
+            .map(|(_, e)| e.code());
+        let code = e.code().or(first).unwrap_or_default();
         if matches!(e.kind(), ErrorKind::AuthenticationFailed)
             || matches!(code, "WRONGPASS" | "NOPERM" | "NOAUTH")
         {
@@ -278,7 +296,8 @@ impl Shared {
             Ok(Err(e)) => Err(BackendError::from(e)),
             Err(_) => Err(BackendError::Timeout),
         };
-        self.health.saw(result.as_ref().err());
+        self.health
+            .saw(result.as_ref().err().filter(|e| e.is_outage()));
         result
     }
 
@@ -381,6 +400,16 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_key_refused_is_the_backend_answering_not_an_outage() {
+        assert!(!BackendError::Answer("WRONGTYPE".into()).is_outage());
+        assert!(!BackendError::Answer("UnexpectedReturnType".into()).is_outage());
+        for down in ["READONLY", "LOADING", "OOM", "Extension"] {
+            assert!(BackendError::Answer(down.into()).is_outage(), "{down}");
+        }
+        assert!(BackendError::Timeout.is_outage() && BackendError::Unreachable.is_outage());
+    }
 
     #[test]
     fn urls_are_checked_without_being_repeated() {
