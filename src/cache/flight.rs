@@ -9,9 +9,12 @@
 //!   a leader whose caller went away keeps its run for them ([`Lead::followed`],
 //!   [`Lead::deserted`]) and is still the one that settles and bills it. Once none
 //!   remains it ends as any abandoned call does: nothing here stops a run upstream.
-//! - A leader that ends without an answer worth keeping (an error, a cancelled run, a
-//!   hand-back at the wait budget, everyone gone) lets its followers go: each then runs on
-//!   its own, as if it had come alone.
+//! - A leader handed back at its wait budget, its run still going, hands that run on: each
+//!   follower is handed it as a call that does not wait is (one run, paid once, where each
+//!   follower's own run would have been as slow).
+//! - A leader that ends without an answer worth keeping or a run to hand on (an error, a
+//!   cancelled run, everyone gone) lets its followers go: each then runs on its own, as
+//!   if it had come alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -25,8 +28,18 @@ use tokio::sync::watch;
 struct Board {
     /// The leader's run, once Perplexity has named it.
     run: Option<String>,
-    /// How the leader ended: `Some(answer)` for its followers, `Some(None)` to let them go.
-    landing: Option<Option<Arc<Value>>>,
+    /// How the leader ended, once it has.
+    landing: Option<Landing>,
+}
+
+/// How a leader ended, for its followers.
+enum Landing {
+    /// Its complete answer.
+    Answer(Arc<Value>),
+    /// Handed back at its wait budget with its run (the published one) still going.
+    RunGoesOn,
+    /// Nothing to hand on: each follower runs its own.
+    LetGo,
 }
 
 /// The flights by key. The map holds no receiver, so a leader's receiver count is its
@@ -117,8 +130,22 @@ fn in_progress(
 impl Lead {
     /// Hands the answer (or `None`: no answer worth sharing) to every follower.
     pub fn land(self, answer: Option<Value>) {
+        let landing = answer.map_or(Landing::LetGo, |a| Landing::Answer(Arc::new(a)));
         self.board
-            .send_modify(|board| board.landing = Some(answer.map(Arc::new)));
+            .send_modify(|board| board.landing = Some(landing));
+    }
+
+    /// Hands run `run_id`, handed back at the leader's wait budget and still going, to
+    /// every follower; a run other than the one published lets them go instead.
+    pub fn hand_on(self, run_id: &str) {
+        self.board.send_modify(|board| {
+            let ours = board.run.as_deref() == Some(run_id);
+            board.landing = Some(if ours {
+                Landing::RunGoesOn
+            } else {
+                Landing::LetGo
+            });
+        });
     }
 
     /// Where the leader's run id goes once it is known. Weak: a handle left behind in the
@@ -145,7 +172,7 @@ impl Drop for Lead {
         self.board.send_if_modified(|board| {
             let unset = board.landing.is_none();
             if unset {
-                board.landing = Some(None);
+                board.landing = Some(Landing::LetGo);
             }
             unset
         });
@@ -176,14 +203,24 @@ impl Publisher {
 }
 
 impl Follow {
-    /// The leader's answer, or `None` when it ended without one.
-    pub async fn answer(mut self) -> Option<Arc<Value>> {
+    /// The leader's answer, or `None` when it ended without one (then
+    /// [`Follow::run_goes_on`] says whether its run is handed on).
+    pub async fn answer(&mut self) -> Option<Arc<Value>> {
         let landed = self
             .0
             .wait_for(|board| board.landing.is_some())
             .await
             .ok()?;
-        landed.landing.clone().flatten()
+        match &landed.landing {
+            Some(Landing::Answer(answer)) => Some(answer.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether the leader ended handing its run on ([`Lead::hand_on`]): its
+    /// [`Follow::run_id`] is then this call's run too.
+    pub fn run_goes_on(&self) -> bool {
+        matches!(self.0.borrow().landing, Some(Landing::RunGoesOn))
     }
 
     /// The leader's run id, waited for at most `grace`; `None` when the leader ended
@@ -195,7 +232,7 @@ impl Follow {
         let board = tokio::time::timeout(grace, seen).await.ok()?.ok()?;
         match &board.landing {
             // It ended with nothing to share (failed, let go): the caller runs its own.
-            Some(None) => None,
+            Some(Landing::LetGo) => None,
             _ => board.run.clone(),
         }
     }
@@ -212,7 +249,7 @@ mod tests {
         let Flight::Lead(lead) = flights.join("k") else {
             panic!("first leads")
         };
-        let Flight::Follow(a) = flights.join("k") else {
+        let Flight::Follow(mut a) = flights.join("k") else {
             panic!("second follows")
         };
         let Flight::Follow(b) = flights.join("k") else {
@@ -226,11 +263,12 @@ mod tests {
         let Flight::Lead(lead) = flights.join("k") else {
             panic!("a new flight")
         };
-        let Flight::Follow(c) = flights.join("k") else {
+        let Flight::Follow(mut c) = flights.join("k") else {
             panic!("follows")
         };
         drop(lead);
         assert_eq!(c.answer().await, None);
+        assert!(!c.run_goes_on());
         assert!(matches!(flights.join("k"), Flight::Lead(_)));
     }
 
@@ -265,6 +303,37 @@ mod tests {
         assert_eq!(waiting.run_id(grace).await, None);
         drop(lead);
         assert!(flights.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_leader_handed_back_at_its_budget_hands_its_run_on() {
+        let flights = Flights::default();
+        let Flight::Lead(lead) = flights.join("k") else {
+            panic!("leads")
+        };
+        let Flight::Follow(mut a) = flights.join("k") else {
+            panic!("follows")
+        };
+        lead.publisher().publish("resp_1");
+        lead.hand_on("resp_1");
+        assert_eq!(a.answer().await, None);
+        assert!(a.run_goes_on());
+        let grace = Duration::from_secs(5);
+        assert_eq!(a.run_id(grace).await.as_deref(), Some("resp_1"));
+        assert!(flights.is_empty());
+
+        // A run other than the one published is not handed on.
+        let Flight::Lead(lead) = flights.join("k") else {
+            panic!("a new flight")
+        };
+        let Flight::Follow(mut b) = flights.join("k") else {
+            panic!("follows")
+        };
+        lead.publisher().publish("resp_2");
+        lead.hand_on("resp_3");
+        assert_eq!(b.answer().await, None);
+        assert!(!b.run_goes_on());
+        assert_eq!(b.run_id(grace).await, None);
     }
 
     #[tokio::test]

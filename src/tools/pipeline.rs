@@ -164,15 +164,17 @@ impl Tools {
         // The research cache, before budgets: a hit costs nothing, so it is served even
         // when no budget has room; an identical call in flight is waited for instead of
         // paid for twice, and one that asked for its run back at once (`wait: false`) is
-        // handed that run (it never leads: it would hand its followers no answer).
+        // handed that run (it never leads: it would hand its followers no answer), as is
+        // a waiting one whose leader was handed back at its wait budget.
         let mut lead = None;
         if let Some(key) = admitted.cache_key.as_ref().filter(|_| !hidden) {
             let scope = key.scope;
             let mut hit = Box::pin(self.cache.get(key)).await;
+            let mut handed_on = None;
             if hit.is_none() && admitted.waits() {
                 match self.cache.fly(key) {
                     Flight::Lead(leading) => lead = Some(leading),
-                    Flight::Follow(follow) => {
+                    Flight::Follow(mut follow) => {
                         let landed = tokio::select! {
                             landed = follow.answer() => landed,
                             () = ctx.cancel.cancelled() => {
@@ -182,11 +184,15 @@ impl Tools {
                             }
                         };
                         hit = landed.map(|answer| Hit::now((*answer).clone()));
+                        // Handed back at its wait budget, the run still going: this call is
+                        // handed that run, as one that does not wait is, not a second one.
+                        handed_on = follow.run_goes_on().then_some(follow);
                     }
                 }
             }
             let follow = match hit {
                 None if !admitted.waits() => self.cache.follow(key),
+                None => handed_on,
                 _ => None,
             };
             // `hit` moves into the box, and what comes back is a box: no wait of this call
@@ -336,10 +342,17 @@ impl Tools {
             let answer = kept.map(|kept| {
                 crate::cache::answer(&kept, run_of(&typed), settled.cost.map_or(0, |c| c.total))
             });
-            if let Some(answer) = &answer {
-                Box::pin(self.cache.put(key, answer)).await;
+            match (answer, &typed) {
+                (Some(answer), _) => {
+                    Box::pin(self.cache.put(key, &answer)).await;
+                    lead.land(Some(answer));
+                }
+                // Handed back at the wait budget: the run goes on, for the followers too.
+                (None, Outcome::Research(research::ResearchOutcome::Running { id, .. })) => {
+                    lead.hand_on(id);
+                }
+                (None, _) => lead.land(None),
             }
-            lead.land(answer);
         }
         if detached {
             // Its caller went away: no reply, and the closing record says it was abandoned.

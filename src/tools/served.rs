@@ -2,7 +2,8 @@
 //! marked as a hit, at no cost — recorded in the ledger as a hit with what it saved and
 //! audited with the cache's scope. Under the reference peer's drop-in the reply is the
 //! answer exactly as it was first given. A call that asked for its run back at once while
-//! an identical run was in flight is handed that run, as if it had started it.
+//! an identical run was in flight is handed that run, as if it had started it; so is a
+//! waiting call whose leader was handed back at its wait budget.
 
 use serde_json::json;
 
@@ -37,8 +38,9 @@ pub(super) struct Answered {
 
 impl Tools {
     /// A call's `hit`, if any, served; else, for a call that asked for its run back at
-    /// once, the run of the identical call it `follow`s, once Perplexity names it (within
-    /// the grace a create's answer gets, else the call starts its own).
+    /// once (or whose leader handed its run on), the run of the identical call it
+    /// `follow`s, once Perplexity names it (within the grace a create's answer gets, else
+    /// the call starts its own).
     pub(super) async fn consult_cache(
         &self,
         billing: &Billing<'_>,
@@ -142,7 +144,8 @@ impl Tools {
         (output, facts, outcome)
     }
 
-    /// A `wait: false` call handed the run an identical call has in flight: the hand-back
+    /// A `wait: false` call handed the run an identical call has in flight (or a waiting
+    /// one whose leader was handed back at its wait budget, the run going on): the hand-back
     /// the tool gives for a run it just started (the caller collects it the same way), with
     /// no run created and nothing billed — the run is billed to the call that started it.
     /// Recorded as a hit that saved nothing yet (what the run costs is not known yet).

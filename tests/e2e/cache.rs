@@ -332,6 +332,105 @@ fn a_leader_that_goes_away_only_detaches_while_others_wait() {
     );
 }
 
+/// The call leading a flight is handed back at its wait budget, its run still going: the
+/// calls waiting for it are handed that same run, as a call that does not wait is — one
+/// run, never a second paid for the same question — and collect it.
+#[test]
+fn a_leader_handed_back_at_its_wait_budget_hands_its_run_to_the_waiting_calls() {
+    let fake = FakePerplexity::start_with(json!({"duration_ms": 4000, "cost": 0.03}));
+    let dir = Scratch::new("cache-hand-on");
+    let mut env = cached(&fake, &dir, "caller");
+    env.push(("PERPLEXITY_AGENT_WAIT_SECONDS".into(), "1".into()));
+    let mut s = Server::start(&env);
+    one_flight(&mut s, &fake, &["lead", "f1", "f2"], "a long one");
+    let run = fake.runs()[0].id.clone();
+    let mut handed = Vec::new();
+    for _ in 0..3 {
+        let frame = s.recv();
+        let (text, is_error) = tool_text(&frame);
+        assert!(
+            !is_error && text.starts_with(&format!("Research run {run} is still running.")),
+            "{text}"
+        );
+        handed.push(frame["id"].as_str().unwrap().to_owned());
+    }
+    handed.sort();
+    assert_eq!(handed, ["f1", "f2", "lead"]);
+    assert_eq!(agent_creates(&fake).len(), 1, "one run for all");
+    // Each collect waits at most the budget: called again until the run has ended.
+    let mut id = 9;
+    wait_until("the run to be collected", Duration::from_secs(10), || {
+        id += 1;
+        let reply = s.request(&call(
+            id,
+            "perplexity_agent_result",
+            json!({"response_id": run}),
+        ));
+        let (text, is_error) = tool_text(&reply);
+        assert!(!is_error, "{text}");
+        text.contains("Fake answer.")
+    });
+    assert_eq!(agent_creates(&fake).len(), 1);
+}
+
+/// Under the team's cache the waiting call handed the run on is another caller: the run
+/// becomes theirs too, to collect — and nobody else's.
+#[test]
+fn a_run_handed_on_at_the_wait_budget_is_the_waiting_callers_and_nobody_elses() {
+    let (h, fake, _dir) = team_with_env(
+        "team",
+        "cache-hand-on-team",
+        json!({"duration_ms": 4000, "cost": 0.02}),
+        &[("PERPLEXITY_AGENT_WAIT_SECONDS", "1")],
+    );
+    let question = json!({"query": "the team's long question"});
+    let ask_as = |token: &'static str, id: i64| {
+        let (client, asked) = (h.client, question.clone());
+        std::thread::spawn(move || {
+            tool_text(&post(
+                &client,
+                token,
+                &modern_call(id, "perplexity_agent", asked),
+            ))
+        })
+    };
+    let carol = ask_as(CAROL, 1);
+    wait_until("Carol's run to start", Duration::from_secs(5), || {
+        !fake.runs().is_empty()
+    });
+    let dave = ask_as(DAVE, 2);
+    let run = fake.runs()[0].id.clone();
+    for (who, handed) in [("carol", carol), ("dave", dave)] {
+        let (text, is_error) = handed.join().unwrap();
+        assert!(
+            !is_error && text.starts_with(&format!("Research run {run} is still running.")),
+            "{who}: {text}"
+        );
+    }
+    assert_eq!(agent_creates(&fake).len(), 1, "one run for both");
+    let result = |token: &str, id: i64| {
+        let asked = json!({"response_id": run});
+        tool_text(&post(
+            &h.client,
+            token,
+            &modern_call(id, "perplexity_agent_result", asked),
+        ))
+    };
+    let (text, is_error) = result(FRANK, 3);
+    assert!(
+        is_error && text.starts_with(&format!("No research run {run} exists")),
+        "{text}"
+    );
+    let mut id = 3;
+    wait_until("Dave to collect the run", Duration::from_secs(10), || {
+        id += 1;
+        let (text, is_error) = result(DAVE, id);
+        assert!(!is_error, "{text}");
+        text.contains("Fake answer.")
+    });
+    assert_eq!(agent_creates(&fake).len(), 1);
+}
+
 /// Every call of a flight goes away, the leader first: nobody is left waiting, and the
 /// run is left as any abandoned call leaves it (it goes on upstream, named on stderr once,
 /// to collect) — never a run per waiter, never a cancel per waiter.
@@ -408,10 +507,21 @@ fn team(scope: &str, name: &str) -> (Http, FakePerplexity, Scratch) {
 
 /// [`team`] with the fake upstream playing `scenario`.
 fn team_with(scope: &str, name: &str, scenario: Value) -> (Http, FakePerplexity, Scratch) {
+    team_with_env(scope, name, scenario, &[])
+}
+
+/// [`team_with`], with `extra` in the server's environment.
+fn team_with_env(
+    scope: &str,
+    name: &str,
+    scenario: Value,
+    extra: &[(&str, &str)],
+) -> (Http, FakePerplexity, Scratch) {
     let fake = FakePerplexity::start_with(scenario);
     let dir = Scratch::new(name);
     let file = clients_file(&dir);
     let mut env = cached(&fake, &dir, scope);
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     env.push((
         "PERPLEXITY_HTTP_CLIENTS_FILE".into(),
         file.display().to_string(),
@@ -459,13 +569,19 @@ fn one_callers_answer_answers_no_other_caller_unless_the_scope_is_the_team() {
     let erin = post(&h, ERIN, &modern_call(3, "perplexity_ask", question()));
     let refused = erin["error"].is_object() || erin["result"]["isError"] == true;
     assert!(refused && !erin.to_string().contains(HIT), "{erin}");
-    // The audit record of Dave's call says it was the team's answer.
-    let records = audit_records(&dir.path("audit.jsonl"));
-    let served = records
-        .iter()
-        .filter(|r| r["event"] == "tool_result" && r["caller"] == "dave")
-        .collect::<Vec<_>>();
-    assert_eq!(served.len(), 1, "{records:?}");
+    // The audit record of Dave's call says it was the team's answer (the log is written
+    // behind the calls: a loaded machine may show it a moment later).
+    let served = || {
+        audit_records(&dir.path("audit.jsonl"))
+            .into_iter()
+            .filter(|r| r["event"] == "tool_result" && r["caller"] == "dave")
+            .collect::<Vec<_>>()
+    };
+    wait_until("Dave's audit record", Duration::from_secs(5), || {
+        !served().is_empty()
+    });
+    let served = served();
+    assert_eq!(served.len(), 1, "{served:?}");
     assert_eq!(served[0]["cache"], json!({"hit": true, "scope": "team"}));
 }
 
