@@ -281,6 +281,16 @@ fn label(variable: &'static str, value: &str) -> Result<(), ConfigError> {
 }
 
 /// This machine's host name (`localhost` when it has none we can read).
+#[cfg(not(unix))]
+fn host_name() -> String {
+    std::env::var("COMPUTERNAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// This machine's host name (`localhost` when it has none we can read).
+#[cfg(unix)]
 fn host_name() -> String {
     let mut buffer = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname writes at most that much.

@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
+use super::group::{self, Group};
 use crate::dense::{MAX_VALUES, id_of, too_dense};
 
 /// The largest message a downstream process may write: rmcp's own line cap, which a
@@ -44,7 +45,7 @@ pub struct Guarded {
     child: Child,
     /// The child's process group (its own pid: `process_group(0)` at spawn), kept because
     /// tokio forgets the pid once the child is reaped, while what it started may live on.
-    group: Option<libc::pid_t>,
+    group: Option<Group>,
     transport: AsyncRwTransport<RoleClient, DuplexStream, ChildStdin>,
 }
 
@@ -52,13 +53,13 @@ impl Guarded {
     /// Starts measuring `child`'s output; its stdin and stdout must be piped. `child` must
     /// lead its own process group.
     pub fn new(mut child: Child) -> std::io::Result<Self> {
-        let group = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok());
+        let group = child.id().and_then(group::of);
         if let Some(group) = group {
             register(group);
         }
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             if let Some(group) = group {
-                signal_group(group, libc::SIGKILL);
+                group::kill(group);
             }
             return Err(std::io::Error::other("the child's stdio is not piped"));
         };
@@ -83,11 +84,11 @@ impl Guarded {
         if self.gone_within(EXIT_GRACE).await {
             return Ok(());
         }
-        self.signal(libc::SIGTERM);
+        self.signal(group::terminate);
         if self.gone_within(EXIT_GRACE).await {
             return Ok(());
         }
-        self.signal(libc::SIGKILL);
+        self.signal(group::kill);
         let killed = self.child.kill().await;
         // What SIGKILL ended is usually gone at once; a group that is not (a process in
         // uninterruptible sleep) stays registered, for the exit to end.
@@ -118,9 +119,9 @@ impl Guarded {
         gone
     }
 
-    fn signal(&self, signal: libc::c_int) {
+    fn signal(&self, send: fn(Group)) {
         if let Some(group) = self.group {
-            signal_group(group, signal);
+            send(group);
         }
     }
 }
@@ -133,11 +134,11 @@ impl Drop for Guarded {
             return;
         };
         let child_done = !matches!(self.child.try_wait(), Ok(None));
-        if group_gone(group, child_done) {
+        if group::gone(group, child_done) {
             unregister(group);
             return;
         }
-        signal_group(group, libc::SIGKILL);
+        group::kill(group);
         // Confirmed gone later, without holding up the thread that dropped us; without a
         // runtime, the group stays registered for the exit to end.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -150,10 +151,10 @@ impl Drop for Guarded {
 }
 
 /// Whether `group` is gone by `deadline`, looked at every [`POLL`] (`reap` as for
-/// [`group_gone`]); a group seen gone leaves the registry.
-async fn group_gone_by(group: libc::pid_t, reap: bool, deadline: tokio::time::Instant) -> bool {
+/// [`group::gone`]); a group seen gone leaves the registry.
+async fn group_gone_by(group: Group, reap: bool, deadline: tokio::time::Instant) -> bool {
     loop {
-        if group_gone(group, reap) {
+        if group::gone(group, reap) {
             unregister(group);
             return true;
         }
@@ -167,7 +168,7 @@ async fn group_gone_by(group: libc::pid_t, reap: bool, deadline: tokio::time::In
 /// Every child's process group not yet seen gone, and whether the process is exiting
 /// (then a group registered late is killed at once: nothing would end it after).
 struct Groups {
-    live: Vec<libc::pid_t>,
+    live: Vec<Group>,
     exiting: bool,
 }
 
@@ -182,39 +183,16 @@ fn groups() -> MutexGuard<'static, Groups> {
     GROUPS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn register(group: libc::pid_t) {
+fn register(group: Group) {
     let mut groups = groups();
     if groups.exiting {
-        signal_group(group, libc::SIGKILL);
+        group::kill(group);
     }
     groups.live.push(group);
 }
 
-fn unregister(group: libc::pid_t) {
+fn unregister(group: Group) {
     groups().live.retain(|&g| g != group);
-}
-
-fn signal_group(group: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: killpg only sends a signal; the group is a child's own (`process_group(0)`
-    // at spawn), so nothing of ours is signalled.
-    unsafe {
-        libc::killpg(group, signal);
-    }
-}
-
-/// Whether no process of `group` is left. With `reap`, the group's exited processes that
-/// are ours to wait for (the child; orphans too when we are a subreaper or PID 1) are
-/// collected first, as a zombie still counts as a member; only pass it once the child
-/// itself is reaped or nothing else will wait for it.
-fn group_gone(group: libc::pid_t, reap: bool) -> bool {
-    if reap {
-        // SAFETY: a non-blocking wait for our own children in that group; no status is
-        // read.
-        while unsafe { libc::waitpid(-group, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
-    }
-    // SAFETY: signal 0 is delivered to no one; it only asks whether the group has a member.
-    let probed = unsafe { libc::kill(-group, 0) };
-    probed != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 /// Ends every child's process group still alive, for a process about to exit: SIGTERM,
@@ -230,17 +208,17 @@ pub fn end_all_groups() {
     }
     // Exiting, the children are collected here whoever else was to wait for them: a
     // zombie left for a task that will never run again would hold its group open.
-    groups.live.retain(|&g| !group_gone(g, true));
+    groups.live.retain(|&g| !group::gone(g, true));
     for &group in &groups.live {
-        signal_group(group, libc::SIGTERM);
+        group::terminate(group);
     }
     let deadline = Instant::now() + EXIT_GRACE;
     while !groups.live.is_empty() && Instant::now() < deadline {
         std::thread::sleep(POLL);
-        groups.live.retain(|&g| !group_gone(g, true));
+        groups.live.retain(|&g| !group::gone(g, true));
     }
     for &group in &groups.live {
-        signal_group(group, libc::SIGKILL);
+        group::kill(group);
     }
     groups.live.clear();
 }

@@ -118,14 +118,15 @@ async fn connect_inner(resolved: &Resolved) -> Result<Live, GatewayError> {
             for (name, value) in env {
                 command.env(name, value.expose_secret());
             }
-            // Its own process group, so closing the connection ends what it started too;
-            // killed if the connection is dropped without being closed.
+            // Killed if the connection is dropped without being closed; on Unix in its own
+            // process group, so closing the connection ends what it started too.
             command
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
-                .process_group(0)
                 .kill_on_drop(true);
+            #[cfg(unix)]
+            command.process_group(0);
             #[cfg(target_os = "linux")]
             die_with_us(&mut command);
             let spawn_failed = |e: std::io::Error| GatewayError::Spawn {

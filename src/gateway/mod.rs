@@ -22,6 +22,7 @@ pub mod connection;
 pub mod definition;
 pub mod error;
 pub mod file;
+mod group;
 mod http;
 pub mod policy;
 pub mod secrets;

@@ -5,10 +5,15 @@
 //! terminal back its stderr, before anything is printed on the way out (and on panic,
 //! so a panic's message is seen).
 //!
+//! On Windows stderr is left as it is (its handle is no file descriptor to replace), and a
+//! log line may then show over the drawing until the next frame.
+//!
 //! Touches: file descriptor 2 of the process (duplicated, replaced, put back).
 
+// Windows builds keep the line reader for its tests' sake only.
+#![cfg_attr(not(unix), allow(dead_code, unused_imports))]
+
 use std::io::{BufRead, BufReader, Read};
-use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
@@ -31,7 +36,9 @@ pub struct Capture {
 impl Capture {
     /// Puts a pipe in stderr's place and reads its lines into `tx`. `None` (stderr left
     /// as it is) when the descriptors cannot be set up.
+    #[cfg(unix)]
     pub fn start(tx: UnboundedSender<Update>) -> Option<Capture> {
+        use std::os::fd::{AsRawFd, RawFd};
         let (reader, writer) = std::io::pipe().ok()?;
         // SAFETY: fcntl with F_DUPFD_CLOEXEC only duplicates descriptor 2 (whether it
         // is open or not); it reads no memory of ours.
@@ -67,6 +74,12 @@ impl Capture {
             return None;
         }
         Some(Capture { done })
+    }
+
+    /// Windows: stderr stays as it is.
+    #[cfg(not(unix))]
+    pub fn start(_tx: UnboundedSender<Update>) -> Option<Capture> {
+        None
     }
 
     /// After [`restore`]: waits (briefly) until every line written is read.
@@ -133,6 +146,7 @@ pub fn restore() {
     }
     // SAFETY: `saved` is the descriptor `Capture::start` kept, taken out of `SAVED` here
     // so it is put back and closed once; dup2 and close read no memory of ours.
+    #[cfg(unix)]
     unsafe {
         libc::dup2(saved, 2);
         libc::close(saved);
